@@ -1,0 +1,3 @@
+//! The `metaforge` binary: one thin entry point for every MetaForge role and CLI command.
+
+fn main() {}

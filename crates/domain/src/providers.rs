@@ -1,0 +1,335 @@
+//! The provider registry: every provider id MetaForge knows, its API family, its aliases, where
+//! its base URL comes from, and which models its family can serve.
+//!
+//! The family check is deliberately conservative: it rejects only pairs a first-party API can
+//! never serve, and never judges a multi-vendor gateway. A pair caught here is a configuration
+//! error found at resolve time instead of a 400 on every call.
+
+use metaforge_ports::ApiFamily;
+
+/// One provider the registry knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderInfo {
+    /// Canonical id, as used in routes (`provider:model`) and in `HARNESS_<ID>_BASE_URL`.
+    pub id: &'static str,
+    /// The wire API the provider speaks.
+    pub family: ApiFamily,
+    /// Other names that resolve to this provider.
+    pub aliases: &'static [&'static str],
+    /// The provider's fixed public endpoint; `None` when it is account-, region- or host-specific.
+    pub fixed_base_url: Option<&'static str>,
+    /// True for providers that route to many vendors' models (never judged by the family check).
+    pub multi_vendor: bool,
+    /// True when calls are covered by a subscription rather than priced per token.
+    pub subscription_billed: bool,
+}
+
+const fn oa(id: &'static str, aliases: &'static [&'static str], url: Option<&'static str>) -> ProviderInfo {
+    ProviderInfo {
+        id,
+        family: ApiFamily::OpenaiCompatible,
+        aliases,
+        fixed_base_url: url,
+        multi_vendor: true,
+        subscription_billed: false,
+    }
+}
+
+/// Every provider id of the seed's provider surface (FORGE-468, MET-549).
+pub const PROVIDERS: &[ProviderInfo] = &[
+    oa("openrouter", &[], Some("https://openrouter.ai/api/v1")),
+    oa("openai", &["gpt", "chatgpt-api"], Some("https://api.openai.com/v1")),
+    oa("deepseek", &[], Some("https://api.deepseek.com/v1")),
+    oa("xai", &["grok", "x-ai"], Some("https://api.x.ai/v1")),
+    oa("novita", &[], Some("https://api.novita.ai/v3/openai")),
+    oa("kimi", &["moonshot", "kimi-coding"], Some("https://api.moonshot.ai/v1")),
+    oa("kimi-cn", &["moonshot-cn", "kimi-coding-cn"], Some("https://api.moonshot.cn/v1")),
+    oa("zai", &["glm", "z-ai", "zhipu"], Some("https://api.z.ai/api/paas/v4")),
+    oa("alibaba", &["dashscope", "qwen"], None),
+    oa("alibaba-coding-plan", &["dashscope-coding-plan"], None),
+    oa("minimax", &[], None),
+    oa("minimax-cn", &[], None),
+    oa("huggingface", &["hf"], Some("https://router.huggingface.co/v1")),
+    oa("nvidia", &["nim"], Some("https://integrate.api.nvidia.com/v1")),
+    oa("arcee", &[], None),
+    oa("gmi", &[], None),
+    oa("xiaomi", &["mimo"], None),
+    oa("tencent-tokenhub", &["tencent"], None),
+    oa("opencode-zen", &[], None),
+    oa("opencode-go", &[], None),
+    oa("kilocode", &["kilo"], None),
+    oa("stepfun", &[], None),
+    oa("azure-foundry", &["azure", "azure-openai"], None),
+    oa("ollama", &[], None),
+    oa("vllm", &[], None),
+    oa("sglang", &[], None),
+    oa("llama-cpp", &["llama.cpp", "llamacpp"], None),
+    oa("lmstudio", &["lm-studio"], None),
+    oa("litellm", &[], None),
+    oa("clawrouter", &[], None),
+    oa("custom", &[], None),
+    ProviderInfo {
+        id: "anthropic",
+        family: ApiFamily::Anthropic,
+        aliases: &["claude"],
+        fixed_base_url: Some("https://api.anthropic.com"),
+        multi_vendor: false,
+        subscription_billed: false,
+    },
+    ProviderInfo {
+        id: "gemini",
+        family: ApiFamily::Gemini,
+        aliases: &["google", "google-genai"],
+        fixed_base_url: Some("https://generativelanguage.googleapis.com"),
+        multi_vendor: false,
+        subscription_billed: false,
+    },
+    ProviderInfo {
+        id: "bedrock",
+        family: ApiFamily::Bedrock,
+        aliases: &["aws-bedrock", "aws"],
+        fixed_base_url: None,
+        multi_vendor: true,
+        subscription_billed: false,
+    },
+    ProviderInfo {
+        id: "openai-codex",
+        family: ApiFamily::OpenaiCodex,
+        aliases: &["codex"],
+        fixed_base_url: Some("https://chatgpt.com/backend-api/codex"),
+        multi_vendor: false,
+        subscription_billed: true,
+    },
+];
+
+/// Errors of the provider rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderRuleError {
+    /// The name is neither a provider id nor an alias.
+    #[error("unknown provider '{0}'")]
+    UnknownProvider(String),
+    /// A route is not of the form `provider:model`.
+    #[error("route '{0}' is not of the form provider:model")]
+    MalformedRoute(String),
+    /// No base URL could be found for a provider without a fixed endpoint.
+    #[error("provider '{provider}' has no fixed base URL: set {env_var}")]
+    MissingBaseUrl {
+        /// Canonical provider id.
+        provider: String,
+        /// The environment variable that would supply it.
+        env_var: String,
+    },
+}
+
+/// Looks a provider up by id or alias, case-insensitively; `_` and `-` are interchangeable.
+pub fn resolve_provider(name: &str) -> Result<&'static ProviderInfo, ProviderRuleError> {
+    let wanted = name.trim().to_ascii_lowercase().replace('_', "-");
+    PROVIDERS
+        .iter()
+        .find(|p| p.id == wanted || p.aliases.iter().any(|a| *a == wanted))
+        .ok_or_else(|| ProviderRuleError::UnknownProvider(name.to_owned()))
+}
+
+/// A `provider:model` route split into its parts (the model may itself contain `:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The provider as written (resolve it with [`resolve_provider`]).
+    pub provider: String,
+    /// The model name.
+    pub model: String,
+}
+
+/// Splits `provider:model` at the first colon; both halves must be non-empty.
+pub fn parse_route(route: &str) -> Result<Route, ProviderRuleError> {
+    match route.trim().split_once(':') {
+        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => {
+            Ok(Route { provider: provider.trim().to_owned(), model: model.trim().to_owned() })
+        }
+        _ => Err(ProviderRuleError::MalformedRoute(route.to_owned())),
+    }
+}
+
+/// The environment variable naming a provider's base URL: `HARNESS_<ID>_BASE_URL`, upper-cased,
+/// with every non-alphanumeric character as `_`.
+pub fn base_url_env_var(provider_id: &str) -> String {
+    let id: String = provider_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect();
+    format!("HARNESS_{id}_BASE_URL")
+}
+
+/// Where a resolved base URL came from (shown by the providers view).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BaseUrlSource {
+    /// Passed explicitly by configuration.
+    Explicit,
+    /// The provider's fixed public endpoint.
+    Fixed,
+    /// Read from `HARNESS_<ID>_BASE_URL`.
+    Env,
+}
+
+/// A base URL and its provenance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBaseUrl {
+    /// The URL, without a trailing slash.
+    pub url: String,
+    /// Where it came from.
+    pub source: BaseUrlSource,
+}
+
+/// Resolves a provider's base URL: explicit, then the fixed URL, then `HARNESS_<ID>_BASE_URL`
+/// (read through `env`, so this stays pure), else an error naming that variable.
+pub fn resolve_base_url(
+    provider: &ProviderInfo,
+    explicit: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<ResolvedBaseUrl, ProviderRuleError> {
+    let clean = |u: &str| u.trim().trim_end_matches('/').to_owned();
+    if let Some(url) = explicit.filter(|u| !u.trim().is_empty()) {
+        return Ok(ResolvedBaseUrl { url: clean(url), source: BaseUrlSource::Explicit });
+    }
+    if let Some(url) = provider.fixed_base_url {
+        return Ok(ResolvedBaseUrl { url: clean(url), source: BaseUrlSource::Fixed });
+    }
+    let env_var = base_url_env_var(provider.id);
+    match env(&env_var).filter(|u| !u.trim().is_empty()) {
+        Some(url) => Ok(ResolvedBaseUrl { url: clean(&url), source: BaseUrlSource::Env }),
+        None => Err(ProviderRuleError::MissingBaseUrl { provider: provider.id.to_owned(), env_var }),
+    }
+}
+
+/// The most tools one request may carry for this provider's family (OpenAI-compatible: 128).
+pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
+    match provider.family {
+        ApiFamily::OpenaiCompatible => Some(128),
+        _ => None,
+    }
+}
+
+/// Whether `provider` can never serve `model`; `Some(reason)` names the model when it cannot.
+///
+/// Rules (FORGE-468): openai-codex rejects any `vendor/model` slug and claude-* / gemini*;
+/// anthropic rejects gpt-* / o1 / o3 / o4; gemini rejects claude-* / gpt-*. A slug whose vendor
+/// is not plain from its prefix passes, and multi-vendor gateways are never judged.
+pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<String> {
+    if provider.multi_vendor {
+        return None;
+    }
+    let lowered = model.trim().to_ascii_lowercase();
+    let vendor = model_vendor(&lowered);
+    let reason = match provider.family {
+        ApiFamily::OpenaiCodex if lowered.contains('/') => {
+            Some("openai-codex takes a bare model name, not a vendor/model slug")
+        }
+        ApiFamily::OpenaiCodex if matches!(vendor, Some(Vendor::Anthropic | Vendor::Google)) => {
+            Some("openai-codex serves only OpenAI models")
+        }
+        ApiFamily::Anthropic if matches!(vendor, Some(Vendor::OpenAi | Vendor::Google)) => {
+            Some("the Anthropic API serves only Anthropic models")
+        }
+        ApiFamily::Gemini if matches!(vendor, Some(Vendor::Anthropic | Vendor::OpenAi)) => {
+            Some("the Gemini API serves only Google models")
+        }
+        _ => None,
+    };
+    reason.map(|why| format!("model '{model}' cannot be served by provider '{}': {why}", provider.id))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Vendor {
+    OpenAi,
+    Anthropic,
+    Google,
+}
+
+/// The vendor plain from a model name's prefix (after an optional `vendor/` segment), if any.
+fn model_vendor(lowered: &str) -> Option<Vendor> {
+    let (prefix_vendor, name) = match lowered.split_once('/') {
+        Some((vendor, rest)) => (Some(vendor), rest),
+        None => (None, lowered),
+    };
+    let by_prefix = match prefix_vendor {
+        Some("openai") => Some(Vendor::OpenAi),
+        Some("anthropic") => Some(Vendor::Anthropic),
+        Some("google") => Some(Vendor::Google),
+        _ => None,
+    };
+    let is_o_series = ["o1", "o3", "o4"]
+        .iter()
+        .any(|o| name == *o || name.strip_prefix(o).is_some_and(|rest| rest.starts_with('-')));
+    let by_name = if name.starts_with("gpt-") || name == "gpt" || is_o_series {
+        Some(Vendor::OpenAi)
+    } else if name.starts_with("claude") {
+        Some(Vendor::Anthropic)
+    } else if name.starts_with("gemini") {
+        Some(Vendor::Google)
+    } else {
+        None
+    };
+    by_prefix.or(by_name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(name: &str) -> &'static ProviderInfo {
+        resolve_provider(name).unwrap()
+    }
+
+    #[test]
+    fn aliases_resolve_to_their_canonical_provider() {
+        assert_eq!(p("claude").id, "anthropic");
+        assert_eq!(p("Codex").id, "openai-codex");
+        assert_eq!(p("google").id, "gemini");
+        assert_eq!(p("grok").id, "xai");
+        assert_eq!(p("llama.cpp").id, "llama-cpp");
+        assert_eq!(p("openai_codex").id, "openai-codex");
+        assert!(resolve_provider("nope").is_err());
+    }
+
+    #[test]
+    fn anthropic_rejects_openai_models_and_names_the_model() {
+        let reason = model_family_mismatch(p("anthropic"), "gpt-4o").unwrap();
+        assert!(reason.contains("gpt-4o"));
+        assert!(model_family_mismatch(p("anthropic"), "o3").is_some());
+        assert!(model_family_mismatch(p("anthropic"), "o4-mini").is_some());
+        assert!(model_family_mismatch(p("anthropic"), "claude-opus-4-8").is_none());
+    }
+
+    #[test]
+    fn multi_vendor_gateways_are_never_judged() {
+        assert!(model_family_mismatch(p("openrouter"), "anthropic/claude-3.5-sonnet").is_none());
+        assert!(model_family_mismatch(p("bedrock"), "anthropic.claude-3").is_none());
+        assert!(model_family_mismatch(p("openai"), "claude-3").is_none());
+    }
+
+    #[test]
+    fn codex_rejects_vendor_slugs() {
+        assert!(model_family_mismatch(p("openai-codex"), "openai/gpt-5").is_some());
+        assert!(model_family_mismatch(p("openai-codex"), "gpt-5-codex").is_none());
+    }
+
+    #[test]
+    fn base_url_falls_back_to_the_env_var_and_names_it_when_missing() {
+        let vllm = p("vllm");
+        let err = resolve_base_url(vllm, None, |_| None).unwrap_err();
+        assert_eq!(
+            err,
+            ProviderRuleError::MissingBaseUrl {
+                provider: "vllm".into(),
+                env_var: "HARNESS_VLLM_BASE_URL".into()
+            }
+        );
+        let ok = resolve_base_url(vllm, None, |k| (k == "HARNESS_VLLM_BASE_URL").then(|| "http://x/v1/".into()))
+            .unwrap();
+        assert_eq!(ok.url, "http://x/v1");
+        assert_eq!(ok.source, BaseUrlSource::Env);
+        assert_eq!(base_url_env_var("llama-cpp"), "HARNESS_LLAMA_CPP_BASE_URL");
+    }
+}

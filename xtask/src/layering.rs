@@ -1,0 +1,78 @@
+//! The layering check: the dependency arrows of `docs/ARCHITECTURE.md`, enforced.
+//!
+//! Two rules:
+//! 1. The normal (non-dev) dependency tree of `metaforge-domain` and `metaforge-ports` holds none of
+//!    the IO crates in [`FORBIDDEN_IN_PURE`], with default features and with all features.
+//! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`.
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::{DependencyKind, MetadataCommand};
+
+/// Crates whose presence in the pure crates' tree means IO leaked into the core.
+const FORBIDDEN_IN_PURE: &[&str] = &["tokio", "hyper", "reqwest", "sqlx", "rmcp", "rdkafka", "temporalio", "mio"];
+
+/// Crates that must stay pure.
+const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
+
+/// Runs both layering rules and reports every breach before failing.
+pub(crate) fn check() -> Result<()> {
+    let mut breaches = Vec::new();
+    for krate in PURE_CRATES {
+        for features in [&[][..], &["--all-features"][..]] {
+            for name in normal_tree(krate, features)? {
+                if FORBIDDEN_IN_PURE.iter().any(|f| name == *f || name.starts_with(&format!("{f}-"))) {
+                    let how = if features.is_empty() { "default features" } else { "all features" };
+                    breaches.push(format!("{krate} ({how}) depends on `{name}`, an IO crate"));
+                }
+            }
+        }
+    }
+    breaches.extend(adapter_breaches()?);
+    breaches.sort();
+    breaches.dedup();
+    if breaches.is_empty() {
+        eprintln!("xtask: layering ok ({} pure crates, adapters depend on ports only)", PURE_CRATES.len());
+        return Ok(());
+    }
+    for breach in &breaches {
+        eprintln!("layering: {breach}");
+    }
+    bail!("{} layering breach(es)", breaches.len())
+}
+
+/// Package names in the normal dependency tree of `krate`.
+fn normal_tree(krate: &str, extra: &[&str]) -> Result<Vec<String>> {
+    let mut args = vec!["tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}"];
+    args.extend_from_slice(extra);
+    let out = Command::new("cargo").args(&args).output().context("could not run cargo tree")?;
+    if !out.status.success() {
+        bail!("cargo tree -p {krate} failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect())
+}
+
+/// Adapters that depend on a workspace crate other than the ports.
+fn adapter_breaches() -> Result<Vec<String>> {
+    let metadata = MetadataCommand::new().no_deps().exec().context("cargo metadata failed")?;
+    let mut breaches = Vec::new();
+    for package in metadata.workspace_packages() {
+        if !package.name.starts_with("metaforge-adapters-") {
+            continue;
+        }
+        for dep in &package.dependencies {
+            let internal = dep.name.starts_with("metaforge-");
+            if internal && dep.name != "metaforge-ports" && dep.kind == DependencyKind::Normal {
+                breaches.push(format!(
+                    "{} depends on `{}`: adapters may depend on metaforge-ports only",
+                    package.name, dep.name
+                ));
+            }
+        }
+    }
+    Ok(breaches)
+}

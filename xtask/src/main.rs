@@ -1,0 +1,67 @@
+//! `cargo xtask`: the project's automation, one entry point for CI and developers.
+//!
+//! Subcommands:
+//! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
+//! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
+//! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
+
+mod layering;
+
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, Result, bail};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("layering") => layering::check(),
+        Some("test") => test(),
+        Some("fmt") => run("cargo", &["fmt", "--all"]),
+        _ => {
+            eprintln!("usage: cargo xtask <ci|layering|test|fmt>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs a command, streaming its output, and fails naming the command when it fails.
+pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
+    eprintln!("xtask: $ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .with_context(|| format!("could not start `{program}`"))?;
+    if !status.success() {
+        bail!("`{program} {}` failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+fn ci() -> Result<()> {
+    run("cargo", &["fmt", "--all", "--", "--check"])?;
+    run(
+        "cargo",
+        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+    )?;
+    layering::check()?;
+    test()?;
+    // Advisories need the advisory database from the network, which these machines cannot reach;
+    // licences, bans and sources are checked offline.
+    run("cargo", &["deny", "--locked", "check", "licenses", "bans", "sources"])?;
+    eprintln!("xtask: ci passed");
+    Ok(())
+}
+
+fn test() -> Result<()> {
+    run("cargo", &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"])?;
+    run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
+    Ok(())
+}
