@@ -11,7 +11,16 @@ use anyhow::{Context, Result, bail};
 use cargo_metadata::{DependencyKind, MetadataCommand};
 
 /// Crates whose presence in the pure crates' tree means IO leaked into the core.
-const FORBIDDEN_IN_PURE: &[&str] = &["tokio", "hyper", "reqwest", "sqlx", "rmcp", "rdkafka", "temporalio", "mio"];
+const FORBIDDEN_IN_PURE: &[&str] = &[
+    "tokio",
+    "hyper",
+    "reqwest",
+    "sqlx",
+    "rmcp",
+    "rdkafka",
+    "temporalio",
+    "mio",
+];
 
 /// Crates that must stay pure.
 const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
@@ -22,8 +31,15 @@ pub(crate) fn check() -> Result<()> {
     for krate in PURE_CRATES {
         for features in [&[][..], &["--all-features"][..]] {
             for name in normal_tree(krate, features)? {
-                if FORBIDDEN_IN_PURE.iter().any(|f| name == *f || name.starts_with(&format!("{f}-"))) {
-                    let how = if features.is_empty() { "default features" } else { "all features" };
+                if FORBIDDEN_IN_PURE
+                    .iter()
+                    .any(|f| name == *f || name.starts_with(&format!("{f}-")))
+                {
+                    let how = if features.is_empty() {
+                        "default features"
+                    } else {
+                        "all features"
+                    };
                     breaches.push(format!("{krate} ({how}) depends on `{name}`, an IO crate"));
                 }
             }
@@ -33,7 +49,10 @@ pub(crate) fn check() -> Result<()> {
     breaches.sort();
     breaches.dedup();
     if breaches.is_empty() {
-        eprintln!("xtask: layering ok ({} pure crates, adapters depend on ports only)", PURE_CRATES.len());
+        eprintln!(
+            "xtask: layering ok ({} pure crates, adapters depend on ports only)",
+            PURE_CRATES.len()
+        );
         return Ok(());
     }
     for breach in &breaches {
@@ -44,11 +63,19 @@ pub(crate) fn check() -> Result<()> {
 
 /// Package names in the normal dependency tree of `krate`.
 fn normal_tree(krate: &str, extra: &[&str]) -> Result<Vec<String>> {
-    let mut args = vec!["tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}"];
+    let mut args = vec![
+        "tree", "-p", krate, "-e", "normal", "--prefix", "none", "--format", "{p}",
+    ];
     args.extend_from_slice(extra);
-    let out = Command::new("cargo").args(&args).output().context("could not run cargo tree")?;
+    let out = Command::new("cargo")
+        .args(&args)
+        .output()
+        .context("could not run cargo tree")?;
     if !out.status.success() {
-        bail!("cargo tree -p {krate} failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "cargo tree -p {krate} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -58,7 +85,10 @@ fn normal_tree(krate: &str, extra: &[&str]) -> Result<Vec<String>> {
 
 /// Adapters that depend on a workspace crate other than the ports.
 fn adapter_breaches() -> Result<Vec<String>> {
-    let metadata = MetadataCommand::new().no_deps().exec().context("cargo metadata failed")?;
+    let metadata = MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .context("cargo metadata failed")?;
     let mut breaches = Vec::new();
     for package in metadata.workspace_packages() {
         if !package.name.starts_with("metaforge-adapters-") {

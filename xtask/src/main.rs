@@ -49,19 +49,33 @@ fn ci() -> Result<()> {
     run("cargo", &["fmt", "--all", "--", "--check"])?;
     run(
         "cargo",
-        &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
     )?;
     layering::check()?;
     test()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
-    run("cargo", &["deny", "--locked", "check", "licenses", "bans", "sources"])?;
+    run(
+        "cargo",
+        &["deny", "--locked", "check", "licenses", "bans", "sources"],
+    )?;
     eprintln!("xtask: ci passed");
     Ok(())
 }
 
 fn test() -> Result<()> {
-    run("cargo", &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"])?;
+    run(
+        "cargo",
+        &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
     run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
     Ok(())
 }

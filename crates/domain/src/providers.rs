@@ -38,13 +38,29 @@ const fn oa(id: &'static str, aliases: &'static [&'static str], url: Option<&'st
 /// Every provider id of the seed's provider surface (FORGE-468, MET-549).
 pub const PROVIDERS: &[ProviderInfo] = &[
     oa("openrouter", &[], Some("https://openrouter.ai/api/v1")),
-    oa("openai", &["gpt", "chatgpt-api"], Some("https://api.openai.com/v1")),
+    oa(
+        "openai",
+        &["gpt", "chatgpt-api"],
+        Some("https://api.openai.com/v1"),
+    ),
     oa("deepseek", &[], Some("https://api.deepseek.com/v1")),
     oa("xai", &["grok", "x-ai"], Some("https://api.x.ai/v1")),
     oa("novita", &[], Some("https://api.novita.ai/v3/openai")),
-    oa("kimi", &["moonshot", "kimi-coding"], Some("https://api.moonshot.ai/v1")),
-    oa("kimi-cn", &["moonshot-cn", "kimi-coding-cn"], Some("https://api.moonshot.cn/v1")),
-    oa("zai", &["glm", "z-ai", "zhipu"], Some("https://api.z.ai/api/paas/v4")),
+    oa(
+        "kimi",
+        &["moonshot", "kimi-coding"],
+        Some("https://api.moonshot.ai/v1"),
+    ),
+    oa(
+        "kimi-cn",
+        &["moonshot-cn", "kimi-coding-cn"],
+        Some("https://api.moonshot.cn/v1"),
+    ),
+    oa(
+        "zai",
+        &["glm", "z-ai", "zhipu"],
+        Some("https://api.z.ai/api/paas/v4"),
+    ),
     oa("alibaba", &["dashscope", "qwen"], None),
     oa("alibaba-coding-plan", &["dashscope-coding-plan"], None),
     oa("minimax", &[], None),
@@ -143,9 +159,10 @@ pub struct Route {
 /// Splits `provider:model` at the first colon; both halves must be non-empty.
 pub fn parse_route(route: &str) -> Result<Route, ProviderRuleError> {
     match route.trim().split_once(':') {
-        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => {
-            Ok(Route { provider: provider.trim().to_owned(), model: model.trim().to_owned() })
-        }
+        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => Ok(Route {
+            provider: provider.trim().to_owned(),
+            model: model.trim().to_owned(),
+        }),
         _ => Err(ProviderRuleError::MalformedRoute(route.to_owned())),
     }
 }
@@ -155,7 +172,13 @@ pub fn parse_route(route: &str) -> Result<Route, ProviderRuleError> {
 pub fn base_url_env_var(provider_id: &str) -> String {
     let id: String = provider_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
     format!("HARNESS_{id}_BASE_URL")
 }
@@ -191,15 +214,27 @@ pub fn resolve_base_url(
 ) -> Result<ResolvedBaseUrl, ProviderRuleError> {
     let clean = |u: &str| u.trim().trim_end_matches('/').to_owned();
     if let Some(url) = explicit.filter(|u| !u.trim().is_empty()) {
-        return Ok(ResolvedBaseUrl { url: clean(url), source: BaseUrlSource::Explicit });
+        return Ok(ResolvedBaseUrl {
+            url: clean(url),
+            source: BaseUrlSource::Explicit,
+        });
     }
     if let Some(url) = provider.fixed_base_url {
-        return Ok(ResolvedBaseUrl { url: clean(url), source: BaseUrlSource::Fixed });
+        return Ok(ResolvedBaseUrl {
+            url: clean(url),
+            source: BaseUrlSource::Fixed,
+        });
     }
     let env_var = base_url_env_var(provider.id);
     match env(&env_var).filter(|u| !u.trim().is_empty()) {
-        Some(url) => Ok(ResolvedBaseUrl { url: clean(&url), source: BaseUrlSource::Env }),
-        None => Err(ProviderRuleError::MissingBaseUrl { provider: provider.id.to_owned(), env_var }),
+        Some(url) => Ok(ResolvedBaseUrl {
+            url: clean(&url),
+            source: BaseUrlSource::Env,
+        }),
+        None => Err(ProviderRuleError::MissingBaseUrl {
+            provider: provider.id.to_owned(),
+            env_var,
+        }),
     }
 }
 
@@ -237,7 +272,12 @@ pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<Str
         }
         _ => None,
     };
-    reason.map(|why| format!("model '{model}' cannot be served by provider '{}': {why}", provider.id))
+    reason.map(|why| {
+        format!(
+            "model '{model}' cannot be served by provider '{}': {why}",
+            provider.id
+        )
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,8 +366,10 @@ mod tests {
                 env_var: "HARNESS_VLLM_BASE_URL".into()
             }
         );
-        let ok = resolve_base_url(vllm, None, |k| (k == "HARNESS_VLLM_BASE_URL").then(|| "http://x/v1/".into()))
-            .unwrap();
+        let ok = resolve_base_url(vllm, None, |k| {
+            (k == "HARNESS_VLLM_BASE_URL").then(|| "http://x/v1/".into())
+        })
+        .unwrap();
         assert_eq!(ok.url, "http://x/v1");
         assert_eq!(ok.source, BaseUrlSource::Env);
         assert_eq!(base_url_env_var("llama-cpp"), "HARNESS_LLAMA_CPP_BASE_URL");

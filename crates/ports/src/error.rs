@@ -36,7 +36,11 @@ pub struct PortError {
 impl PortError {
     /// A port error without an underlying cause.
     pub fn new(kind: PortErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into(), source: None }
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
     }
 
     /// A port error wrapping the adapter's own error.
@@ -45,6 +49,10 @@ impl PortError {
         message: impl Into<String>,
         source: impl StdError + Send + Sync + 'static,
     ) -> Self {
-        Self { kind, message: message.into(), source: Some(Box::new(source)) }
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(Box::new(source)),
+        }
     }
 }
