@@ -80,7 +80,9 @@ impl FlowContext {
 
     /// True when loads were stated, whatever the answer (including "unknown").
     pub fn loads_stated(&self) -> bool {
-        self.loads_and_use.as_deref().is_some_and(|l| !l.trim().is_empty())
+        self.loads_and_use
+            .as_deref()
+            .is_some_and(|l| !l.trim().is_empty())
     }
 
     /// True when the loads are unknown: not stated, or answered `unknown` / `tbd`.

@@ -12,7 +12,10 @@ pub fn prose_diff(base: &Flow, flow: &Flow) -> Vec<String> {
         lines.push(format!("flow id changed from '{}' to '{}'", base.id, flow.id));
     }
     if base.version != flow.version {
-        lines.push(format!("version changed from '{}' to '{}'", base.version, flow.version));
+        lines.push(format!(
+            "version changed from '{}' to '{}'",
+            base.version, flow.version
+        ));
     }
     if base.title != flow.title {
         lines.push(format!("title changed from '{}' to '{}'", base.title, flow.title));
@@ -73,13 +76,20 @@ fn quoted_list(items: &[String]) -> String {
     if items.is_empty() {
         return "nothing".to_owned();
     }
-    items.iter().map(|i| format!("'{i}'")).collect::<Vec<_>>().join(", ")
+    items
+        .iter()
+        .map(|i| format!("'{i}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn phase_changes(old: &Phase, new: &Phase, lines: &mut Vec<String>) {
     let id = &old.id;
     if old.title != new.title {
-        lines.push(format!("phase '{id}' retitled from '{}' to '{}'", old.title, new.title));
+        lines.push(format!(
+            "phase '{id}' retitled from '{}' to '{}'",
+            old.title, new.title
+        ));
     }
     for wanted in &new.required_deliverables {
         if !old.required_deliverables.contains(wanted) {
@@ -145,7 +155,10 @@ fn gate_changes(id: &str, old: &Phase, new: &Phase, lines: &mut Vec<String>) {
     match (&old.gate, &new.gate) {
         (None, None) => {
             if old.enforce_deliverables != new.enforce_deliverables {
-                lines.push(enforcement_line(&format!("phase '{id}'"), new.enforce_deliverables));
+                lines.push(enforcement_line(
+                    &format!("phase '{id}'"),
+                    new.enforce_deliverables,
+                ));
             }
         }
         (Some(g), None) => lines.push(format!("gate '{}' REMOVED from phase '{id}'", g.short_name())),

@@ -75,9 +75,7 @@ pub fn validate(flow: &Flow, context: Option<&FlowContext>) -> Vec<Violation> {
     check_physical_verification(flow, context, &mut out);
     check_models(flow, &mut out);
     let order = |rule: &str| RULES.iter().position(|r| *r == rule).unwrap_or(RULES.len());
-    out.sort_by(|a, b| {
-        (order(&a.rule), &a.phase, &a.message).cmp(&(order(&b.rule), &b.phase, &b.message))
-    });
+    out.sort_by(|a, b| (order(&a.rule), &a.phase, &a.message).cmp(&(order(&b.rule), &b.phase, &b.message)));
     out.dedup();
     out
 }
@@ -160,7 +158,10 @@ fn check_graph(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
                 out.push(violation(
                     "graph-is-valid",
                     Some(&phase.id),
-                    format!("phase '{}' depends on '{dep}', which is not a phase of this flow", phase.id),
+                    format!(
+                        "phase '{}' depends on '{dep}', which is not a phase of this flow",
+                        phase.id
+                    ),
                 ));
             }
         }
@@ -186,7 +187,10 @@ fn check_release_gate(flow: &Flow, out: &mut Vec<Violation>) {
         return;
     }
     let has_release = flow.phases.iter().any(|p| {
-        p.condition.is_none() && p.gate.as_ref().is_some_and(|g| g.is_human() && is_release_gate_name(&g.name))
+        p.condition.is_none()
+            && p.gate
+                .as_ref()
+                .is_some_and(|g| g.is_human() && is_release_gate_name(&g.name))
     });
     if !has_release {
         out.push(violation(
@@ -257,7 +261,9 @@ fn records_requirements(phase: &Phase) -> bool {
 fn check_requirements_verified(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
     let verifies = |p: &Phase| {
         p.condition.is_none()
-            && (VERIFICATION_ARTIFACTS.iter().any(|a| p.expected_artifacts.iter().any(|e| e == a))
+            && (VERIFICATION_ARTIFACTS
+                .iter()
+                .any(|a| p.expected_artifacts.iter().any(|e| e == a))
                 || (p.has_human_gate() && p.required_deliverables.iter().any(|d| d == "test_plan")))
     };
     for phase in &flow.phases {
@@ -293,7 +299,9 @@ fn check_physical_verification(flow: &Flow, context: Option<&FlowContext>, out: 
     };
     let verified = flow.phases.iter().any(|p| {
         p.condition.is_none()
-            && VERIFICATION_ARTIFACTS.iter().any(|a| p.expected_artifacts.iter().any(|e| e == a))
+            && VERIFICATION_ARTIFACTS
+                .iter()
+                .any(|a| p.expected_artifacts.iter().any(|e| e == a))
     });
     if verified {
         return;
@@ -317,7 +325,11 @@ fn check_physical_verification(flow: &Flow, context: Option<&FlowContext>, out: 
             committer.id
         )
     };
-    out.push(violation("physical-verification-kept", Some(&committer.id), message));
+    out.push(violation(
+        "physical-verification-kept",
+        Some(&committer.id),
+        message,
+    ));
 }
 
 fn check_models(flow: &Flow, out: &mut Vec<Violation>) {

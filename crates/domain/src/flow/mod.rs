@@ -37,8 +37,12 @@ pub use tailor::{
     AppliedOperation, Operation, OperationList, OperationProblem, TailorMode, TailorResult, TailorStatus,
     propose, tailor,
 };
-pub use templates::{CatalogueEntry, DEFAULT_TEMPLATE_ID, TemplateError, catalogue, template, template_source};
-pub use versions::{VersionDecision, VersionError, attach_approval, decide_version, new_version, verify_version};
+pub use templates::{
+    CatalogueEntry, DEFAULT_TEMPLATE_ID, TemplateError, catalogue, template, template_source,
+};
+pub use versions::{
+    VersionDecision, VersionError, attach_approval, decide_version, new_version, verify_version,
+};
 
 /// The answer to "is this flow valid?", exactly as `POST /v1/design-flows/validate` and
 /// `metaforge flow validate --json` return it.

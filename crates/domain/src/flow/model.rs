@@ -113,9 +113,7 @@ impl Flow {
 
     /// The gates of the flow, in phase order, with the phase each sits on.
     pub fn gates(&self) -> impl Iterator<Item = (&Phase, &Gate)> {
-        self.phases
-            .iter()
-            .filter_map(|p| p.gate.as_ref().map(|g| (p, g)))
+        self.phases.iter().filter_map(|p| p.gate.as_ref().map(|g| (p, g)))
     }
 }
 

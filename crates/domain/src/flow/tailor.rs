@@ -279,7 +279,9 @@ fn check(operation: &Operation, flow: &Flow) -> Result<(String, Change, String),
         .as_deref()
         .map(str::trim)
         .filter(|r| !r.is_empty())
-        .ok_or_else(|| "operation has no rationale; a change nobody can explain cannot be reviewed".to_owned())?;
+        .ok_or_else(|| {
+            "operation has no rationale; a change nobody can explain cannot be reviewed".to_owned()
+        })?;
     let phase = operation
         .phase
         .as_deref()

@@ -16,9 +16,15 @@ pub const DEFAULT_TEMPLATE_ID: &str = "design_v1";
 
 /// Every built-in template as `(id, YAML source)`, in catalogue order.
 pub const TEMPLATE_SOURCES: &[(&str, &str)] = &[
-    ("design_v1", include_str!("../../../../fixtures/flows/design_v1.yaml")),
+    (
+        "design_v1",
+        include_str!("../../../../fixtures/flows/design_v1.yaml"),
+    ),
     ("mech_v1", include_str!("../../../../fixtures/flows/mech_v1.yaml")),
-    ("hardware_v1", include_str!("../../../../fixtures/flows/hardware_v1.yaml")),
+    (
+        "hardware_v1",
+        include_str!("../../../../fixtures/flows/hardware_v1.yaml"),
+    ),
 ];
 
 /// Why a template could not be served.

@@ -164,7 +164,9 @@ pub fn verify_version(version: &FlowVersionRecord) -> Result<Flow, VersionError>
     }
     let flow = thaw(&version.frozen).map_err(|e| corrupt(format!("frozen flow does not parse: {e}")))?;
     if freeze(&flow)? != version.frozen {
-        return Err(corrupt("re-freezing the flow does not reproduce the stored text".to_owned()));
+        return Err(corrupt(
+            "re-freezing the flow does not reproduce the stored text".to_owned(),
+        ));
     }
     Ok(flow)
 }
