@@ -34,6 +34,7 @@ struct Expected {
     phase: Option<String>,
 }
 
+#[expect(clippy::unwrap_used, reason = "a missing or broken fixture is a test failure")]
 fn table() -> Table {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),

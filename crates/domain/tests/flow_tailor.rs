@@ -7,6 +7,7 @@ use metaforge_domain::flow::{
 };
 use serde_json::json;
 
+#[expect(clippy::unwrap_used, reason = "a malformed test context is a test failure")]
 fn ctx(value: serde_json::Value) -> FlowContext {
     serde_json::from_value(value).unwrap()
 }

@@ -7,10 +7,12 @@ use metaforge_domain::flow::{
 };
 use metaforge_ports::{FlowVersionOrigin, FlowVersionStatus, Timestamp};
 
+#[expect(clippy::unwrap_used, reason = "a fixed valid timestamp")]
 fn at(minute: u32) -> Timestamp {
     format!("2026-11-30T06:{minute:02}:00Z").parse().unwrap()
 }
 
+#[expect(clippy::unwrap_used, reason = "the shipped template exists")]
 fn edited() -> metaforge_domain::flow::Flow {
     let mut flow = template("mech_v1").unwrap();
     flow.phase_mut("design")
