@@ -99,6 +99,17 @@ pub enum TailorStatus {
     Invalid,
 }
 
+impl TailorStatus {
+    /// The snake_case name used in JSON and CLI output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Proposed => "proposed",
+            Self::NeedsInput => "needs_input",
+            Self::Invalid => "invalid",
+        }
+    }
+}
+
 /// An operation that changed the flow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AppliedOperation {
