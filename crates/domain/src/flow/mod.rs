@@ -12,6 +12,21 @@
 //! - [`diff`]: the prose diff a reviewer reads, relaxations shouted.
 //! - [`context`]: the tailoring context and the questions asked when it is incomplete.
 //! - [`tailor`]: the closed operation set, lenient and strict.
+//!
+//! ```
+//! use metaforge_domain::flow::{FlowContext, TailorMode, TailorStatus, catalogue, propose, template, validate};
+//!
+//! let mech = template("mech_v1")?;
+//! assert!(validate(&mech, None).is_empty());
+//! assert!(catalogue().iter().all(|entry| entry.startable));
+//!
+//! // Without a context the server asks before it tailors.
+//! let asked = propose("mech_v1", &[], None, TailorMode::Strict)?;
+//! assert_eq!(asked.status, TailorStatus::NeedsInput);
+//! assert_eq!(asked.questions[0].id, "manufacturing_route");
+//! # let _ = FlowContext::default();
+//! # Ok::<(), metaforge_domain::flow::TemplateError>(())
+//! ```
 
 pub mod context;
 pub mod diff;
