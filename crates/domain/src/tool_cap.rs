@@ -116,11 +116,14 @@ pub fn companion_group_of(name: &str) -> Option<usize> {
         .position(|group| group.iter().any(|m| names_member(name, m)))
 }
 
-/// Protected regardless of the round-robin: native, pinned, `*_open_session`, session-critical.
+/// Protected regardless of the round-robin: native, pinned, `*_open_session` (or the dotted
+/// `<adapter>.open_session` form of the same registration), session-critical verbs.
 fn is_protected(tool: &OfferedTool, pinned: &BTreeSet<String>) -> bool {
     tool.origin == ToolOrigin::Native
         || pinned.contains(&tool.name)
-        || tool.name.ends_with("_open_session")
+        || ["_open_session", ".open_session"]
+            .iter()
+            .any(|s| tool.name.ends_with(s))
         || SESSION_CRITICAL_VERBS.iter().any(|v| tool.name.ends_with(v))
 }
 
