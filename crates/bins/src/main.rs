@@ -1,3 +1,9 @@
 //! The `metaforge` binary: one thin entry point for every MetaForge role and CLI command.
 
-fn main() {}
+mod cmd;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    cmd::run(cmd::Cli::parse())
+}

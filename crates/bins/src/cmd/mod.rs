@@ -1,0 +1,31 @@
+//! The command line: one `Command` variant per subcommand, each in its own module.
+
+pub(crate) mod check;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// MetaForge: a local-first control plane that runs AI agents over engineering tools with humans
+/// in the loop.
+#[derive(Debug, Parser)]
+#[command(name = "metaforge", version, about)]
+pub(crate) struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Every subcommand.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run one deterministic harness rule on JSON input and print the verdict as JSON.
+    Check(check::CheckArgs),
+}
+
+/// Runs the parsed command and returns the process exit code.
+pub(crate) fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::Check(args) => check::run(&args),
+    }
+}
