@@ -25,7 +25,7 @@ pub const NO_TWIN_COMMIT_BANNER: &str = "⚠ No twin commit happened this turn, 
 
 /// Prepended (followed by the ids) when the reply quotes node ids no successful call returned.
 pub const UNVERIFIED_NODE_ID_BANNER: &str =
-    "⚠ Unverified node id: no successful tool call this turn returned";
+    "⚠ Unverified node id(s), not returned by any successful tool call this turn";
 
 /// The gate a persistent twin write declares.
 pub const GATE_TWIN_WRITE: &str = "twin_write";
