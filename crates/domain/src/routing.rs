@@ -173,6 +173,12 @@ pub enum RoutingConfigError {
 }
 
 impl RoutingConfigError {
+    /// Whether the gateway refuses to start on this problem. An unconfigured provider does not
+    /// block boot (a login can arrive later); it is logged as `model_route_provider_unconfigured`.
+    pub fn blocks_start(&self) -> bool {
+        !matches!(self, Self::ProviderUnconfigured { .. })
+    }
+
     /// A stable snake_case code for JSON answers.
     pub fn code(&self) -> &'static str {
         match self {
@@ -184,6 +190,37 @@ impl RoutingConfigError {
             Self::ProviderUnconfigured { .. } => "provider_unconfigured",
             Self::NoRoute { .. } => "no_route",
         }
+    }
+}
+
+/// Why a role was served by something other than its primary (FORGE-468): the `reason` label
+/// of `metaforge_harness_provider_fallback_total` and the `harness_provider_fallback` log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FallbackReason {
+    /// The primary was tried and failed.
+    CallFailed,
+    /// The primary was dropped at configuration time by the family check.
+    ModelMismatch,
+    /// The primary's family declined by design (e.g. Codex has no event-streaming adapter).
+    CapabilityUnsupported,
+}
+
+impl FallbackReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CallFailed => "call_failed",
+            Self::ModelMismatch => "model_mismatch",
+            Self::CapabilityUnsupported => "capability_unsupported",
+        }
+    }
+
+    /// True when the fallback is an alarm: logged at WARNING and counted toward
+    /// `HarnessProviderFallbackSustained`. A by-design capability fallback is logged at INFO.
+    pub fn is_alarm(self) -> bool {
+        !matches!(self, Self::CapabilityUnsupported)
     }
 }
 

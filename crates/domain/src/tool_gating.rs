@@ -108,6 +108,10 @@ pub struct Caller {
     /// Gates the operator has switched off (e.g. `twin_write` via METAFORGE_CHAT_TWIN_WRITES=0).
     #[serde(default)]
     pub disabled_gates: Vec<String>,
+    /// An unattended design-flow turn (approval mode "forward", FORGE-490): nobody can answer an
+    /// in-process hold, so a native `requires_approval` tool is refused rather than held.
+    #[serde(default)]
+    pub unattended: bool,
 }
 
 impl From<CallerClass> for Caller {
@@ -116,6 +120,7 @@ impl From<CallerClass> for Caller {
             class,
             project_id: None,
             disabled_gates: Vec::new(),
+            unattended: false,
         }
     }
 }
@@ -222,6 +227,8 @@ fn is_admin(tool: &str) -> bool {
 /// Decides one call.
 ///
 /// * Invalid arguments → refuse (before any hold), with the errors.
+/// * Unattended (forward mode): a native `requires_approval` tool → refuse (log
+///   `approval_tool_refused_unattended`); MCP tools are forwarded to the sidecar's policy.
 /// * A declared gate the operator disabled → refuse.
 /// * service / client_task (the design-flow worker's bounds): project/flow/run administration
 ///   (except `flow.await_gate`), human-authority tools, destructive tools and calls naming another
@@ -257,6 +264,12 @@ pub fn decide(tool: &ToolSpec, caller: &Caller, arguments: &Value) -> GateVerdic
         );
     }
     let name = tool.name.as_str();
+    if caller.unattended && tool.requires_approval && tool.origin == "native" {
+        return verdict(
+            Decision::Refuse,
+            format!("'{name}' requires approval and is not available in an unattended design-flow turn"),
+        );
+    }
     match caller.class {
         CallerClass::Service | CallerClass::ClientTask => {
             let who = caller.class.as_str();
@@ -329,4 +342,37 @@ pub fn decide(tool: &ToolSpec, caller: &Caller, arguments: &Value) -> GateVerdic
             }
         }
     }
+}
+
+/// The envelope a refused-as-invalid call returns to the model, so it can fix its call without a
+/// half-applied side effect (MET-569).
+pub fn invalid_arguments_envelope(tool: &str, errors: &[ArgumentError]) -> Value {
+    serde_json::json!({
+        "status": "error",
+        "error": "invalid_arguments",
+        "tool": tool,
+        "validation_errors": errors,
+        "hint": "Fix the arguments to match the tool's input_schema and call it again; this call was NOT executed.",
+    })
+}
+
+/// The same-turn duplicate guard's key: the tool and its arguments with object keys sorted, so
+/// `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call (MET-569).
+pub fn canonical_call_key(tool: &str, arguments: &Value) -> String {
+    fn canonical(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), canonical(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    format!("{tool}:{}", canonical(arguments))
 }

@@ -90,3 +90,38 @@ fn older_native_exchanges_fold_into_one_synopsis_and_the_newest_stays() {
         "folding is deterministic"
     );
 }
+
+mod properties {
+    use metaforge_domain::compaction::{ChatTurn, budget_history, estimate_tokens, truncate_observation};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn truncation_keeps_a_prefix_and_says_exactly_how_much_went(text in "\\PC{0,200}", max in 0usize..100) {
+            let out = truncate_observation(&text, max);
+            let total = text.chars().count();
+            if total <= max {
+                prop_assert_eq!(out, text);
+            } else {
+                let kept: String = text.chars().take(max).collect();
+                prop_assert_eq!(out, format!("{kept}…[truncated {} chars]", total - max));
+            }
+        }
+
+        #[test]
+        fn history_never_splits_or_loses_a_turn_and_respects_the_budget(
+            contents in prop::collection::vec("[a-z ]{0,60}", 0..12), budget in 0usize..80
+        ) {
+            let turns: Vec<ChatTurn> = contents
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ChatTurn { role: if i % 2 == 0 { "user".into() } else { "assistant".into() }, content: c.clone() })
+                .collect();
+            let h = budget_history(&turns, budget);
+            prop_assert_eq!(h.folded_count + h.kept.len(), turns.len());
+            prop_assert_eq!(&h.kept[..], &turns[h.folded_count..]);
+            prop_assert!(h.kept.iter().map(|t| estimate_tokens(&t.content)).sum::<usize>() <= budget);
+            prop_assert_eq!(h.summary.is_some(), h.folded_count > 0);
+        }
+    }
+}

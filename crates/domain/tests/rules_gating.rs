@@ -82,3 +82,40 @@ fn an_invalid_declared_schema_fails_closed() {
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].keyword, "schema");
 }
+
+#[test]
+fn the_invalid_arguments_envelope_says_the_call_was_not_executed() {
+    use metaforge_domain::tool_gating::invalid_arguments_envelope;
+    let schema = json!({"type": "object", "required": ["path"]});
+    let errors = validate_arguments(Some(&schema), &json!({}));
+    let envelope = invalid_arguments_envelope("twin.commit_geometry", &errors);
+    assert_eq!(envelope["status"], "error");
+    assert_eq!(envelope["error"], "invalid_arguments");
+    assert_eq!(envelope["validation_errors"][0]["keyword"], "required");
+    assert!(envelope["hint"].as_str().unwrap().contains("NOT executed"));
+}
+
+#[test]
+fn duplicate_guard_keys_ignore_object_key_order_but_not_values() {
+    use metaforge_domain::tool_gating::canonical_call_key;
+    let a = canonical_call_key(
+        "twin.query",
+        &json!({"a": 1, "b": {"y": 2, "x": [1, {"q": 1, "p": 2}]}}),
+    );
+    let b = canonical_call_key(
+        "twin.query",
+        &json!({"b": {"x": [1, {"p": 2, "q": 1}], "y": 2}, "a": 1}),
+    );
+    assert_eq!(a, b);
+    assert_ne!(
+        a,
+        canonical_call_key("twin.query", &json!({"a": 2, "b": {"y": 2, "x": [1]}}))
+    );
+    assert_ne!(
+        a,
+        canonical_call_key(
+            "twin.other",
+            &json!({"a": 1, "b": {"y": 2, "x": [1, {"q": 1, "p": 2}]}})
+        )
+    );
+}

@@ -114,3 +114,39 @@ fn a_malformed_table_names_line_and_column() {
     let err = RoutingTable::from_json(r#"{"rolez": {}}"#).unwrap_err();
     assert!(err.to_string().contains("rolez"), "{err}");
 }
+
+#[test]
+fn only_an_unconfigured_provider_lets_the_gateway_start() {
+    let routes: RoutingTable = serde_json::from_value(
+        serde_json::json!({"roles": {"chat": "openai:gpt-4o", "gate_check": "anthropic:gpt-4o"}}),
+    )
+    .unwrap();
+    let creds = BTreeSet::from(["anthropic".to_owned()]);
+    let problems = validate_table(&routes, &BTreeMap::new(), Some(&creds));
+    let blocking: Vec<(&str, bool)> = problems.iter().map(|p| (p.code(), p.blocks_start())).collect();
+    assert_eq!(
+        blocking,
+        vec![("provider_unconfigured", false), ("model_mismatch", true)]
+    );
+}
+
+#[test]
+fn only_a_by_design_capability_fallback_is_not_an_alarm() {
+    use metaforge_domain::routing::FallbackReason;
+    let labels: Vec<(&str, bool)> = [
+        FallbackReason::CallFailed,
+        FallbackReason::ModelMismatch,
+        FallbackReason::CapabilityUnsupported,
+    ]
+    .iter()
+    .map(|r| (r.as_str(), r.is_alarm()))
+    .collect();
+    assert_eq!(
+        labels,
+        vec![
+            ("call_failed", true),
+            ("model_mismatch", true),
+            ("capability_unsupported", false)
+        ]
+    );
+}
