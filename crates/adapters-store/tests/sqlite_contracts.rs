@@ -10,7 +10,10 @@ use metaforge_adapters_store::{
 };
 use metaforge_test_support::{ManualClock, contracts};
 
-#[expect(clippy::expect_used, reason = "test helper: a failed connection fails the test")]
+#[expect(
+    clippy::expect_used,
+    reason = "test helper: a failed connection fails the test"
+)]
 async fn raw(path: &Path) -> sqlx::SqlitePool {
     sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(path))
         .await
