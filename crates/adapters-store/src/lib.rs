@@ -6,6 +6,9 @@
 //! migrations; every ledger opens in WAL mode with `synchronous=FULL`, so a committed write
 //! survives a crash. Adapters depend on `metaforge-ports` only.
 
+// The falkordb client's async futures are deeply nested types.
+#![recursion_limit = "256"]
+
 pub mod approvals;
 pub mod paths;
 mod sqlite;
@@ -30,3 +33,8 @@ pub use twin_sqlite::SqliteTwinStore;
 pub mod event_bus;
 
 pub use event_bus::InProcessEventBus;
+#[cfg(feature = "falkordb")]
+pub mod twin_falkordb;
+
+#[cfg(feature = "falkordb")]
+pub use twin_falkordb::FalkorTwinStore;
