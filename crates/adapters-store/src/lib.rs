@@ -38,3 +38,8 @@ pub mod twin_falkordb;
 
 #[cfg(feature = "falkordb")]
 pub use twin_falkordb::FalkorTwinStore;
+#[cfg(feature = "kafka")]
+pub mod kafka_bus;
+
+#[cfg(feature = "kafka")]
+pub use kafka_bus::{KafkaEventBus, start_event_bus};

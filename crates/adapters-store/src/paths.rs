@@ -107,3 +107,90 @@ impl StorePaths {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn resolve(vars: &[(&str, &str)]) -> Result<StorePaths, StorePathsError> {
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        StorePaths::resolve(|k| env.get(k).cloned(), Some(PathBuf::from("/home/ana")))
+    }
+
+    #[test]
+    fn defaults_live_under_home_dot_metaforge_with_the_seed_file_names() {
+        let p = resolve(&[]).expect("resolve");
+        let home = PathBuf::from("/home/ana/.metaforge");
+        assert_eq!(p.home, home);
+        assert_eq!(p.tool_approvals, Some(home.join("tool_approvals_ledger.db")));
+        assert_eq!(p.flow_versions, Some(home.join("flow_versions.db")));
+        assert_eq!(p.runs, Some(home.join("runs_ledger.db")));
+        assert_eq!(p.client_tasks, home.join("client_tasks.db"));
+        assert_eq!(p.llm_usage, home.join("llm_usage.db"));
+        assert_eq!(p.sessions, home.join("sessions.db"));
+        assert_eq!(p.twin, home.join("twin.db"));
+    }
+
+    #[test]
+    fn each_seed_override_moves_only_its_own_ledger() {
+        type Field = fn(&StorePaths) -> Option<PathBuf>;
+        let cases: &[(&str, Field)] = &[
+            (ENV_TOOL_APPROVALS_LEDGER_PATH, |p| p.tool_approvals.clone()),
+            (ENV_FLOW_VERSIONS_PATH, |p| p.flow_versions.clone()),
+            (ENV_CLIENT_TASKS_PATH, |p| Some(p.client_tasks.clone())),
+            (ENV_LLM_USAGE_DB_PATH, |p| Some(p.llm_usage.clone())),
+        ];
+        let defaults = resolve(&[]).expect("defaults");
+        for (var, field) in cases {
+            let p = resolve(&[(var, "/data/x.db")]).expect("resolve");
+            assert_eq!(field(&p), Some(PathBuf::from("/data/x.db")), "{var}");
+            for (other, other_field) in cases {
+                if other != var {
+                    assert_eq!(other_field(&p), other_field(&defaults), "{var} moved {other}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn metaforge_home_moves_every_default() {
+        let p = resolve(&[(ENV_METAFORGE_HOME, "/srv/mf")]).expect("resolve");
+        assert_eq!(p.llm_usage, PathBuf::from("/srv/mf/llm_usage.db"));
+        assert_eq!(
+            p.tool_approvals,
+            Some(PathBuf::from("/srv/mf/tool_approvals_ledger.db"))
+        );
+    }
+
+    #[test]
+    fn runs_ledger_disable_skips_runs_approvals_and_versions_only() {
+        for (value, disabled) in [
+            ("1", true),
+            ("true", true),
+            ("yes", true),
+            ("0", false),
+            ("false", false),
+            ("off", false),
+        ] {
+            let p = resolve(&[(ENV_RUNS_LEDGER_DISABLE, value)]).expect("resolve");
+            assert_eq!(p.runs.is_none(), disabled, "{value}");
+            assert_eq!(p.tool_approvals.is_none(), disabled, "{value}");
+            assert_eq!(p.flow_versions.is_none(), disabled, "{value}");
+            assert_eq!(p.llm_usage, PathBuf::from("/home/ana/.metaforge/llm_usage.db"));
+        }
+    }
+
+    #[test]
+    fn an_empty_override_is_an_error_naming_the_variable_and_no_home_is_an_error() {
+        let err = resolve(&[(ENV_FLOW_VERSIONS_PATH, " ")]).expect_err("empty");
+        assert!(err.to_string().contains(ENV_FLOW_VERSIONS_PATH));
+        let none = StorePaths::resolve(|_| None, None).expect_err("no home");
+        assert!(matches!(none, StorePathsError::NoHome));
+    }
+}
