@@ -443,6 +443,8 @@ impl ApprovalLedger for SqliteApprovalLedger {
     }
 
     async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+        // A hold whose deadline already passed timed out; only the rest were orphaned.
+        self.expire_overdue().await?;
         let now = ts(self.clock.now());
         let mut tx = begin_write(&self.pool).await?;
         let ids: Vec<(String,)> = sqlx::query_as(

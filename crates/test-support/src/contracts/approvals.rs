@@ -246,10 +246,18 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     clock.advance(chrono::Duration::seconds(1));
     ledger.park(hold("a-4", clock)).await.expect("park a-4");
     ledger.park(hold("a-5", clock)).await.expect("park a-5");
+    let mut overdue = hold("a-6", clock);
+    overdue.deadline = Some(clock.now());
+    ledger.park(overdue).await.expect("park a-6");
     let orphaned = ledger.restore().await.expect("restore");
     let mut ids: Vec<String> = orphaned.iter().map(|r| r.id.clone()).collect();
     ids.sort();
     assert_eq!(ids, vec!["a-4", "a-5"], "restore marks exactly the open holds");
+    assert_eq!(
+        ledger.get("a-6").await.expect("get a-6").status,
+        ApprovalStatus::TimedOut,
+        "a hold past its deadline at restart timed out, it was not orphaned"
+    );
     for id in ["a-4", "a-5"] {
         let r = ledger.get(id).await.expect("get orphan");
         assert_eq!(r.status, ApprovalStatus::Failed);
@@ -275,5 +283,5 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
 
     let recent = ledger.list_recent(2).await.expect("recent");
     assert_eq!(recent.len(), 2, "list_recent honours its limit");
-    assert_eq!(recent[0].id, "a-5", "newest first");
+    assert_eq!(recent[0].id, "a-6", "newest first");
 }

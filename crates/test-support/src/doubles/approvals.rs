@@ -222,6 +222,7 @@ impl ApprovalLedger for MemoryApprovalLedger {
 
     async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
         let mut s = lock(&self.state);
+        self.expire(&mut s);
         let now = self.clock.now();
         let mut out = Vec::new();
         let ids: Vec<String> = s.order.clone();
