@@ -124,8 +124,9 @@ impl FalkorTwinStore {
             writes: Mutex::new(()),
         };
         for index in [
+            // Only the selective key: an index on `branch` (a handful of values) would lead the
+            // planner to scan a whole branch instead of seeking the node id.
             "CREATE INDEX FOR (n:TwinNode) ON (n.id)",
-            "CREATE INDEX FOR (n:TwinNode) ON (n.branch)",
             "CREATE INDEX FOR (b:TwinBranch) ON (b.name)",
             "CREATE INDEX FOR (c:TwinCommit) ON (c.id)",
         ] {
