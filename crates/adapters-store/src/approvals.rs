@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTransition, ApprovalTrigger,
-    Clock, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
+    Clock, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp, WaiterResolution,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -100,7 +100,13 @@ impl SqliteApprovalLedger {
     /// Expires every open hold whose deadline has passed, as `timed_out` with trigger
     /// `deadline`. Runs before every read; takes the write lock only when there is work.
     async fn expire_overdue(&self) -> Result<(), PortError> {
-        let now = ts(self.clock.now());
+        self.expire_overdue_at(self.clock.now()).await
+    }
+
+    /// Expires holds overdue at `now`. Decisions pass the same `now` they record, so a hold is
+    /// either expired before the decision or decided before its deadline, never both.
+    async fn expire_overdue_at(&self, now: Timestamp) -> Result<(), PortError> {
+        let now = ts(now);
         let overdue: Option<(String,)> = sqlx::query_as(
             "SELECT id FROM approvals WHERE status = 'awaiting_approval' \
              AND deadline IS NOT NULL AND deadline <= ? LIMIT 1",
@@ -334,8 +340,8 @@ impl ApprovalLedger for SqliteApprovalLedger {
 
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
         validate_decision(&decision)?;
-        self.expire_overdue().await?;
         let now = self.clock.now();
+        self.expire_overdue_at(now).await?;
         let status = if decision.approve {
             ApprovalStatus::Approved
         } else {
@@ -391,8 +397,8 @@ impl ApprovalLedger for SqliteApprovalLedger {
         resolution: WaiterResolution,
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError> {
-        self.expire_overdue().await?;
         let now = self.clock.now();
+        self.expire_overdue_at(now).await?;
         let status = resolution.status();
         let mut tx = begin_write(&self.pool).await?;
         let changed = sqlx::query(
