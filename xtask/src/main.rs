@@ -4,6 +4,7 @@
 //! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
+//! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
 
 mod layering;
 
@@ -18,8 +19,9 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("alerts") => alerts(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|fmt>");
+            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt>");
             return ExitCode::from(2);
         }
     };
@@ -60,6 +62,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
+    alerts()?;
     test()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
@@ -69,6 +72,15 @@ fn ci() -> Result<()> {
     )?;
     eprintln!("xtask: ci passed");
     Ok(())
+}
+
+/// Checks the Prometheus alert rules and runs their unit tests with promtool.
+fn alerts() -> Result<()> {
+    run("promtool", &["check", "rules", "deploy/prometheus/alerts.yaml"])?;
+    run(
+        "promtool",
+        &["test", "rules", "deploy/prometheus/alerts_test.yaml"],
+    )
 }
 
 fn test() -> Result<()> {

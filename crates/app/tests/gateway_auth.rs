@@ -10,11 +10,17 @@ use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
 use tower::ServiceExt;
 
 fn app(keys: &str, per_minute: Option<u32>) -> axum::Router {
-    let auth = AuthState::new(parse_api_keys(keys).unwrap(), per_minute.and_then(NonZeroU32::new));
+    let auth = AuthState::new(
+        parse_api_keys(keys).unwrap(),
+        per_minute.and_then(NonZeroU32::new),
+    );
     gateway::build(Arc::new(GatewayState { metrics: None }), Arc::new(auth), 1024)
 }
 
-async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
+async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, axum::http::HeaderMap, serde_json::Value) {
     let res = app.clone().oneshot(req).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
@@ -49,11 +55,17 @@ async fn a_valid_key_in_either_header_is_accepted_and_a_wrong_one_is_not() {
         .body(Body::empty())
         .unwrap();
     assert_eq!(send(&app, bearer).await.0, StatusCode::OK);
-    let x_key =
-        Request::builder().uri("/metrics").header("x-api-key", "sk-alice-0001").body(Body::empty()).unwrap();
+    let x_key = Request::builder()
+        .uri("/metrics")
+        .header("x-api-key", "sk-alice-0001")
+        .body(Body::empty())
+        .unwrap();
     assert_eq!(send(&app, x_key).await.0, StatusCode::OK);
-    let wrong =
-        Request::builder().uri("/metrics").header("x-api-key", "sk-alice-0002").body(Body::empty()).unwrap();
+    let wrong = Request::builder()
+        .uri("/metrics")
+        .header("x-api-key", "sk-alice-0002")
+        .body(Body::empty())
+        .unwrap();
     assert_eq!(send(&app, wrong).await.0, StatusCode::UNAUTHORIZED);
 }
 
@@ -61,7 +73,11 @@ async fn a_valid_key_in_either_header_is_accepted_and_a_wrong_one_is_not() {
 async fn the_rate_limit_answers_429_with_retry_after() {
     let app = app("alice:sk-alice-0001", Some(2));
     let req = || {
-        Request::builder().uri("/metrics").header("x-api-key", "sk-alice-0001").body(Body::empty()).unwrap()
+        Request::builder()
+            .uri("/metrics")
+            .header("x-api-key", "sk-alice-0001")
+            .body(Body::empty())
+            .unwrap()
     };
     assert_eq!(send(&app, req()).await.0, StatusCode::OK);
     assert_eq!(send(&app, req()).await.0, StatusCode::OK);
@@ -77,7 +93,11 @@ async fn request_ids_are_generated_or_echoed() {
     let app = app("", None);
     let (_, headers, _) = send(&app, get("/health")).await;
     assert!(!headers["x-request-id"].is_empty());
-    let with_id = Request::builder().uri("/health").header("x-request-id", "abc-123").body(Body::empty()).unwrap();
+    let with_id = Request::builder()
+        .uri("/health")
+        .header("x-request-id", "abc-123")
+        .body(Body::empty())
+        .unwrap();
     let (_, headers, _) = send(&app, with_id).await;
     assert_eq!(headers["x-request-id"], "abc-123");
 }

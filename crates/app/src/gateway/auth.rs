@@ -27,7 +27,10 @@ pub struct ApiKey {
 
 impl std::fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKey").field("identity", &self.identity).field("key", &"<redacted>").finish()
+        f.debug_struct("ApiKey")
+            .field("identity", &self.identity)
+            .field("key", &"<redacted>")
+            .finish()
     }
 }
 
@@ -36,9 +39,7 @@ impl std::fmt::Debug for ApiKey {
 #[non_exhaustive]
 pub enum AuthConfigError {
     /// Binding off loopback without any key would expose every ledger unauthenticated.
-    #[error(
-        "refusing to bind {0} without an API key: set METAFORGE_GATEWAY_API_KEY (required off loopback)"
-    )]
+    #[error("refusing to bind {0} without an API key: set METAFORGE_GATEWAY_API_KEY (required off loopback)")]
     KeyRequiredOffLoopback(SocketAddr),
     /// An entry of the key list is empty or malformed.
     #[error("METAFORGE_GATEWAY_API_KEY entry {index} is invalid: {reason}")]
@@ -67,7 +68,10 @@ pub fn parse_api_keys(raw: &str) -> Result<Vec<ApiKey>, AuthConfigError> {
                 reason: "expected identity:key with a key of at least 8 characters".into(),
             });
         }
-        keys.push(ApiKey { identity: identity.to_owned(), key: key.to_owned() });
+        keys.push(ApiKey {
+            identity: identity.to_owned(),
+            key: key.to_owned(),
+        });
     }
     Ok(keys)
 }
@@ -103,7 +107,9 @@ impl AuthState {
     }
 
     fn identify(&self, presented: &str) -> Option<&ApiKey> {
-        self.keys.iter().find(|k| bool::from(k.key.as_bytes().ct_eq(presented.as_bytes())))
+        self.keys
+            .iter()
+            .find(|k| bool::from(k.key.as_bytes().ct_eq(presented.as_bytes())))
     }
 }
 

@@ -34,7 +34,11 @@ impl ApiError {
     pub fn new(status: StatusCode, error: &str, message: impl Into<String>) -> Self {
         Self {
             status,
-            body: ErrorBody { error: error.to_owned(), message: message.into(), details: None },
+            body: ErrorBody {
+                error: error.to_owned(),
+                message: message.into(),
+                details: None,
+            },
             retry_after_secs: None,
         }
     }
@@ -70,7 +74,11 @@ impl ApiError {
 
     /// 404: the named record does not exist.
     pub fn not_found(what: &str, id: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} '{id}' does not exist"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("{what} '{id}' does not exist"),
+        )
     }
 
     /// 409: the record's state forbids the change.

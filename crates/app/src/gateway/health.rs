@@ -24,7 +24,10 @@ pub(crate) struct HealthReport {
 #[utoipa::path(get, path = "/health", tag = "health",
     responses((status = 200, description = "Health report", body = HealthReport)))]
 pub(crate) async fn health(State(_state): State<Arc<GatewayState>>) -> Json<HealthReport> {
-    Json(HealthReport { status: "ok".to_owned(), version: env!("CARGO_PKG_VERSION").to_owned() })
+    Json(HealthReport {
+        status: "ok".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    })
 }
 
 /// Prometheus exposition of every MetaForge metric.
@@ -32,6 +35,10 @@ pub(crate) async fn health(State(_state): State<Arc<GatewayState>>) -> Json<Heal
     responses((status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain")),
     security(("api_key" = [])))]
 pub(crate) async fn metrics(State(state): State<Arc<GatewayState>>) -> impl IntoResponse {
-    let body = state.metrics.as_ref().map(|handle| handle.render()).unwrap_or_default();
+    let body = state
+        .metrics
+        .as_ref()
+        .map(|handle| handle.render())
+        .unwrap_or_default();
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body)
 }
