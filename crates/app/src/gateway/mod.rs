@@ -7,6 +7,8 @@
 
 pub mod auth;
 pub mod error;
+pub mod extract;
+mod flows;
 mod health;
 
 use std::sync::Arc;
@@ -61,6 +63,8 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
     let (router, mut api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::health))
         .routes(routes!(health::metrics))
+        .routes(routes!(flows::catalogue))
+        .routes(routes!(flows::validate))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
