@@ -1,5 +1,10 @@
 //! The gateway's security envelope: keys, public paths, rate limits, request ids, OpenAPI.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a broken fixture should fail the test loudly"
+)]
+
 use std::num::NonZeroU32;
 use std::sync::Arc;
 

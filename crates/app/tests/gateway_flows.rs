@@ -1,5 +1,10 @@
 //! Design-flow routes: catalogue and validation.
 
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a broken fixture should fail the test loudly"
+)]
+
 use std::sync::Arc;
 
 use axum::body::Body;
