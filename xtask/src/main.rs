@@ -5,7 +5,9 @@
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
+//! - `bench`    — throughput benchmarks (`bench stores`).
 
+mod bench;
 mod layering;
 
 use std::process::{Command, ExitCode};
@@ -20,8 +22,9 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
         Some("alerts") => alerts(),
+        Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt>");
+            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt|bench>");
             return ExitCode::from(2);
         }
     };
@@ -87,6 +90,21 @@ fn test() -> Result<()> {
     run(
         "cargo",
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
+    // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
+    // their real servers themselves; the crash loop and the two-process race need the helper bin.
+    run(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-adapters-store",
+            "--features",
+            "falkordb,kafka,crash-harness",
+        ],
     )?;
     run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
     Ok(())
