@@ -5,30 +5,14 @@
     reason = "test helpers: a broken fixture should fail the test loudly"
 )]
 
-use std::sync::Arc;
+mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use http_body_util::BodyExt;
-use metaforge_app::gateway::{self, AuthState, GatewayState};
-use tower::ServiceExt;
-
-fn app() -> axum::Router {
-    gateway::build(
-        Arc::new(GatewayState { metrics: None }),
-        Arc::new(AuthState::new(vec![], None)),
-        1 << 20,
-    )
-}
 
 async fn call(req: Request<Body>) -> (StatusCode, serde_json::Value) {
-    let res = app().oneshot(req).await.unwrap();
-    let status = res.status();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
-    )
+    let (status, _, body) = common::send(&common::app_with("", None), req).await;
+    (status, body)
 }
 
 fn post(path: &str, body: &str) -> Request<Body> {

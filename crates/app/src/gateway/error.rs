@@ -23,8 +23,8 @@ pub struct ErrorBody {
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// The body.
-    pub body: ErrorBody,
+    /// The body (boxed: errors travel through every handler's `Result`).
+    pub body: Box<ErrorBody>,
     /// Seconds the client should wait, sent as `Retry-After` (429 and 503).
     pub retry_after_secs: Option<u64>,
 }
@@ -104,12 +104,29 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(self.body)).into_response();
+        let mut response = (self.status, Json(*self.body)).into_response();
         if let Some(secs) = self.retry_after_secs
             && let Ok(value) = HeaderValue::from_str(&secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);
         }
         response
+    }
+}
+
+impl From<metaforge_ports::PortError> for ApiError {
+    fn from(err: metaforge_ports::PortError) -> Self {
+        use metaforge_ports::PortErrorKind as K;
+        match err.kind {
+            K::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", err.message),
+            K::Conflict => Self::conflict(err.message),
+            K::Invalid => Self::unprocessable("invalid", err.message),
+            K::Unavailable => Self::unavailable(err.message),
+            K::Corrupt => Self::new(StatusCode::CONFLICT, "corrupt", err.message),
+            _ => {
+                tracing::error!(event = "gateway_port_error", error = %err, "ledger error");
+                Self::internal(err.message)
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! limited; keys and rate limits are enforced by [`auth`]. The OpenAPI document is generated from
 //! the handlers' own types, so it cannot drift from what the handlers accept.
 
+mod approvals;
 pub mod auth;
 pub mod error;
 pub mod extract;
@@ -24,6 +25,9 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::approvals::ApprovalService;
+use crate::flows::FlowService;
+
 pub use auth::{ApiKey, AuthConfigError, AuthState, Identity, check_bind_policy, parse_api_keys};
 pub use error::{ApiError, ErrorBody};
 
@@ -34,6 +38,10 @@ pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
 pub struct GatewayState {
     /// Renders `/metrics`; `None` when no recorder was installed (tests).
     pub metrics: Option<PrometheusHandle>,
+    /// The one approval ledger's use cases.
+    pub approvals: Arc<ApprovalService>,
+    /// Design-flow proposals and versions.
+    pub flows: Arc<FlowService>,
 }
 
 /// The OpenAPI document's fixed parts; paths are added by the router as handlers register.
@@ -65,6 +73,21 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(health::metrics))
         .routes(routes!(flows::catalogue))
         .routes(routes!(flows::validate))
+        .routes(routes!(flows::save_version))
+        .routes(routes!(flows::get_version))
+        .routes(routes!(flows::propose))
+        .routes(routes!(
+            approvals::list_tool_approvals,
+            approvals::park_tool_approval
+        ))
+        .routes(routes!(
+            approvals::get_tool_approval,
+            approvals::decide_tool_approval
+        ))
+        .routes(routes!(approvals::resolve_tool_approval))
+        .routes(routes!(approvals::list_approvals))
+        .routes(routes!(approvals::get_approval))
+        .routes(routes!(approvals::decide_approval))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
