@@ -34,11 +34,11 @@ impl ApiError {
     pub fn new(status: StatusCode, error: &str, message: impl Into<String>) -> Self {
         Self {
             status,
-            body: ErrorBody {
+            body: Box::new(ErrorBody {
                 error: error.to_owned(),
                 message: message.into(),
                 details: None,
-            },
+            }),
             retry_after_secs: None,
         }
     }
