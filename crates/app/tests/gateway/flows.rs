@@ -1,17 +1,10 @@
 //! Design-flow routes: catalogue and validation.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers: a broken fixture should fail the test loudly"
-)]
-
-mod common;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 
 async fn call(req: Request<Body>) -> (StatusCode, serde_json::Value) {
-    let (status, _, body) = common::send(&common::app_with("", None), req).await;
+    let (status, _, body) = super::common::send(&super::common::app_with("", None), req).await;
     (status, body)
 }
 

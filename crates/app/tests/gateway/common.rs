@@ -1,10 +1,5 @@
 //! Shared wiring for gateway handler tests: the real router over in-memory ledger doubles.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers: a broken fixture should fail the test loudly"
-)]
-
 use std::num::NonZeroU32;
 use std::sync::Arc;
 
@@ -20,7 +15,7 @@ use metaforge_test_support::{ManualClock, SequentialIds};
 use tower::ServiceExt;
 
 /// The gateway's state over fresh in-memory ledgers.
-pub fn state() -> Arc<GatewayState> {
+pub(crate) fn state() -> Arc<GatewayState> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
@@ -38,7 +33,7 @@ pub fn state() -> Arc<GatewayState> {
 }
 
 /// The router with these keys (`""` = open loopback mode) and an optional per-minute limit.
-pub fn app_with(keys: &str, per_minute: Option<u32>) -> axum::Router {
+pub(crate) fn app_with(keys: &str, per_minute: Option<u32>) -> axum::Router {
     let auth = AuthState::new(
         parse_api_keys(keys).unwrap(),
         per_minute.and_then(NonZeroU32::new),
@@ -47,7 +42,10 @@ pub fn app_with(keys: &str, per_minute: Option<u32>) -> axum::Router {
 }
 
 /// Sends a request and returns status, headers and the JSON body (Null when not JSON).
-pub async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, HeaderMap, serde_json::Value) {
+pub(crate) async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, HeaderMap, serde_json::Value) {
     let res = app.clone().oneshot(req).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
@@ -60,7 +58,7 @@ pub async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Header
 }
 
 /// A GET with an optional key.
-pub fn get(path: &str, key: Option<&str>) -> Request<Body> {
+pub(crate) fn get(path: &str, key: Option<&str>) -> Request<Body> {
     let mut b = Request::builder().uri(path);
     if let Some(key) = key {
         b = b.header("x-api-key", key);
@@ -69,7 +67,7 @@ pub fn get(path: &str, key: Option<&str>) -> Request<Body> {
 }
 
 /// A JSON POST with an optional key.
-pub fn post(path: &str, body: &serde_json::Value, key: Option<&str>) -> Request<Body> {
+pub(crate) fn post(path: &str, body: &serde_json::Value, key: Option<&str>) -> Request<Body> {
     let mut b = Request::builder()
         .method("POST")
         .uri(path)

@@ -1,9 +1,7 @@
 //! Proposals, versions and the one approval ledger through the gateway's routes.
 
-mod common;
-
+use super::common::{app_with, get, post, send};
 use axum::http::StatusCode;
-use common::{app_with, get, post, send};
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-alice-0001";

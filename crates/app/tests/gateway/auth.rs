@@ -1,9 +1,7 @@
 //! The gateway's security envelope: keys, public paths, rate limits, request ids, OpenAPI.
 
-mod common;
-
+use super::common::{app_with, get, send};
 use axum::http::StatusCode;
-use common::{app_with, get, send};
 
 #[tokio::test]
 async fn health_is_public_but_every_other_route_needs_a_key() {
