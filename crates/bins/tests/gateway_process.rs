@@ -27,7 +27,10 @@ impl Drop for Gateway {
     }
 }
 
-#[expect(clippy::zombie_processes, reason = "the Gateway guard kills and waits on drop")]
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Gateway guard kills and waits on drop"
+)]
 fn start(home: &std::path::Path) -> Gateway {
     let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
         .args(["gateway", "--bind", "127.0.0.1:0"])

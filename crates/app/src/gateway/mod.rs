@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 mod flows;
 mod health;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,10 @@ use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+
+use metaforge_domain::usage::UsageTotals;
+use metaforge_ports::usage_store::UsageStore;
+use metaforge_ports::{Clock, PortError};
 
 use crate::approvals::ApprovalService;
 use crate::flows::FlowService;
@@ -42,6 +47,19 @@ pub struct GatewayState {
     pub approvals: Arc<ApprovalService>,
     /// Design-flow proposals and versions.
     pub flows: Arc<FlowService>,
+    /// Recorded model-call usage.
+    pub usage: Arc<dyn UsageStore>,
+    /// The time source for windows.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl GatewayState {
+    /// Totals over the trailing `hours`, with the domain's rules (unknown stays null).
+    pub async fn usage_totals(&self, hours: u32) -> Result<UsageTotals, PortError> {
+        let since = self.clock.now() - chrono::Duration::hours(i64::from(hours));
+        let events = self.usage.events_since(since).await?;
+        Ok(UsageTotals::from_events(&events))
+    }
 }
 
 /// The OpenAPI document's fixed parts; paths are added by the router as handlers register.
@@ -88,6 +106,7 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(approvals::list_approvals))
         .routes(routes!(approvals::get_approval))
         .routes(routes!(approvals::decide_approval))
+        .routes(routes!(usage::summary))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

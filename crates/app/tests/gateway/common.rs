@@ -10,7 +10,7 @@ use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
 use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
 use metaforge_ports::{Clock, IdGen};
-use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore};
+use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
 use metaforge_test_support::{ManualClock, SequentialIds};
 use tower::ServiceExt;
 
@@ -28,8 +28,15 @@ pub(crate) fn state() -> Arc<GatewayState> {
             Arc::clone(&clock),
             Arc::clone(&ids),
         )),
-        flows: Arc::new(FlowService::new(versions, ledger, clock, ids)),
+        flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
+        usage: Arc::new(MemoryUsageStore::new()),
+        clock,
     })
+}
+
+/// The router over a given state, open loopback mode.
+pub(crate) fn app_over(state: Arc<GatewayState>) -> axum::Router {
+    gateway::build(state, Arc::new(AuthState::new(Vec::new(), None)), 1 << 20)
 }
 
 /// The router with these keys (`""` = open loopback mode) and an optional per-minute limit.

@@ -9,3 +9,4 @@ mod approvals;
 mod auth;
 mod common;
 mod flows;
+mod usage;

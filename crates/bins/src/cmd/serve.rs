@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, SqliteUsageStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
 use metaforge_app::gateway::{self, AuthState, GatewayState};
@@ -118,7 +118,12 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         decisions_carried = carried,
         "ledgers open"
     );
-    let flows = Arc::new(FlowService::new(versions, ledger, clock, ids));
+    let usage = Arc::new(
+        SqliteUsageStore::open(&paths.llm_usage)
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?,
+    );
+    let flows = Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids));
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
@@ -127,6 +132,8 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         metrics: Some(metrics),
         approvals,
         flows,
+        usage,
+        clock,
     });
     Ok(Composition {
         state,
