@@ -4,6 +4,7 @@
 //! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
+//! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
 //! - `bench`    — throughput benchmarks (`bench stores`).
 
 mod bench;
@@ -20,9 +21,10 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("alerts") => alerts(),
         Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|fmt|bench>");
+            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt|bench>");
             return ExitCode::from(2);
         }
     };
@@ -63,6 +65,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
+    alerts()?;
     test()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
@@ -72,6 +75,15 @@ fn ci() -> Result<()> {
     )?;
     eprintln!("xtask: ci passed");
     Ok(())
+}
+
+/// Checks the Prometheus alert rules and runs their unit tests with promtool.
+fn alerts() -> Result<()> {
+    run("promtool", &["check", "rules", "deploy/prometheus/alerts.yaml"])?;
+    run(
+        "promtool",
+        &["test", "rules", "deploy/prometheus/alerts_test.yaml"],
+    )
 }
 
 fn test() -> Result<()> {

@@ -2,6 +2,7 @@
 
 pub(crate) mod check;
 pub(crate) mod flow;
+pub(crate) mod serve;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,8 @@ pub(crate) enum Command {
     Flow(flow::FlowArgs),
     /// Run one deterministic harness rule on JSON input and print the verdict as JSON.
     Check(check::CheckArgs),
+    /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
+    Gateway(serve::GatewayArgs),
 }
 
 /// Runs the parsed command and returns the process exit code.
@@ -31,5 +34,6 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Flow(args) => flow::run(args),
         Command::Check(args) => check::run(&args),
+        Command::Gateway(args) => serve::run(&args),
     }
 }
