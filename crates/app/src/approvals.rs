@@ -10,19 +10,25 @@ use metaforge_ports::{
     ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionStatus, IdGen, PortError, PortErrorKind,
 };
 
+/// The longest a waiter may wait on one hold: a week.
+pub const MAX_HOLD_TIMEOUT_SECONDS: u64 = 604_800;
+
 /// A hold a waiter asks to park (sidecar remote mode, chat harness).
-#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ParkRequest {
     /// The held tool.
+    #[schema(min_length = 1)]
     pub tool: String,
     /// Its arguments, shown to the person deciding.
     #[serde(default)]
     pub arguments: serde_json::Value,
     /// The caller class of the held call (local, remote, untrusted, service, client_task).
+    #[schema(min_length = 1)]
     pub caller: String,
-    /// How long the waiter waits; the deadline is this plus 30 s.
+    /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
     #[serde(default)]
+    #[schema(maximum = 604_800)]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -55,12 +61,26 @@ impl ApprovalService {
         if request.tool.trim().is_empty() {
             return Err(PortError::new(PortErrorKind::Invalid, "tool must not be empty"));
         }
+        if request.caller.trim().is_empty() {
+            return Err(PortError::new(PortErrorKind::Invalid, "caller must not be empty"));
+        }
         let now = self.clock.now();
-        let deadline = request.timeout_seconds.map(|secs| {
-            let grace = metaforge_ports::approval_ledger::APPROVAL_DEADLINE_GRACE_SECONDS;
-            let total = i64::try_from(secs).unwrap_or(i64::MAX / 2).saturating_add(grace);
-            now + chrono::Duration::seconds(total)
-        });
+        let deadline = match request.timeout_seconds {
+            None => None,
+            Some(secs) if secs <= MAX_HOLD_TIMEOUT_SECONDS => {
+                let grace = metaforge_ports::approval_ledger::APPROVAL_DEADLINE_GRACE_SECONDS;
+                let total = i64::try_from(secs).unwrap_or_default().saturating_add(grace);
+                chrono::Duration::try_seconds(total).and_then(|d| now.checked_add_signed(d))
+            }
+            Some(secs) => {
+                return Err(PortError::new(
+                    PortErrorKind::Invalid,
+                    format!(
+                        "timeout_seconds must be at most {MAX_HOLD_TIMEOUT_SECONDS} (a week), not {secs}"
+                    ),
+                ));
+            }
+        };
         let record = ApprovalRecord {
             id: self.ids.new_id(),
             kind: ApprovalKind::ToolCall,

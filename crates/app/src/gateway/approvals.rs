@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_ports::ApprovalRecord;
@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiQuery};
 use crate::approvals::ParkRequest;
 
 /// Which holds to list.
@@ -24,7 +24,18 @@ use crate::approvals::ParkRequest;
 pub(crate) struct ListQuery {
     /// `pending` (default) or `all`.
     #[serde(default)]
-    status: Option<String>,
+    #[param(inline)]
+    status: Option<ListStatus>,
+}
+
+/// pending or all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ListStatus {
+    /// Holds awaiting a person.
+    Pending,
+    /// Every recent hold.
+    All,
 }
 
 /// A list of holds.
@@ -35,7 +46,7 @@ pub(crate) struct ApprovalList {
 }
 
 /// A person's answer. There is deliberately no approver field: it is the authenticated caller.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct DecisionRequest {
     /// `approve` or `reject`.
@@ -46,7 +57,7 @@ pub(crate) struct DecisionRequest {
 }
 
 /// approve or reject.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum DecisionKind {
     /// Let it proceed.
@@ -56,7 +67,7 @@ pub(crate) enum DecisionKind {
 }
 
 /// How a waiter closes its hold.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResolveRequest {
     /// `timed_out` or `canceled`.
@@ -67,7 +78,7 @@ pub(crate) struct ResolveRequest {
 }
 
 /// timed_out or canceled.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Resolution {
     /// The waiter's window closed.
@@ -85,19 +96,8 @@ pub(crate) struct ResolveResponse {
     approval: ApprovalRecord,
 }
 
-fn list_status(query: &ListQuery) -> Result<bool, ApiError> {
-    match query.status.as_deref() {
-        None | Some("pending") => Ok(false),
-        Some("all") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(
-            "status",
-            format!("status must be pending or all, not '{other}'"),
-        )),
-    }
-}
-
 async fn list(state: &GatewayState, query: &ListQuery) -> Result<Json<ApprovalList>, ApiError> {
-    let all = list_status(query)?;
+    let all = query.status == Some(ListStatus::All);
     Ok(Json(ApprovalList {
         approvals: state.approvals.list(all).await?,
     }))
@@ -123,7 +123,7 @@ async fn decide(
     security(("api_key" = [])))]
 pub(crate) async fn list_tool_approvals(
     State(state): State<Arc<GatewayState>>,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     list(&state, &query).await
 }
@@ -200,7 +200,7 @@ pub(crate) async fn resolve_tool_approval(
     security(("api_key" = [])))]
 pub(crate) async fn list_approvals(
     State(state): State<Arc<GatewayState>>,
-    Query(query): Query<ListQuery>,
+    ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     list(&state, &query).await
 }

@@ -113,16 +113,24 @@ impl AuthState {
     }
 }
 
-fn presented_key(request: &Request) -> Option<String> {
+/// Every key the request presents (`X-API-Key` and `Authorization: Bearer`). A request that
+/// presents several must have every one valid and naming the same identity: a wrong credential is
+/// never ignored because another header happened to be right.
+fn presented_keys(request: &Request) -> Vec<String> {
     let headers = request.headers();
-    if let Some(value) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return Some(value.trim().to_owned());
+    let mut keys = Vec::new();
+    for value in headers.get_all("x-api-key") {
+        keys.push(value.to_str().map(|v| v.trim().to_owned()).unwrap_or_default());
     }
-    headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-        .map(|v| v.trim().to_owned())
+    for value in headers.get_all(axum::http::header::AUTHORIZATION) {
+        let text = value.to_str().unwrap_or_default();
+        let key = text
+            .strip_prefix("Bearer ")
+            .or_else(|| text.strip_prefix("bearer "))
+            .unwrap_or("");
+        keys.push(key.trim().to_owned());
+    }
+    keys
 }
 
 /// Paths reachable without a key (liveness only).
@@ -136,9 +144,14 @@ pub async fn authenticate(State(auth): State<Arc<AuthState>>, mut request: Reque
     } else if PUBLIC_PATHS.contains(&path.as_str()) {
         Identity("anonymous".to_owned())
     } else {
-        match presented_key(&request).as_deref().and_then(|k| auth.identify(k)) {
-            Some(key) => Identity(key.identity.clone()),
-            None => return ApiError::unauthorized().into_response(),
+        let presented = presented_keys(&request);
+        let identities: Option<Vec<&str>> = presented
+            .iter()
+            .map(|k| auth.identify(k).map(|key| key.identity.as_str()))
+            .collect();
+        match identities.as_deref() {
+            Some([first, rest @ ..]) if rest.iter().all(|i| i == first) => Identity((*first).to_owned()),
+            _ => return ApiError::unauthorized().into_response(),
         }
     };
     if let Some(limiter) = &auth.limiter

@@ -43,7 +43,7 @@ pub(crate) async fn catalogue(State(_state): State<Arc<GatewayState>>) -> Json<C
 }
 
 /// An edit to check: the flow and, optionally, the project context it will run under.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ValidateRequest {
     /// The edited flow.
@@ -69,7 +69,7 @@ pub(crate) async fn validate(
 }
 
 /// An edit to save as a new held version.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SaveVersionRequest {
     /// The edited flow; its `id` names the template it edits.
@@ -145,7 +145,7 @@ pub(crate) async fn get_version(
 }
 
 /// The caller who wrote the operations (provenance only).
-#[derive(Debug, Default, Deserialize, ToSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ProposeCaller {
     /// Client name.
     #[serde(default)]
@@ -156,7 +156,7 @@ pub(crate) struct ProposeCaller {
 }
 
 /// A tailoring request: the intent and context; `template` + `operations` for caller tailoring.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ProposeRequest {
     /// What the person wants made.
     #[serde(default)]

@@ -75,12 +75,60 @@ struct SecurityAddon;
 
 impl utoipa::Modify for SecurityAddon {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        use utoipa::openapi::security::{ApiKey, ApiKeyValue, SecurityScheme};
         let components = openapi.components.get_or_insert_with(Default::default);
         components.add_security_scheme(
             "api_key",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::new("X-API-Key"))),
         );
+    }
+}
+
+/// Documents the envelope errors every route can answer (429; 401 when secured; 400 and 413 with
+/// a body) on every operation, once the router has registered them.
+fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
+    // Every route can answer these envelope errors; document them once, on every operation.
+    let error = || {
+        ContentBuilder::new()
+            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                "ErrorBody",
+            ))))
+            .build()
+    };
+    for item in openapi.paths.paths.values_mut() {
+        let operations = [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.delete.as_mut(),
+            item.patch.as_mut(),
+        ];
+        for operation in operations.into_iter().flatten() {
+            let secured = operation.security.as_ref().is_some_and(|s| !s.is_empty());
+            let mut envelope = vec![("429", "Rate limit exceeded; see Retry-After")];
+            if secured {
+                envelope.push(("401", "No valid API key"));
+            }
+            if operation.request_body.is_some() {
+                envelope.push(("413", "Request body too large"));
+                envelope.push(("400", "Malformed body, naming the field"));
+            }
+            for (code, description) in envelope {
+                operation
+                    .responses
+                    .responses
+                    .entry(code.to_owned())
+                    .or_insert_with(|| {
+                        RefOr::T(
+                            ResponseBuilder::new()
+                                .description(description)
+                                .content("application/json", error())
+                                .build(),
+                        )
+                    });
+            }
+        }
     }
 }
 
@@ -110,6 +158,7 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    document_envelope(&mut api);
     let api = Arc::new(api);
     let openapi_route = axum::routing::get(move || {
         let api = Arc::clone(&api);

@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use metaforge_domain::usage::UsageTotals;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::GatewayState;
 use super::error::{ApiError, ErrorBody};
+use super::extract::ApiQuery;
 
 /// The window to sum over.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -18,6 +19,7 @@ use super::error::{ApiError, ErrorBody};
 pub(crate) struct WindowQuery {
     /// Trailing window in hours (1..=8760, default 24).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 8760)]
     window_hours: Option<u32>,
 }
 
@@ -40,7 +42,7 @@ const MAX_WINDOW_HOURS: u32 = 8760;
     security(("api_key" = [])))]
 pub(crate) async fn summary(
     State(state): State<Arc<GatewayState>>,
-    Query(query): Query<WindowQuery>,
+    ApiQuery(query): ApiQuery<WindowQuery>,
 ) -> Result<Json<UsageSummary>, ApiError> {
     let window_hours = query.window_hours.unwrap_or(24);
     if !(1..=MAX_WINDOW_HOURS).contains(&window_hours) {

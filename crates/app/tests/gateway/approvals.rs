@@ -336,3 +336,17 @@ async fn unknown_ids_are_404_and_bad_enums_are_400_naming_the_field() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["details"]["field"], "status");
 }
+
+#[tokio::test]
+async fn an_absurd_timeout_is_refused_not_overflowed() {
+    let app = app();
+    let park = json!({"tool": "x.y", "caller": "remote", "timeout_seconds": 9_223_372_036_854_775_808_u64});
+    let (status, _, err) = send(&app, post("/v1/chat/tool_approvals", &park, Some(KEY))).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timeout_seconds")
+    );
+}

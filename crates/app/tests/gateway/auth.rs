@@ -100,3 +100,41 @@ async fn the_openapi_document_is_3_1_and_lists_every_route() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_wrong_credential_is_refused_even_beside_a_right_one() {
+    let app = app_with("alice:sk-alice-0001,bob:sk-bob-00001", None);
+    let mixed = axum::http::Request::builder()
+        .uri("/v1/approvals")
+        .header("x-api-key", "sk-alice-0001")
+        .header("authorization", "Bearer not-a-key")
+        .body(axum::body::Body::empty())
+        .unwrap_or_default();
+    assert_eq!(send(&app, mixed).await.0, StatusCode::UNAUTHORIZED);
+    let two_people = axum::http::Request::builder()
+        .uri("/v1/approvals")
+        .header("x-api-key", "sk-alice-0001")
+        .header("authorization", "Bearer sk-bob-00001")
+        .body(axum::body::Body::empty())
+        .unwrap_or_default();
+    assert_eq!(
+        send(&app, two_people).await.0,
+        StatusCode::UNAUTHORIZED,
+        "one request, one identity"
+    );
+}
+
+#[tokio::test]
+async fn every_operation_documents_the_envelope_errors() {
+    let app = app_with("", None);
+    let (_, _, doc) = send(&app, get("/openapi.json", None)).await;
+    assert_eq!(doc["components"]["securitySchemes"]["api_key"]["in"], "header");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["api_key"]["name"],
+        "X-API-Key"
+    );
+    let post = &doc["paths"]["/v1/design-flows/propose"]["post"]["responses"];
+    for code in ["400", "401", "413", "429", "422", "503"] {
+        assert!(post[code].is_object(), "propose documents {code}");
+    }
+}

@@ -86,3 +86,20 @@ async fn a_malformed_body_is_a_400_naming_the_field() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["details"]["field"], "body");
 }
+
+#[tokio::test]
+async fn a_body_that_is_not_an_object_is_refused() {
+    let (status, body) = call(post("/v1/design-flows/propose", "[null, null]")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["details"]["field"], "body");
+    assert!(body["message"].as_str().is_some_and(|m| m.contains("object")));
+}
+
+#[tokio::test]
+async fn a_nested_object_sent_as_an_array_is_refused_naming_it() {
+    let body =
+        r#"{"context": [null, null], "flow": {"id": "x", "version": "1", "title": "X", "phases": []}}"#;
+    let (status, body) = call(post("/v1/design-flows/validate", body)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["details"]["field"], "context", "{body}");
+}

@@ -55,7 +55,8 @@ pub struct ManufacturingContext {
         alias = "productionQuantity",
         skip_serializing_if = "Option::is_none"
     )]
-    pub production_quantity: Option<u64>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 0, maximum = 4_294_967_295_u64))]
+    pub production_quantity: Option<u32>,
 }
 
 /// The request context for tailoring and for context-aware validation.
