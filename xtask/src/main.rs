@@ -6,7 +6,9 @@
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
 //! - `bench`    — throughput benchmarks (`bench stores`).
+//! - `api-fuzz` — schemathesis against a running gateway's `/openapi.json` (zero failures to pass).
 
+mod api_fuzz;
 mod bench;
 mod layering;
 
@@ -22,9 +24,10 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
         Some("alerts") => alerts(),
+        Some("api-fuzz") => api_fuzz::run(args.get(1).map_or("50", String::as_str)),
         Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt|bench>");
+            eprintln!("usage: cargo xtask <ci|layering|test|alerts|api-fuzz|fmt|bench>");
             return ExitCode::from(2);
         }
     };
@@ -67,6 +70,7 @@ fn ci() -> Result<()> {
     layering::check()?;
     alerts()?;
     test()?;
+    api_fuzz::run("50")?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
     run(
