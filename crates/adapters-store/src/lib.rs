@@ -11,10 +11,12 @@
 
 pub mod approvals;
 pub mod paths;
+mod selection_file;
 mod sqlite;
 
 pub use approvals::SqliteApprovalLedger;
 pub use paths::{StorePaths, StorePathsError};
+pub use selection_file::{FileSelectionStore, SELECTION_FILE};
 pub mod client_tasks;
 pub mod flow_versions;
 pub mod runs;

@@ -57,6 +57,7 @@ pub fn env_var_for_role(role: &str) -> String {
 
 /// The routes of one project.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProjectRoutes {
     /// role → `provider:model`.
@@ -66,6 +67,7 @@ pub struct ProjectRoutes {
 
 /// The routing table: `{roles: {role: "provider:model"}, projects: {id: {roles: {…}}}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RoutingTable {
     /// Deployment-wide routes.
@@ -87,6 +89,7 @@ impl RoutingTable {
 
 /// Where a resolved route came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RouteSource {
@@ -196,6 +199,7 @@ impl RoutingConfigError {
 /// Why a role was served by something other than its primary (FORGE-468): the `reason` label
 /// of `metaforge_harness_provider_fallback_total` and the `harness_provider_fallback` log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FallbackReason {
@@ -226,6 +230,7 @@ impl FallbackReason {
 
 /// One model call asking to be routed.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RouteCall {
     /// The role (`chat`, `phase_brain`, `phase_brain:mechanical`, …).
@@ -246,6 +251,7 @@ pub struct RouteCall {
 
 /// The provider and model that will serve a call, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResolvedRoute {
     /// Canonical provider id.
     pub provider: String,

@@ -14,6 +14,7 @@ pub mod flow_version;
 pub mod flow_version_store;
 pub mod provider;
 pub mod run_ledger;
+pub mod selection_store;
 pub mod session_store;
 pub mod twin_store;
 pub mod usage;
@@ -32,6 +33,7 @@ pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
 pub use provider::ApiFamily;
 pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
+pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore};
 pub use twin_store::{
     EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,

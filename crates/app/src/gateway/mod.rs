@@ -10,6 +10,7 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 mod flows;
+pub mod harness;
 mod health;
 mod usage;
 
@@ -51,6 +52,8 @@ pub struct GatewayState {
     pub usage: Arc<dyn UsageStore>,
     /// The time source for windows.
     pub clock: Arc<dyn Clock>,
+    /// Routing table, credentials and the durable selection.
+    pub harness: harness::HarnessConfig,
 }
 
 impl GatewayState {
@@ -155,6 +158,8 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(approvals::get_approval))
         .routes(routes!(approvals::decide_approval))
         .routes(routes!(usage::summary))
+        .routes(routes!(harness::routing))
+        .routes(routes!(harness::get_selection, harness::put_selection))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

@@ -14,6 +14,37 @@ use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionSto
 use metaforge_test_support::{ManualClock, SequentialIds};
 use tower::ServiceExt;
 
+/// An in-memory selection (test double).
+#[derive(Default)]
+pub(crate) struct MemorySelection(std::sync::Mutex<Option<String>>);
+
+#[async_trait::async_trait]
+impl metaforge_ports::SelectionStore for MemorySelection {
+    async fn get(&self) -> Result<Option<String>, metaforge_ports::PortError> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+    async fn set(&self, route: &str) -> Result<(), metaforge_ports::PortError> {
+        *self.0.lock().unwrap() = Some(route.to_owned());
+        Ok(())
+    }
+}
+
+/// Harness configuration: a table routing `gate_check` to haiku, credentials for anthropic only.
+pub(crate) fn harness() -> metaforge_app::gateway::harness::HarnessConfig {
+    let table = metaforge_domain::routing::RoutingTable::from_json(
+        r#"{"roles": {"gate_check": "anthropic:claude-haiku-4-5-20251001", "summarisation": "openai:gpt-4o-mini"},
+            "projects": {"shelf": {"roles": {"chat": "anthropic:claude-opus-4-8"}}}}"#,
+    )
+    .unwrap();
+    metaforge_app::gateway::harness::HarnessConfig {
+        table,
+        env_routes: std::collections::BTreeMap::new(),
+        credentialed: ["anthropic".to_owned()].into_iter().collect(),
+        default_route: Some("anthropic:claude-haiku-4-5-20251001".to_owned()),
+        selection: Arc::new(MemorySelection::default()),
+    }
+}
+
 /// The gateway's state over fresh in-memory ledgers.
 pub(crate) fn state() -> Arc<GatewayState> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
@@ -31,6 +62,7 @@ pub(crate) fn state() -> Arc<GatewayState> {
         flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
         usage: Arc::new(MemoryUsageStore::new()),
         clock,
+        harness: harness(),
     })
 }
 

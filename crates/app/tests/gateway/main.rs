@@ -9,4 +9,5 @@ mod approvals;
 mod auth;
 mod common;
 mod flows;
+mod harness;
 mod usage;

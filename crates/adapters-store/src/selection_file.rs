@@ -1,0 +1,118 @@
+//! The harness selection as a small JSON file under `METAFORGE_HOME`, replaced atomically
+//! (write a temporary file, fsync, rename) so a crash leaves the old or the new value, never half.
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use metaforge_ports::{PortError, PortErrorKind, SelectionStore};
+use serde::{Deserialize, Serialize};
+
+/// The file name used under `METAFORGE_HOME`.
+pub const SELECTION_FILE: &str = "harness_selection.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct SelectionDocument {
+    selection: String,
+}
+
+/// A [`SelectionStore`] over one JSON file.
+#[derive(Debug, Clone)]
+pub struct FileSelectionStore {
+    path: PathBuf,
+}
+
+impl FileSelectionStore {
+    /// A store at `path` (the file need not exist yet).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// Where the selection is kept.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn io_error(what: &str, path: &Path, err: std::io::Error) -> PortError {
+    PortError::with_source(
+        PortErrorKind::Unavailable,
+        format!("cannot {what} {}", path.display()),
+        err,
+    )
+}
+
+#[async_trait]
+impl SelectionStore for FileSelectionStore {
+    async fn get(&self) -> Result<Option<String>, PortError> {
+        match tokio::fs::read(&self.path).await {
+            Ok(bytes) => serde_json::from_slice::<SelectionDocument>(&bytes)
+                .map(|d| Some(d.selection))
+                .map_err(|e| {
+                    PortError::with_source(
+                        PortErrorKind::Corrupt,
+                        format!("the harness selection file {} is not valid", self.path.display()),
+                        e,
+                    )
+                }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(io_error("read", &self.path, err)),
+        }
+    }
+
+    async fn set(&self, route: &str) -> Result<(), PortError> {
+        if route.trim().is_empty() {
+            return Err(PortError::new(
+                PortErrorKind::Invalid,
+                "the selection must not be empty",
+            ));
+        }
+        let body = serde_json::to_vec_pretty(&SelectionDocument {
+            selection: route.to_owned(),
+        })
+        .map_err(|e| PortError::with_source(PortErrorKind::Internal, "cannot encode the selection", e))?;
+        if let Some(parent) = self.path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| io_error("create", parent, e))?;
+        }
+        let tmp = self.path.with_extension("json.tmp");
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || -> Result<(), PortError> {
+            use std::io::Write;
+            let mut file = std::fs::File::create(&tmp).map_err(|e| io_error("write", &tmp, e))?;
+            file.write_all(&body).map_err(|e| io_error("write", &tmp, e))?;
+            file.sync_all().map_err(|e| io_error("sync", &tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| io_error("replace", &path, e))
+        })
+        .await
+        .map_err(|e| PortError::with_source(PortErrorKind::Internal, "the selection write task failed", e))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_selection_survives_a_new_store_on_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileSelectionStore::new(dir.path().join(SELECTION_FILE));
+        assert_eq!(store.get().await.unwrap(), None);
+        store.set("anthropic:claude-haiku-4-5-20251001").await.unwrap();
+        let reopened = FileSelectionStore::new(dir.path().join(SELECTION_FILE));
+        assert_eq!(
+            reopened.get().await.unwrap().as_deref(),
+            Some("anthropic:claude-haiku-4-5-20251001")
+        );
+        assert!(store.set(" ").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_damaged_file_is_reported_corrupt_not_read_as_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(SELECTION_FILE);
+        std::fs::write(&path, b"{not json").unwrap();
+        let err = FileSelectionStore::new(path).get().await.unwrap_err();
+        assert_eq!(err.kind, PortErrorKind::Corrupt);
+    }
+}
