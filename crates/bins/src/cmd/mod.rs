@@ -1,0 +1,3 @@
+//! CLI subcommands, one module per command group.
+
+pub(crate) mod llm;
