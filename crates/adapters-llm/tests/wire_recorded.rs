@@ -1,6 +1,12 @@
 //! Every recorded real provider stream in `shared/upstream/recorded` parses into the expected
 //! normalised events and raw usage (insta snapshots pin both).
 
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] fns may panic"
+)]
+
 mod support;
 
 use bytes::Bytes;
@@ -32,7 +38,9 @@ async fn decode<D: StreamDecoder>(body: Vec<u8>, decoder: D) -> Value {
                 }
                 match other {
                     Ok(event) => out.push(serde_json::to_value(event).unwrap()),
-                    Err(err) => out.push(json!({"error": err.kind.as_str(), "message": err.provider_message})),
+                    Err(err) => {
+                        out.push(json!({"error": err.kind.as_str(), "message": err.provider_message}))
+                    }
                 }
             }
         }
@@ -75,14 +83,24 @@ fn assert_finished_with_usage(name: &str, events: &Value) {
         list.iter().any(|e| e["event"] == "finish"),
         "{name}: no finish event in {events}"
     );
-    assert!(list.iter().any(|e| e["event"] == "usage"), "{name}: no usage event");
-    assert!(list.iter().all(|e| e.get("error").is_none()), "{name}: error in {events}");
+    assert!(
+        list.iter().any(|e| e["event"] == "usage"),
+        "{name}: no usage event"
+    );
+    assert!(
+        list.iter().all(|e| e.get("error").is_none()),
+        "{name}: error in {events}"
+    );
 }
 
 #[tokio::test]
 async fn every_recorded_openai_stream_parses_into_events_and_usage() {
     for file in sorted_files("openai", "sse") {
-        let events = decode(as_on_the_wire(std::fs::read(&file).unwrap()), OpenAiStreamDecoder::new()).await;
+        let events = decode(
+            as_on_the_wire(std::fs::read(&file).unwrap()),
+            OpenAiStreamDecoder::new(),
+        )
+        .await;
         assert_finished_with_usage(&stem(&file), &events);
         insta::assert_json_snapshot!(format!("openai__{}", stem(&file)), events);
     }
@@ -91,7 +109,11 @@ async fn every_recorded_openai_stream_parses_into_events_and_usage() {
 #[tokio::test]
 async fn every_recorded_anthropic_stream_parses_into_events_and_merged_usage() {
     for file in sorted_files("anthropic", "sse") {
-        let events = decode(as_on_the_wire(std::fs::read(&file).unwrap()), AnthropicStreamDecoder::new()).await;
+        let events = decode(
+            as_on_the_wire(std::fs::read(&file).unwrap()),
+            AnthropicStreamDecoder::new(),
+        )
+        .await;
         assert_finished_with_usage(&stem(&file), &events);
         insta::assert_json_snapshot!(format!("anthropic__{}", stem(&file)), events);
     }
@@ -104,7 +126,10 @@ async fn every_recorded_gemini_interaction_parses_into_events_and_usage_metadata
         let mut parsed = Vec::new();
         for interaction in recording["interactions"].as_array().unwrap() {
             let url = interaction["request"]["url"].as_str().unwrap_or_default();
-            let segments = interaction["response"]["bodySegments"].as_array().cloned().unwrap_or_default();
+            let segments = interaction["response"]["bodySegments"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             if interaction["response"]["statusCode"] != 200 {
                 continue;
             }
@@ -127,7 +152,10 @@ async fn every_recorded_gemini_interaction_parses_into_events_and_usage_metadata
 
 #[tokio::test]
 async fn a_recorded_stream_cut_mid_way_ends_with_a_transport_error() {
-    let file = sorted_files("anthropic", "sse").into_iter().find(|f| stem(f) == "tool_use_response").unwrap();
+    let file = sorted_files("anthropic", "sse")
+        .into_iter()
+        .find(|f| stem(f) == "tool_use_response")
+        .unwrap();
     let text = std::fs::read_to_string(file).unwrap();
     let cut = &text[..text.find("event: message_delta").unwrap()];
     let events = decode(cut.as_bytes().to_vec(), AnthropicStreamDecoder::new()).await;
@@ -139,5 +167,9 @@ async fn a_recorded_stream_cut_mid_way_ends_with_a_transport_error() {
     let cut = &text[..text.len() / 2];
     let cut = &cut[..cut.rfind("\n\n").unwrap() + 2];
     let events = decode(cut.as_bytes().to_vec(), OpenAiStreamDecoder::new()).await;
-    assert_eq!(events.as_array().unwrap().last().unwrap()["error"], "transport", "{events}");
+    assert_eq!(
+        events.as_array().unwrap().last().unwrap()["error"],
+        "transport",
+        "{events}"
+    );
 }
