@@ -183,7 +183,7 @@ pub(crate) fn finish_reason(raw: &str) -> FinishReason {
     match raw {
         "stop" | "end_turn" | "stop_sequence" | "STOP" | "completed" => FinishReason::Stop,
         "length" | "max_tokens" | "MAX_TOKENS" | "max_output_tokens" => FinishReason::Length,
-        "tool_calls" | "function_call" | "tool_use" => FinishReason::ToolCalls,
+        "tool_calls" | "function_call" | "tool_use" | "FUNCTION_CALL" => FinishReason::ToolCalls,
         "content_filter"
         | "refusal"
         | "content_filtered"
