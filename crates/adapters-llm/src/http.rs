@@ -29,14 +29,20 @@ impl Default for HttpSettings {
     }
 }
 
-/// Builds the shared client: rustls with the ring provider (no OpenSSL anywhere).
-pub(crate) fn build_client(settings: HttpSettings) -> Result<reqwest::Client, ProviderError> {
+/// Installs rustls's ring crypto provider process-wide (reqwest is built without one, so no C
+/// crypto build and no OpenSSL). Idempotent: a provider already installed is kept.
+pub fn ensure_crypto_provider() {
     if rustls::crypto::ring::default_provider()
         .install_default()
         .is_err()
     {
         // A provider is already installed process-wide; reqwest uses that one.
     }
+}
+
+/// Builds the shared client: rustls with the ring provider (no OpenSSL anywhere).
+pub(crate) fn build_client(settings: HttpSettings) -> Result<reqwest::Client, ProviderError> {
+    ensure_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(settings.connect_timeout)
         .read_timeout(settings.stream_idle_timeout)
