@@ -5,6 +5,7 @@
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 
+mod bench_pipeline;
 mod layering;
 
 use std::process::{Command, ExitCode};
@@ -18,6 +19,7 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("pipeline") => bench_pipeline::run(),
         _ => {
             eprintln!("usage: cargo xtask <ci|layering|test|fmt>");
             return ExitCode::from(2);
