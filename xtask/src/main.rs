@@ -4,8 +4,11 @@
 //! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
+//! - `bench pipeline` — pipeline added latency and throughput vs calling aimock directly.
+//! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
 
 mod bench_pipeline;
+mod e2e;
 mod layering;
 
 use std::process::{Command, ExitCode};
@@ -19,9 +22,10 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("e2e") => e2e::run(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("pipeline") => bench_pipeline::run(),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|fmt>");
+            eprintln!("usage: cargo xtask <ci|layering|test|fmt|bench pipeline|e2e --real-model>");
             return ExitCode::from(2);
         }
     };
