@@ -17,8 +17,8 @@ use metaforge_adapters_llm::{
     OpenAiCompatibleProvider, read_codex_auth_file,
 };
 use metaforge_app::pipeline::{
-    CallSpec, CallUsage, Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline,
-    RetryPolicy, RoleModelSlots, UsageSink,
+    CallSpec, CallUsage, Candidate, CredentialRotor, FallbackAlarm, PipelineError, ProviderEntry,
+    ProviderPipeline, RetryPolicy, RoleModelSlots, UsageSink,
 };
 use metaforge_domain::providers::{
     PROVIDERS, ProviderInfo, base_url_env_var, parse_route, resolve_base_url, resolve_provider,
@@ -388,10 +388,7 @@ async fn complete(args: CompleteArgs) -> ExitCode {
     if args.stream {
         let served = match pipeline.stream(&spec, request).await {
             Ok(s) => s,
-            Err(err) => {
-                eprintln!("metaforge: {err}");
-                return ExitCode::FAILURE;
-            }
+            Err(err) => return pipeline_failure(&err),
         };
         let mut events = served.value;
         let mut failed = false;
@@ -426,10 +423,7 @@ async fn complete(args: CompleteArgs) -> ExitCode {
     } else {
         let served = match pipeline.complete(&spec, request).await {
             Ok(s) => s,
-            Err(err) => {
-                eprintln!("metaforge: {err}");
-                return ExitCode::FAILURE;
-            }
+            Err(err) => return pipeline_failure(&err),
         };
         let _ = writeln!(out, "{}", served.value.text);
         for call in &served.value.tool_calls {
@@ -438,6 +432,15 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         eprintln!("served-by: {}:{}", served.provider, served.model);
     }
     ExitCode::SUCCESS
+}
+
+/// Configuration problems exit 2 (nothing was called); provider failures exit 1.
+fn pipeline_failure(err: &PipelineError) -> ExitCode {
+    eprintln!("metaforge: {err}");
+    match err {
+        PipelineError::AllProvidersFailed { .. } => ExitCode::FAILURE,
+        _ => ExitCode::from(2),
+    }
 }
 
 /// Runs `metaforge providers …`.
