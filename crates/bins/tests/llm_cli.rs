@@ -1,6 +1,8 @@
 //! `metaforge providers list` and `metaforge llm complete` from the outside: base URL sources,
 //! configuration errors exit 2 naming the problem, a world-readable credentials file is refused.
 
+#![expect(clippy::unwrap_used, reason = "test helper outside #[test] fns")]
+
 use std::os::unix::fs::PermissionsExt;
 
 use assert_cmd::Command;
