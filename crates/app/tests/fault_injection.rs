@@ -15,8 +15,9 @@ use metaforge_adapters_llm::{
 };
 use metaforge_app::pipeline::{
     CallSpec, CallUsage, Candidate, CredentialRotor, FallbackAlarm, FallbackReason, PipelineError,
-    ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots, UsageSink,
+    ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots, UsageScope, UsageSink, with_usage_scope,
 };
+use metaforge_domain::usage::PriceTable;
 use metaforge_ports::{
     Billing, ChatMessage, Credential, CredentialSecret, CredentialStore, LlmProvider, LlmRequest,
     ProviderErrorKind, StreamEvent, ToolSpec,
@@ -342,16 +343,54 @@ async fn anthropic_529_overloaded_is_retried() {
         adapter: Arc::new(AnthropicProvider::new(url, settings(400)).unwrap()),
         billing: Billing::Metered,
     };
-    let rig = rig(vec![entry], vec![c("anthropic", "claude-haiku-4-5")], 1, None);
-    let served = rig.pipeline.complete(&spec("s"), hello()).await.unwrap();
+    let mut rig = rig(vec![entry], vec![c("anthropic", "claude-haiku-4-5")], 1, None);
+    rig.pipeline = rig.pipeline.with_price_table(PriceTable::shipped().unwrap());
+    let served = with_usage_scope(
+        UsageScope {
+            run_id: Some("run-7".into()),
+            phase: Some("concept".into()),
+            role: Some("phase_brain".into()),
+            caller: Some("worker".into()),
+        },
+        rig.pipeline.complete(&spec("s"), hello()),
+    )
+    .await
+    .unwrap();
     assert_eq!(served.value.text, "ok now");
     assert_eq!(
         served.failed_attempts[0].error.kind,
         ProviderErrorKind::Overloaded
     );
     let usage = rig.usage.0.lock().unwrap();
-    assert_eq!(usage.len(), 1, "one usage event per call");
-    assert_eq!(usage[0].raw.as_ref().unwrap().raw["cache_read_input_tokens"], 100);
+    assert_eq!(usage.len(), 1, "one usage event per call, not per attempt");
+    let event = &usage[0].event;
+    assert_eq!(
+        (
+            event.run_id.as_deref(),
+            event.phase.as_deref(),
+            event.role.as_deref(),
+            event.caller.as_deref()
+        ),
+        (
+            Some("run-7"),
+            Some("concept"),
+            Some("phase_brain"),
+            Some("worker")
+        )
+    );
+    assert_eq!(
+        event.prompt_tokens,
+        Some(110),
+        "input 3 + cache reads 100 + cache writes 7"
+    );
+    assert_eq!(event.cached_input_tokens, Some(100));
+    assert_eq!(event.cache_write_tokens, Some(7));
+    assert_eq!(event.completion_tokens, Some(2));
+    let cost = event.cost_usd.unwrap();
+    assert!(
+        (cost - 31.75e-6).abs() < 1e-12,
+        "priced from the shipped table: {cost}"
+    );
 }
 
 #[tokio::test]
@@ -443,10 +482,10 @@ async fn a_stream_cut_before_its_first_event_falls_back_but_a_cut_after_it_is_a_
         1,
         "the cut call still records one usage event"
     );
-    assert!(
-        single.usage.0.lock().unwrap()[0].raw.is_none(),
-        "usage unknown, not zero"
-    );
+    let cut_usage = &single.usage.0.lock().unwrap()[0];
+    assert!(cut_usage.raw.is_none());
+    assert_eq!(cut_usage.event.prompt_tokens, None, "usage unknown, never 0");
+    assert_eq!(cut_usage.event.completion_tokens, None, "usage unknown, never 0");
 }
 
 fn rig_single(url: &str) -> Rig {

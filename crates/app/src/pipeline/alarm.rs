@@ -4,36 +4,13 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use metaforge_domain::routing::FallbackReason;
 use serde::Serialize;
 
 /// The counter's exact name from the seed.
 pub const FALLBACK_COUNTER: &str = "metaforge_harness_provider_fallback_total";
 /// The log event's exact name from the seed.
 pub const FALLBACK_EVENT: &str = "harness_provider_fallback";
-
-/// Why a role was served by a fallback.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum FallbackReason {
-    /// The primary was tried and failed.
-    CallFailed,
-    /// The primary was dropped at configuration time.
-    ModelMismatch,
-    /// The primary's family declined the call by design.
-    CapabilityUnsupported,
-}
-
-impl FallbackReason {
-    /// The label value used in the counter and the log.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::CallFailed => "call_failed",
-            Self::ModelMismatch => "model_mismatch",
-            Self::CapabilityUnsupported => "capability_unsupported",
-        }
-    }
-}
 
 /// One fallback occurrence, as the providers view shows `last_fallback`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,7 +56,7 @@ impl FallbackAlarm {
             record.primary_error.as_str(),
         );
         let (role, primary, primary_model, fallback, fallback_model, reason, primary_error) = fields;
-        if record.reason == FallbackReason::CapabilityUnsupported {
+        if !record.reason.is_alarm() {
             tracing::info!(
                 role,
                 primary,

@@ -20,6 +20,7 @@ use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, Stream, StreamExt};
+use metaforge_domain::usage::{PriceTable, normalize_usage, price_event};
 use metaforge_ports::{
     Billing, Credential, LlmEventStream, LlmProvider, LlmRequest, LlmResponse, ProviderError,
     ProviderErrorKind, RawUsage, StreamEvent, UsageEvent,
@@ -138,6 +139,7 @@ pub struct ProviderPipeline {
     rotor: CredentialRotor,
     alarm: Arc<FallbackAlarm>,
     usage: Arc<dyn UsageSink>,
+    prices: Option<Arc<PriceTable>>,
 }
 
 impl std::fmt::Debug for ProviderPipeline {
@@ -171,7 +173,14 @@ impl ProviderPipeline {
             rotor,
             alarm,
             usage,
+            prices: None,
         })
+    }
+
+    /// Prices every usage event from `prices` (models missing from it get cost `None`).
+    pub fn with_price_table(mut self, prices: PriceTable) -> Self {
+        self.prices = Some(Arc::new(prices));
+        self
     }
 
     /// The fallback alarm (for the providers view: `last_fallback`, `fallback_count`).
@@ -225,11 +234,9 @@ impl ProviderPipeline {
                 async move { adapter.complete(&request, credential.as_ref()).await }.boxed()
             })
             .await?;
-        let raw = served.value.usage.clone();
-        self.usage.record(CallUsage {
-            event: self.usage_event(spec, &served.provider, &served.model),
-            raw,
-        });
+        let base = self.usage_event(spec, &served.provider, &served.model);
+        self.usage
+            .record(account(base, served.value.usage.clone(), self.prices.as_deref()));
         Ok(served)
     }
 
@@ -264,6 +271,7 @@ impl ProviderPipeline {
                 sink: Arc::clone(&self.usage),
                 event: self.usage_event(spec, &served.provider, &served.model),
                 raw: None,
+                prices: self.prices.clone(),
             }),
         };
         Ok(Served {
@@ -429,19 +437,36 @@ impl ProviderPipeline {
     }
 }
 
+/// Fills an event's token counts from the raw usage (per-family domain rule) and prices it.
+/// No raw usage leaves every count `None` (unknown, never 0); no price table leaves cost `None`.
+fn account(mut event: UsageEvent, raw: Option<RawUsage>, prices: Option<&PriceTable>) -> CallUsage {
+    if let Some(raw) = &raw {
+        let counts = normalize_usage(raw.family, &raw.raw);
+        event.prompt_tokens = counts.prompt_tokens;
+        event.completion_tokens = counts.completion_tokens;
+        event.cached_input_tokens = counts.cached_input_tokens;
+        event.cache_write_tokens = counts.cache_write_tokens;
+        event.reasoning_tokens = counts.reasoning_tokens;
+    }
+    let event = match prices {
+        Some(table) => price_event(&event, table),
+        None => event,
+    };
+    CallUsage { event, raw }
+}
+
 /// Records the stream's usage exactly once: at its end, at its error, or when dropped.
 struct UsageRecorder {
     sink: Arc<dyn UsageSink>,
     event: UsageEvent,
     raw: Option<RawUsage>,
+    prices: Option<Arc<PriceTable>>,
 }
 
 impl UsageRecorder {
     fn record(self) {
-        self.sink.record(CallUsage {
-            event: self.event,
-            raw: self.raw,
-        });
+        self.sink
+            .record(account(self.event, self.raw, self.prices.as_deref()));
     }
 }
 

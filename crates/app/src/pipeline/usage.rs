@@ -47,8 +47,9 @@ where
     }
 }
 
-/// One call's usage: the attributed event, plus the provider's raw usage object so the domain's
-/// per-family normalisation can fill or re-derive the counts. Unknown counts stay `None`.
+/// One call's usage: the attributed event with counts normalised by
+/// `metaforge_domain::usage::normalize_usage` (and priced when the pipeline has a price table),
+/// plus the provider's raw usage object for audit. Unknown counts stay `None`, never 0.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallUsage {
     /// The event (tokens `None` when unknown, never 0).

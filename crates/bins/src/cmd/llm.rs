@@ -23,6 +23,11 @@ use metaforge_app::pipeline::{
 use metaforge_domain::providers::{
     PROVIDERS, ProviderInfo, base_url_env_var, parse_route, resolve_base_url, resolve_provider,
 };
+use metaforge_domain::routing::{
+    MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RouteCall, RoutingInputs, RoutingTable, env_var_for_role,
+    resolve_route,
+};
+use metaforge_domain::usage::PriceTable;
 use metaforge_ports::{
     ApiFamily, Billing, ChatMessage, Credential, CredentialSecret, CredentialStore, LlmProvider, LlmRequest,
     PortError, StoredCredential, StreamEvent,
@@ -38,8 +43,8 @@ pub(crate) enum LlmCommand {
 /// Arguments of `metaforge llm complete`.
 #[derive(Debug, Args)]
 pub(crate) struct CompleteArgs {
-    /// Routing role; its chain comes from `METAFORGE_ROUTE_<ROLE>` (comma-separated
-    /// `provider:model` routes, primary first).
+    /// Routing role, resolved by the routing rules (`METAFORGE_ROUTE_<ROLE>`, the routes file at
+    /// `METAFORGE_MODEL_ROUTES_PATH`); `METAFORGE_FALLBACK_PROVIDERS` follows it.
     #[arg(long, conflicts_with_all = ["provider", "model"])]
     role: Option<String>,
     /// Provider id or alias (with --model).
@@ -244,30 +249,70 @@ impl UsageSink for StderrUsage {
     }
 }
 
+/// The ordered fallbacks behind a routed primary (`METAFORGE_FALLBACK_PROVIDERS`, comma-separated
+/// `provider:model`, Hermes's ordered `fallback_providers`).
+const FALLBACKS_ENV: &str = "METAFORGE_FALLBACK_PROVIDERS";
+
 fn chain_from_args(args: &CompleteArgs) -> Result<(String, Vec<Candidate>, Option<Candidate>), String> {
+    let role = args.role.clone().unwrap_or_else(|| "chat".to_owned());
+    let mut fallbacks = Vec::new();
+    if let Some(list) = env(FALLBACKS_ENV) {
+        for route in list.split(',').filter(|r| !r.trim().is_empty()) {
+            let parsed = parse_route(route).map_err(|e| format!("{FALLBACKS_ENV}: {e}"))?;
+            fallbacks.push(Candidate {
+                provider: parsed.provider,
+                model: parsed.model,
+            });
+        }
+    }
     if let (Some(provider), Some(model)) = (&args.provider, &args.model) {
         let info = resolve_provider(provider).map_err(|e| e.to_string())?;
         let explicit = Candidate {
             provider: info.id.to_owned(),
             model: model.clone(),
         };
-        return Ok(("chat".to_owned(), Vec::new(), Some(explicit)));
+        return Ok((role, fallbacks, Some(explicit)));
     }
-    let role = args.role.clone().unwrap_or_else(|| "chat".to_owned());
-    let var = format!(
-        "METAFORGE_ROUTE_{}",
-        role.to_ascii_uppercase().replace([':', '-'], "_")
+    let table = match env(MODEL_ROUTES_PATH_ENV) {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
+            RoutingTable::from_json(&text).map_err(|e| format!("{path}: {e}"))?
+        }
+        None => RoutingTable::default(),
+    };
+    let routes: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX))
+        .collect();
+    let inputs = RoutingInputs {
+        table: &table,
+        env: &routes,
+        credentialed: None,
+        selection: None,
+        default: None,
+    };
+    let call = RouteCall {
+        role: role.clone(),
+        ..RouteCall::default()
+    };
+    let resolved = resolve_route(&inputs, &call).map_err(|e| {
+        format!(
+            "{e} (set {}=provider:model or point {MODEL_ROUTES_PATH_ENV} at a routes file)",
+            env_var_for_role(&role)
+        )
+    })?;
+    tracing::info!(
+        role = role.as_str(),
+        source = ?resolved.source,
+        provider = resolved.provider.as_str(),
+        model = resolved.model.as_str(),
+        "llm_route_resolved"
     );
-    let routes = env(&var)
-        .ok_or_else(|| format!("role '{role}' has no route: set {var}=provider:model[,provider:model…]"))?;
-    let mut chain = Vec::new();
-    for route in routes.split(',').filter(|r| !r.trim().is_empty()) {
-        let parsed = parse_route(route).map_err(|e| format!("{var}: {e}"))?;
-        chain.push(Candidate {
-            provider: parsed.provider,
-            model: parsed.model,
-        });
-    }
+    let mut chain = vec![Candidate {
+        provider: resolved.provider,
+        model: resolved.model,
+    }];
+    chain.extend(fallbacks);
     Ok((role, chain, None))
 }
 
@@ -360,6 +405,13 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         file: FileCredentialStore::new(credentials_path()),
         env: std::sync::Mutex::new(env_creds),
     };
+    let prices = match PriceTable::shipped() {
+        Ok(prices) => prices,
+        Err(err) => {
+            eprintln!("metaforge: shipped price table: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
     let pipeline = match ProviderPipeline::new(
         entries,
         slots,
@@ -368,7 +420,7 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         Arc::new(FallbackAlarm::new()),
         Arc::new(StderrUsage),
     ) {
-        Ok(p) => p,
+        Ok(p) => p.with_price_table(prices),
         Err(err) => {
             eprintln!("metaforge: {err}");
             return ExitCode::from(2);
