@@ -332,6 +332,7 @@ pub(crate) fn run_llm(command: LlmCommand) -> ExitCode {
 async fn complete(args: CompleteArgs) -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("METAFORGE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -444,20 +445,29 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         };
         let mut events = served.value;
         let mut failed = false;
+        let mut line_open = false;
         while let Some(event) = events.next().await {
             match event {
                 Ok(StreamEvent::TextDelta { text }) => {
                     let _ = write!(out, "{text}");
                     let _ = out.flush();
+                    line_open = true;
+                }
+                Ok(StreamEvent::Finish { .. }) if line_open => {
+                    let _ = writeln!(out);
+                    let _ = out.flush();
+                    line_open = false;
                 }
                 Ok(StreamEvent::ToolCallStart { name, .. }) => {
-                    let _ = write!(out, "\n[tool call {name} ");
+                    let sep = if line_open { "\n" } else { "" };
+                    let _ = write!(out, "{sep}[tool call {name} ");
                 }
                 Ok(StreamEvent::ToolCallArgumentsDelta { delta, .. }) => {
                     let _ = write!(out, "{delta}");
                 }
                 Ok(StreamEvent::ToolCallEnd { .. }) => {
                     let _ = write!(out, "]");
+                    line_open = true;
                 }
                 Ok(_) => {}
                 Err(err) => {
@@ -466,7 +476,9 @@ async fn complete(args: CompleteArgs) -> ExitCode {
                 }
             }
         }
-        let _ = writeln!(out);
+        if line_open {
+            let _ = writeln!(out);
+        }
         drop(events);
         eprintln!("served-by: {}:{}", served.provider, served.model);
         if failed {
