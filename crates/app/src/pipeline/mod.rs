@@ -166,6 +166,13 @@ impl ProviderPipeline {
     ) -> Result<Self, PipelineError> {
         let providers: BTreeMap<String, ProviderEntry> =
             providers.into_iter().map(|p| (p.id.clone(), p)).collect();
+        if let Some(missing) = slots
+            .roles()
+            .flat_map(|(_, chain)| chain.candidates.iter())
+            .find(|c| !providers.contains_key(&c.provider))
+        {
+            return Err(PipelineError::ProviderNotWired(missing.provider.clone()));
+        }
         Ok(Self {
             providers,
             slots,

@@ -132,6 +132,11 @@ impl RoleModelSlots {
         Ok(Self { roles })
     }
 
+    /// Every role and its resolved chain.
+    pub fn roles(&self) -> impl Iterator<Item = (&String, &ResolvedChain)> {
+        self.roles.iter()
+    }
+
     /// The resolved chain of `role`.
     pub fn chain(&self, role: &str) -> Option<&ResolvedChain> {
         self.roles.get(role)
