@@ -3,7 +3,11 @@
 //! everyday run because the server needs a ~10-minute native build; xtask starts it and sets
 //! `METAFORGE_E2E_OPENAI_BASE_URL`.
 
-#![expect(clippy::unwrap_used, clippy::expect_used, reason = "test helper outside #[test] fns")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helper outside #[test] fns"
+)]
 
 use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
 use metaforge_ports::{ChatMessage, LlmProvider, LlmRequest, ToolChoice, ToolSpec};
