@@ -40,28 +40,21 @@ struct Stats {
     per_sec: f64,
 }
 
-async fn measure<F, Fut>(calls: usize, mut call: F) -> Stats
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for _ in 0..calls / 10 {
-        call().await; // warm-up: connections, caches
-    }
-    let mut samples = Vec::with_capacity(calls);
-    let started = Instant::now();
-    for _ in 0..calls {
-        let t = Instant::now();
-        call().await;
-        samples.push(t.elapsed());
-    }
-    let total = started.elapsed();
+fn stats(mut samples: Vec<Duration>) -> Stats {
+    let total: Duration = samples.iter().sum();
+    let n = samples.len();
     samples.sort();
     Stats {
         p50: percentile(&samples, 0.50),
         p99: percentile(&samples, 0.99),
-        per_sec: calls as f64 / total.as_secs_f64(),
+        per_sec: n as f64 / total.as_secs_f64(),
     }
+}
+
+async fn timed<Fut: std::future::Future<Output = ()>>(call: Fut) -> Duration {
+    let t = Instant::now();
+    call.await;
+    t.elapsed()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -85,21 +78,6 @@ async fn main() {
     let raw = reqwest::Client::new();
     let body = metaforge_adapters_llm::openai::request_body(&request, false, false);
     let url = format!("{v1}/chat/completions");
-    let direct = measure(calls, || {
-        let (raw, url, body) = (raw.clone(), url.clone(), body.clone());
-        async move {
-            let r = raw
-                .post(url)
-                .bearer_auth("sk-bench")
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            let v: serde_json::Value = r.json().await.unwrap();
-            assert!(v["choices"][0]["message"]["content"].is_string());
-        }
-    })
-    .await;
 
     let adapter: Arc<dyn LlmProvider> =
         Arc::new(OpenAiCompatibleProvider::new(v1.clone(), HttpSettings::default(), true).unwrap());
@@ -109,14 +87,6 @@ async fn main() {
             api_key: "sk-bench".into(),
         },
     };
-    let adapter_only = measure(calls, || {
-        let (adapter, request, key) = (Arc::clone(&adapter), request.clone(), key.clone());
-        async move {
-            adapter.complete(&request, Some(&key)).await.unwrap();
-        }
-    })
-    .await;
-
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(FileCredentialStore::new(dir.path().join("credentials.json")));
     store.add("openai", key.clone()).await.unwrap();
@@ -145,13 +115,60 @@ async fn main() {
         explicit: None,
         session_id: "bench".into(),
     };
-    let piped = measure(calls, || {
+    let direct_call = || {
+        let (raw, url, body) = (raw.clone(), url.clone(), body.clone());
+        async move {
+            let r = raw
+                .post(url)
+                .bearer_auth("sk-bench")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let v: serde_json::Value = r.json().await.unwrap();
+            assert!(v["choices"][0]["message"]["content"].is_string());
+        }
+    };
+    let adapter_call = || {
+        let (adapter, request, key) = (Arc::clone(&adapter), request.clone(), key.clone());
+        async move {
+            adapter.complete(&request, Some(&key)).await.unwrap();
+        }
+    };
+    let pipeline_call = || {
         let (pipeline, spec, request) = (Arc::clone(&pipeline), spec.clone(), request.clone());
         async move {
             pipeline.complete(&spec, request).await.unwrap();
         }
-    })
-    .await;
+    };
+    // Warm-up (connections, aimock's JIT), then the three paths interleaved call by call so each
+    // sees the same upstream state; the order rotates every round.
+    for _ in 0..calls / 10 {
+        direct_call().await;
+        adapter_call().await;
+        pipeline_call().await;
+    }
+    let (mut d, mut a, mut p) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..calls {
+        match i % 3 {
+            0 => {
+                d.push(timed(direct_call()).await);
+                a.push(timed(adapter_call()).await);
+                p.push(timed(pipeline_call()).await);
+            }
+            1 => {
+                a.push(timed(adapter_call()).await);
+                p.push(timed(pipeline_call()).await);
+                d.push(timed(direct_call()).await);
+            }
+            _ => {
+                p.push(timed(pipeline_call()).await);
+                d.push(timed(direct_call()).await);
+                a.push(timed(adapter_call()).await);
+            }
+        }
+    }
+    let (direct, adapter_only, piped) = (stats(d), stats(a), stats(p));
 
     // Concurrent throughput: 8 callers, bounded total.
     let concurrent = |through_pipeline: bool| {
@@ -201,7 +218,7 @@ async fn main() {
     let direct_conc = concurrent(false).await;
     let piped_conc = concurrent(true).await;
 
-    println!("pipeline bench against aimock at {base}: {calls} sequential calls per path");
+    println!("pipeline bench against aimock at {base}: {calls} sequential calls per path, interleaved");
     println!("{:<34} {:>9} {:>9} {:>12}", "path", "p50 µs", "p99 µs", "calls/s");
     for (name, s) in [
         ("direct reqwest → aimock", &direct),
