@@ -4,9 +4,11 @@
 //! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
-//! - `bench pipeline` — pipeline added latency and throughput vs calling aimock directly.
+//! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
+//! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`).
 //! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
 
+mod bench;
 mod bench_pipeline;
 mod e2e;
 mod layering;
@@ -22,10 +24,14 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("alerts") => alerts(),
         Some("e2e") => e2e::run(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("pipeline") => bench_pipeline::run(),
+        Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|fmt|bench pipeline|e2e --real-model>");
+            eprintln!(
+                "usage: cargo xtask <ci|layering|test|alerts|fmt|bench <stores|pipeline>|e2e --real-model>"
+            );
             return ExitCode::from(2);
         }
     };
@@ -66,6 +72,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
+    alerts()?;
     test()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
@@ -77,10 +84,34 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
+/// Checks the Prometheus alert rules and runs their unit tests with promtool.
+fn alerts() -> Result<()> {
+    run("promtool", &["check", "rules", "deploy/prometheus/alerts.yaml"])?;
+    run(
+        "promtool",
+        &["test", "rules", "deploy/prometheus/alerts_test.yaml"],
+    )
+}
+
 fn test() -> Result<()> {
     run(
         "cargo",
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
+    // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
+    // their real servers themselves; the crash loop and the two-process race need the helper bin.
+    run(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-adapters-store",
+            "--features",
+            "falkordb,kafka,crash-harness",
+        ],
     )?;
     run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
     Ok(())

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ChatMessage, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmProvider,
-    LlmRequest, LlmResponse, MessageRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
+    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
+    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
     ToolChoice,
 };
 use serde_json::{Map, Value, json};
@@ -125,7 +125,7 @@ pub fn request_body(request: &LlmRequest, stream: bool) -> Value {
     Value::Object(body)
 }
 
-fn wire_message(message: &ChatMessage) -> Option<Value> {
+fn wire_message(message: &LlmMessage) -> Option<Value> {
     let blocks: Vec<Value> = message
         .content
         .iter()
@@ -148,7 +148,7 @@ fn wire_message(message: &ChatMessage) -> Option<Value> {
         return None;
     }
     let role = match message.role {
-        MessageRole::Assistant => "assistant",
+        LlmRole::Assistant => "assistant",
         _ => "user",
     };
     Some(json!({"role": role, "content": blocks}))

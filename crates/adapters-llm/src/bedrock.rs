@@ -16,8 +16,8 @@ use aws_smithy_types::event_stream::Message;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use metaforge_ports::{
-    ApiFamily, ChatMessage, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmProvider,
-    LlmRequest, LlmResponse, MessageRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
+    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
+    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
     ToolChoice,
 };
 use serde_json::{Map, Value, json};
@@ -210,7 +210,7 @@ pub fn request_body(request: &LlmRequest) -> Value {
     Value::Object(body)
 }
 
-fn wire_message(message: &ChatMessage) -> Option<Value> {
+fn wire_message(message: &LlmMessage) -> Option<Value> {
     let content: Vec<Value> = message
         .content
         .iter()
@@ -234,7 +234,7 @@ fn wire_message(message: &ChatMessage) -> Option<Value> {
         return None;
     }
     let role = match message.role {
-        MessageRole::Assistant => "assistant",
+        LlmRole::Assistant => "assistant",
         _ => "user",
     };
     Some(json!({"role": role, "content": content}))

@@ -11,9 +11,9 @@ use std::path::Path;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ChatMessage, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream,
-    LlmProvider, LlmRequest, LlmResponse, MessageRole, ProviderError, ProviderErrorKind, RawUsage,
-    StreamEvent, ToolChoice,
+    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
+    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
+    ToolChoice,
 };
 use serde_json::{Map, Value, json};
 
@@ -191,9 +191,9 @@ pub fn request_body(request: &LlmRequest) -> Value {
     Value::Object(body)
 }
 
-fn wire_items(message: &ChatMessage) -> Vec<Value> {
+fn wire_items(message: &LlmMessage) -> Vec<Value> {
     let (role, text_type) = match message.role {
-        MessageRole::Assistant => ("assistant", "output_text"),
+        LlmRole::Assistant => ("assistant", "output_text"),
         _ => ("user", "input_text"),
     };
     message

@@ -7,9 +7,9 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ChatMessage, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream,
-    LlmProvider, LlmRequest, LlmResponse, MessageRole, ProviderError, ProviderErrorKind, RawUsage,
-    StreamEvent, ToolCall, ToolChoice,
+    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
+    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
+    ToolCall, ToolChoice,
 };
 use serde_json::{Map, Value, json};
 
@@ -116,7 +116,7 @@ fn gemini_schema(schema: &Value) -> Value {
     }
 }
 
-fn wire_content(message: &ChatMessage) -> Option<Value> {
+fn wire_content(message: &LlmMessage) -> Option<Value> {
     let parts: Vec<Value> = message
         .content
         .iter()
@@ -141,7 +141,7 @@ fn wire_content(message: &ChatMessage) -> Option<Value> {
         return None;
     }
     let role = match message.role {
-        MessageRole::Assistant => "model",
+        LlmRole::Assistant => "model",
         _ => "user",
     };
     Some(json!({"role": role, "parts": parts}))

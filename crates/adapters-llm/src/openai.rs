@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ChatMessage, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmProvider,
-    LlmRequest, LlmResponse, MessageRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
+    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
+    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
     ToolChoice,
 };
 use serde_json::{Map, Value, json};
@@ -125,7 +125,7 @@ pub(crate) fn system_text(request: &LlmRequest) -> String {
     }
 }
 
-fn wire_messages(message: &ChatMessage) -> Vec<Value> {
+fn wire_messages(message: &LlmMessage) -> Vec<Value> {
     let mut out = Vec::new();
     let mut text = String::new();
     let mut calls = Vec::new();
@@ -141,7 +141,7 @@ fn wire_messages(message: &ChatMessage) -> Vec<Value> {
         }
     }
     match message.role {
-        MessageRole::Assistant => {
+        LlmRole::Assistant => {
             let mut m = Map::new();
             m.insert("role".into(), json!("assistant"));
             m.insert(

@@ -20,7 +20,7 @@ use metaforge_adapters_llm::{
     AnthropicProvider, BedrockProvider, CodexProvider, GeminiProvider, HttpSettings, OpenAiCompatibleProvider,
 };
 use metaforge_ports::{
-    ChatMessage, Credential, CredentialSecret, FinishReason, LlmProvider, LlmRequest, ProviderErrorKind,
+    Credential, CredentialSecret, FinishReason, LlmMessage, LlmProvider, LlmRequest, ProviderErrorKind,
     StreamEvent, ToolSpec,
 };
 
@@ -142,7 +142,7 @@ fn families(url: &str) -> Vec<(&'static str, Arc<dyn LlmProvider>, &'static str,
 fn request(model: &str, prompt: &str, tools: bool) -> LlmRequest {
     LlmRequest {
         model: model.into(),
-        messages: vec![ChatMessage::user_text(prompt)],
+        messages: vec![LlmMessage::user_text(prompt)],
         tools: if tools {
             vec![ToolSpec {
                 name: "get_weather".into(),

@@ -16,9 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_llm::{bedrock, openai};
-use metaforge_ports::{
-    ChatMessage, ContentPart, LlmRequest, MessageRole, SystemPrompt, ToolChoice, ToolSpec,
-};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
 use serde_json::{Value, json};
 
 fn tool_request() -> LlmRequest {
@@ -29,17 +27,17 @@ fn tool_request() -> LlmRequest {
             volatile_suffix: Some("Round note: 2 tools dropped.".into()),
         },
         messages: vec![
-            ChatMessage::user_text("weather in Paris?"),
-            ChatMessage {
-                role: MessageRole::Assistant,
+            LlmMessage::user_text("weather in Paris?"),
+            LlmMessage {
+                role: LlmRole::Assistant,
                 content: vec![ContentPart::ToolCall {
                     id: "call_1".into(),
                     name: "get_weather".into(),
                     arguments: json!({"location": "Paris"}),
                 }],
             },
-            ChatMessage {
-                role: MessageRole::User,
+            LlmMessage {
+                role: LlmRole::User,
                 content: vec![ContentPart::ToolResult {
                     call_id: "call_1".into(),
                     name: "get_weather".into(),
@@ -64,7 +62,7 @@ fn tool_request() -> LlmRequest {
 fn plain_request() -> LlmRequest {
     LlmRequest {
         model: "gpt-4o".into(),
-        messages: vec![ChatMessage::user_text("hi")],
+        messages: vec![LlmMessage::user_text("hi")],
         ..LlmRequest::default()
     }
 }

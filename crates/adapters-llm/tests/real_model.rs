@@ -10,7 +10,7 @@
 )]
 
 use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
-use metaforge_ports::{ChatMessage, LlmProvider, LlmRequest, ToolChoice, ToolSpec};
+use metaforge_ports::{LlmMessage, LlmProvider, LlmRequest, ToolChoice, ToolSpec};
 
 fn provider() -> OpenAiCompatibleProvider {
     let url = std::env::var("METAFORGE_E2E_OPENAI_BASE_URL")
@@ -23,7 +23,7 @@ fn provider() -> OpenAiCompatibleProvider {
 async fn a_real_small_model_answers_a_chat_turn() {
     let request = LlmRequest {
         model: "smollm2".into(),
-        messages: vec![ChatMessage::user_text("Say hello in one short sentence.")],
+        messages: vec![LlmMessage::user_text("Say hello in one short sentence.")],
         max_tokens: Some(32),
         temperature: Some(0.0),
         ..LlmRequest::default()
@@ -38,7 +38,7 @@ async fn a_real_small_model_answers_a_chat_turn() {
 async fn a_real_small_model_makes_a_forced_tool_call() {
     let request = LlmRequest {
         model: "smollm2".into(),
-        messages: vec![ChatMessage::user_text("What is the weather in Paris?")],
+        messages: vec![LlmMessage::user_text("What is the weather in Paris?")],
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Current weather for a city".into(),

@@ -3,9 +3,7 @@
 //! cached system block, `prompt_cache_key` only where the endpoint honours it.
 
 use metaforge_adapters_llm::{anthropic, bedrock, codex, gemini, openai};
-use metaforge_ports::{
-    ChatMessage, ContentPart, LlmRequest, MessageRole, SystemPrompt, ToolChoice, ToolSpec,
-};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
 use serde_json::json;
 
 fn turn() -> LlmRequest {
@@ -16,9 +14,9 @@ fn turn() -> LlmRequest {
             volatile_suffix: Some("Round note: 2 tools dropped.".into()),
         },
         messages: vec![
-            ChatMessage::user_text("weather in Paris?"),
-            ChatMessage {
-                role: MessageRole::Assistant,
+            LlmMessage::user_text("weather in Paris?"),
+            LlmMessage {
+                role: LlmRole::Assistant,
                 content: vec![
                     ContentPart::Text {
                         text: "Checking.".into(),
@@ -30,8 +28,8 @@ fn turn() -> LlmRequest {
                     },
                 ],
             },
-            ChatMessage {
-                role: MessageRole::User,
+            LlmMessage {
+                role: LlmRole::User,
                 content: vec![ContentPart::ToolResult {
                     call_id: "call_1".into(),
                     name: "get_weather".into(),

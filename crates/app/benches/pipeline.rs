@@ -18,7 +18,7 @@ use metaforge_app::pipeline::{
     RetryPolicy, RoleModelSlots, UsageSink,
 };
 use metaforge_ports::{
-    Billing, ChatMessage, Credential, CredentialSecret, CredentialStore, LlmProvider, LlmRequest,
+    Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest,
 };
 
 struct CountUsage(std::sync::atomic::AtomicU64);
@@ -70,7 +70,7 @@ async fn main() {
     let v1 = format!("{base}/v1");
     let request = LlmRequest {
         model: "gpt-4o".into(),
-        messages: vec![ChatMessage::user_text("hi")],
+        messages: vec![LlmMessage::user_text("hi")],
         ..LlmRequest::default()
     };
 

@@ -19,7 +19,7 @@ use metaforge_app::pipeline::{
 };
 use metaforge_domain::usage::PriceTable;
 use metaforge_ports::{
-    Billing, ChatMessage, Credential, CredentialSecret, CredentialStore, LlmProvider, LlmRequest,
+    Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest,
     ProviderErrorKind, StreamEvent, ToolSpec,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -255,7 +255,7 @@ fn spec(session: &str) -> CallSpec {
 
 fn hello() -> LlmRequest {
     LlmRequest {
-        messages: vec![ChatMessage::user_text("hi")],
+        messages: vec![LlmMessage::user_text("hi")],
         ..LlmRequest::default()
     }
 }

@@ -30,7 +30,7 @@ pub struct SystemPrompt {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum MessageRole {
+pub enum LlmRole {
     /// The person or the calling loop.
     User,
     /// The model.
@@ -72,18 +72,18 @@ pub enum ContentPart {
 
 /// One conversation message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChatMessage {
+pub struct LlmMessage {
     /// Who said it.
-    pub role: MessageRole,
+    pub role: LlmRole,
     /// What was said, in order.
     pub content: Vec<ContentPart>,
 }
 
-impl ChatMessage {
+impl LlmMessage {
     /// A user message holding one text part.
     pub fn user_text(text: impl Into<String>) -> Self {
         Self {
-            role: MessageRole::User,
+            role: LlmRole::User,
             content: vec![ContentPart::Text { text: text.into() }],
         }
     }
@@ -91,7 +91,7 @@ impl ChatMessage {
     /// An assistant message holding one text part.
     pub fn assistant_text(text: impl Into<String>) -> Self {
         Self {
-            role: MessageRole::Assistant,
+            role: LlmRole::Assistant,
             content: vec![ContentPart::Text { text: text.into() }],
         }
     }
@@ -132,7 +132,7 @@ pub struct LlmRequest {
     /// System prompt (stable prefix + volatile suffix).
     pub system: SystemPrompt,
     /// Conversation so far, including tool calls and their results.
-    pub messages: Vec<ChatMessage>,
+    pub messages: Vec<LlmMessage>,
     /// Tools, in the order they are sent (the pipeline sorts them for caching).
     pub tools: Vec<ToolSpec>,
     /// Tool policy.

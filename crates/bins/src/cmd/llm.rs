@@ -29,7 +29,7 @@ use metaforge_domain::routing::{
 };
 use metaforge_domain::usage::PriceTable;
 use metaforge_ports::{
-    ApiFamily, Billing, ChatMessage, Credential, CredentialSecret, CredentialStore, LlmProvider, LlmRequest,
+    ApiFamily, Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest,
     PortError, StoredCredential, StreamEvent,
 };
 
@@ -433,7 +433,7 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         session_id: args.session.clone(),
     };
     let request = LlmRequest {
-        messages: vec![ChatMessage::user_text(args.prompt.clone())],
+        messages: vec![LlmMessage::user_text(args.prompt.clone())],
         max_tokens: args.max_tokens,
         ..LlmRequest::default()
     };

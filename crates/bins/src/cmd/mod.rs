@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod flow;
 pub(crate) mod llm;
+pub(crate) mod serve;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,8 @@ pub(crate) enum Command {
     Flow(flow::FlowArgs),
     /// Run one deterministic harness rule on JSON input and print the verdict as JSON.
     Check(check::CheckArgs),
+    /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
+    Gateway(serve::GatewayArgs),
     /// Call a model through the provider pipeline.
     #[command(subcommand)]
     Llm(llm::LlmCommand),
@@ -38,6 +41,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Flow(args) => flow::run(args),
         Command::Check(args) => check::run(&args),
+        Command::Gateway(args) => serve::run(&args),
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
     }
