@@ -1,6 +1,24 @@
 //! LLM provider adapters for MetaForge.
 //!
-//! What lands here (issue 4): one adapter per API family — OpenAI-compatible chat completions,
-//! Anthropic Messages, Gemini generateContent, Bedrock Converse and the openai-codex Responses API —
-//! each implementing `metaforge_ports::LlmProvider` over reqwest (rustls) and SSE, plus the
-//! file-backed credential store. Adapters depend on `metaforge-ports` only.
+//! One adapter per API family — OpenAI-compatible chat completions, Anthropic Messages, Gemini
+//! generateContent, Bedrock Converse and the openai-codex Responses API — each implementing
+//! `metaforge_ports::LlmProvider` over reqwest (rustls) and SSE / AWS event-stream framing, plus
+//! the file-backed credential store. Adapters depend on `metaforge-ports` only: usage leaves them
+//! raw, and every routing or accounting rule lives in the domain.
+
+pub mod anthropic;
+pub mod bedrock;
+pub mod codex;
+pub mod credentials_file;
+pub mod frames;
+pub mod gemini;
+pub mod http;
+pub mod openai;
+
+pub use anthropic::AnthropicProvider;
+pub use bedrock::BedrockProvider;
+pub use codex::{CodexProvider, read_codex_auth_file};
+pub use credentials_file::FileCredentialStore;
+pub use gemini::GeminiProvider;
+pub use http::HttpSettings;
+pub use openai::OpenAiCompatibleProvider;

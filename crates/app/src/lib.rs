@@ -7,3 +7,4 @@
 pub mod approvals;
 pub mod flows;
 pub mod gateway;
+pub mod pipeline;

@@ -8,10 +8,12 @@ pub mod approval;
 pub mod approval_ledger;
 pub mod client_task_store;
 pub mod clock;
+pub mod credentials;
 pub mod error;
 pub mod event_bus;
 pub mod flow_version;
 pub mod flow_version_store;
+pub mod llm;
 pub mod provider;
 pub mod run_ledger;
 pub mod selection_store;
@@ -27,10 +29,15 @@ pub use approval_ledger::{
 };
 pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};
+pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};
 pub use error::{PortError, PortErrorKind};
 pub use event_bus::{BusEvent, EventBus, PublishReceipt, is_valid_event_kind};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
+pub use llm::{
+    ContentPart, FinishReason, LlmEventStream, LlmMessage, LlmProvider, LlmRequest, LlmResponse, LlmRole,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice, ToolSpec,
+};
 pub use provider::ApiFamily;
 pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
 pub use selection_store::SelectionStore;

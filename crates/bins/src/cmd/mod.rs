@@ -2,6 +2,7 @@
 
 pub(crate) mod check;
 pub(crate) mod flow;
+pub(crate) mod llm;
 pub(crate) mod serve;
 
 use std::process::ExitCode;
@@ -27,6 +28,12 @@ pub(crate) enum Command {
     Check(check::CheckArgs),
     /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
     Gateway(serve::GatewayArgs),
+    /// Call a model through the provider pipeline.
+    #[command(subcommand)]
+    Llm(llm::LlmCommand),
+    /// Inspect the provider registry.
+    #[command(subcommand)]
+    Providers(llm::ProvidersCommand),
 }
 
 /// Runs the parsed command and returns the process exit code.
@@ -35,5 +42,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Flow(args) => flow::run(args),
         Command::Check(args) => check::run(&args),
         Command::Gateway(args) => serve::run(&args),
+        Command::Llm(command) => llm::run_llm(command),
+        Command::Providers(command) => llm::run_providers(command),
     }
 }

@@ -1,0 +1,385 @@
+//! openai-codex: the OpenAI Responses API driven by a ChatGPT subscription (Codex-CLI auth file).
+//!
+//! The backend only streams, so `complete` folds the `response.*` event stream into one answer;
+//! usage comes from `response.completed`. It has no event-streaming tool adapter, so a streamed
+//! call that offers tools is declined by capability (`CapabilityUnsupported`) — the pipeline
+//! logs that fallback at INFO, not WARN, because it is by design.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use metaforge_ports::{
+    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
+    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
+    ToolChoice,
+};
+use serde_json::{Map, Value, json};
+
+use crate::frames::{Frame, StreamDecoder, collect_stream, cut_stream, decode_frames, sse_frames};
+use crate::http::{HttpSettings, build_client, join_url, send};
+use crate::openai::{arguments_text, system_text};
+
+/// A Codex Responses endpoint (e.g. `https://chatgpt.com/backend-api/codex`).
+#[derive(Debug, Clone)]
+pub struct CodexProvider {
+    client: reqwest::Client,
+    base_url: String,
+    settings: HttpSettings,
+}
+
+/// Why a Codex auth file could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodexAuthError {
+    /// The file could not be read.
+    #[error("cannot read Codex auth file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is readable by group or others.
+    #[error("Codex auth file {path} is readable by group or others (mode {mode:o}); run: chmod 600 {path}")]
+    TooOpen {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// The file is not the Codex CLI's JSON shape.
+    #[error("Codex auth file {path} is not valid: {reason}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Reads a Codex-CLI-shaped `auth.json` (`tokens.access_token` + `tokens.account_id`, or
+/// `OPENAI_API_KEY`) into a credential. Group- or world-readable files are refused.
+pub fn read_codex_auth_file(path: &Path) -> Result<Credential, CodexAuthError> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| CodexAuthError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(CodexAuthError::TooOpen { path: shown, mode });
+    }
+    let text = std::fs::read_to_string(path).map_err(|source| CodexAuthError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| CodexAuthError::Invalid {
+        path: shown.clone(),
+        reason: format!("line {} column {}: {e}", e.line(), e.column()),
+    })?;
+    if let Some(token) = value.pointer("/tokens/access_token").and_then(Value::as_str) {
+        return Ok(Credential {
+            id: "codex-auth".to_owned(),
+            secret: CredentialSecret::ChatGpt {
+                access_token: token.to_owned(),
+                account_id: value
+                    .pointer("/tokens/account_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            },
+        });
+    }
+    if let Some(key) = value.get("OPENAI_API_KEY").and_then(Value::as_str) {
+        return Ok(Credential {
+            id: "codex-api-key".to_owned(),
+            secret: CredentialSecret::ApiKey {
+                api_key: key.to_owned(),
+            },
+        });
+    }
+    Err(CodexAuthError::Invalid {
+        path: shown,
+        reason: "neither tokens.access_token nor OPENAI_API_KEY is set; run `codex login`".to_owned(),
+    })
+}
+
+impl CodexProvider {
+    /// An adapter for `base_url`; `/responses` is appended.
+    pub fn new(base_url: impl Into<String>, settings: HttpSettings) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: build_client(settings)?,
+            base_url: base_url.into(),
+            settings,
+        })
+    }
+
+    async fn open_stream(
+        &self,
+        request: &LlmRequest,
+        credential: Option<&Credential>,
+    ) -> Result<LlmEventStream, ProviderError> {
+        let mut builder = self
+            .client
+            .post(join_url(&self.base_url, "responses"))
+            .header("OpenAI-Beta", "responses=experimental")
+            .header("originator", "codex_cli_rs")
+            .header("accept", "text/event-stream");
+        match credential.map(|c| &c.secret) {
+            Some(CredentialSecret::ChatGpt {
+                access_token,
+                account_id,
+            }) => {
+                builder = builder.bearer_auth(access_token);
+                if let Some(account) = account_id {
+                    builder = builder.header("chatgpt-account-id", account);
+                }
+            }
+            Some(CredentialSecret::ApiKey { api_key }) => builder = builder.bearer_auth(api_key),
+            _ => {
+                return Err(ProviderError::new(
+                    ProviderErrorKind::Auth,
+                    "openai-codex needs a ChatGPT login (Codex auth.json); run `codex login`",
+                ));
+            }
+        }
+        let response = send(
+            builder.json(&request_body(request)),
+            self.settings.request_timeout,
+        )
+        .await?;
+        Ok(decode_frames(
+            sse_frames(response.bytes_stream().boxed()),
+            CodexStreamDecoder::new(),
+        ))
+    }
+}
+
+/// The Responses request body for `request` (always streamed, never stored).
+pub fn request_body(request: &LlmRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("instructions".into(), json!(system_text(request)));
+    let input: Vec<Value> = request.messages.iter().flat_map(wire_items).collect();
+    body.insert("input".into(), Value::Array(input));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "name": t.name, "description": t.description,
+                "parameters": t.parameters, "strict": false})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        body.insert(
+            "tool_choice".into(),
+            match &request.tool_choice {
+                ToolChoice::None => json!("none"),
+                ToolChoice::Required => json!("required"),
+                ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
+                _ => json!("auto"),
+            },
+        );
+        body.insert("parallel_tool_calls".into(), json!(false));
+    }
+    body.insert("stream".into(), json!(true));
+    body.insert("store".into(), json!(false));
+    Value::Object(body)
+}
+
+fn wire_items(message: &LlmMessage) -> Vec<Value> {
+    let (role, text_type) = match message.role {
+        LlmRole::Assistant => ("assistant", "output_text"),
+        _ => ("user", "input_text"),
+    };
+    message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            ContentPart::Text { text } if !text.is_empty() => Some(json!({
+                "type": "message", "role": role, "content": [{"type": text_type, "text": text}]})),
+            ContentPart::ToolCall { id, name, arguments } => Some(json!({
+                "type": "function_call", "call_id": id, "name": name,
+                "arguments": arguments_text(arguments)})),
+            ContentPart::ToolResult { call_id, content, .. } => Some(json!({
+                "type": "function_call_output", "call_id": call_id, "output": content})),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Decoder for Responses API `response.*` SSE events.
+#[derive(Debug, Default)]
+pub struct CodexStreamDecoder {
+    /// output_index → (tool index, open)
+    calls: BTreeMap<u64, (u32, bool)>,
+    next_tool: u32,
+    completed: bool,
+}
+
+impl CodexStreamDecoder {
+    /// A fresh decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl StreamDecoder for CodexStreamDecoder {
+    fn on_frame(&mut self, frame: Frame) -> Result<Vec<StreamEvent>, ProviderError> {
+        if self.completed {
+            return Ok(Vec::new());
+        }
+        let data: Value = serde_json::from_str(frame.data.trim())
+            .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid event JSON: {e}")))?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or(frame.event)
+            .unwrap_or_default();
+        let output_index = data.get("output_index").and_then(Value::as_u64).unwrap_or(0);
+        let mut events = Vec::new();
+        match kind.as_str() {
+            "response.output_text.delta" => {
+                if let Some(t) = data
+                    .get("delta")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
+                    events.push(StreamEvent::TextDelta { text: t.to_owned() });
+                }
+            }
+            "response.output_item.added" => {
+                let item = data.get("item").cloned().unwrap_or(Value::Null);
+                if item.get("type").and_then(Value::as_str) == Some("function_call") {
+                    let index = self.next_tool;
+                    self.next_tool += 1;
+                    self.calls.insert(output_index, (index, true));
+                    events.push(StreamEvent::ToolCallStart {
+                        index,
+                        id: item
+                            .get("call_id")
+                            .or_else(|| item.get("id"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                        name: item
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned(),
+                    });
+                }
+            }
+            "response.function_call_arguments.delta" => {
+                if let (Some((index, true)), Some(delta)) = (
+                    self.calls.get(&output_index).copied(),
+                    data.get("delta")
+                        .and_then(Value::as_str)
+                        .filter(|d| !d.is_empty()),
+                ) {
+                    events.push(StreamEvent::ToolCallArgumentsDelta {
+                        index,
+                        delta: delta.to_owned(),
+                    });
+                }
+            }
+            "response.output_item.done" => {
+                if let Some((index, open)) = self.calls.get_mut(&output_index)
+                    && *open
+                {
+                    *open = false;
+                    events.push(StreamEvent::ToolCallEnd { index: *index });
+                }
+            }
+            "response.completed" | "response.incomplete" => {
+                self.completed = true;
+                for (index, open) in self.calls.values_mut() {
+                    if *open {
+                        *open = false;
+                        events.push(StreamEvent::ToolCallEnd { index: *index });
+                    }
+                }
+                if let Some(usage) = data.pointer("/response/usage").filter(|u| u.is_object()) {
+                    events.push(StreamEvent::Usage {
+                        usage: RawUsage {
+                            family: ApiFamily::OpenaiCodex,
+                            raw: usage.clone(),
+                        },
+                    });
+                }
+                let incomplete = data
+                    .pointer("/response/incomplete_details/reason")
+                    .and_then(Value::as_str);
+                let reason = match incomplete {
+                    Some("max_output_tokens") => FinishReason::Length,
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    Some(other) => FinishReason::Other(other.to_owned()),
+                    None if self.next_tool > 0 => FinishReason::ToolCalls,
+                    None => FinishReason::Stop,
+                };
+                events.push(StreamEvent::Finish { reason });
+            }
+            "response.failed" | "error" => {
+                let err = data
+                    .pointer("/response/error")
+                    .or_else(|| data.get("error"))
+                    .cloned()
+                    .unwrap_or(data.clone());
+                let code = err.get("code").and_then(Value::as_str).unwrap_or_default();
+                let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
+                let kind = match code {
+                    "rate_limit_exceeded" | "usage_limit_reached" => ProviderErrorKind::RateLimit,
+                    "server_is_overloaded" | "slow_down" => ProviderErrorKind::Overloaded,
+                    "context_length_exceeded" => ProviderErrorKind::ContextLength,
+                    "invalid_prompt" => ProviderErrorKind::BadRequest,
+                    _ => ProviderErrorKind::Server,
+                };
+                return Err(ProviderError::new(kind, format!("{code}: {message}")));
+            }
+            _ => {}
+        }
+        Ok(events)
+    }
+
+    fn on_end(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
+        if self.completed {
+            Ok(Vec::new())
+        } else {
+            Err(cut_stream("Responses", "response.completed"))
+        }
+    }
+}
+
+#[async_trait]
+impl LlmProvider for CodexProvider {
+    fn family(&self) -> ApiFamily {
+        ApiFamily::OpenaiCodex
+    }
+
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        credential: Option<&Credential>,
+    ) -> Result<LlmResponse, ProviderError> {
+        collect_stream(self.open_stream(request, credential).await?).await
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest,
+        credential: Option<&Credential>,
+    ) -> Result<LlmEventStream, ProviderError> {
+        if !request.tools.is_empty() {
+            return Err(ProviderError::new(
+                ProviderErrorKind::CapabilityUnsupported,
+                "openai-codex has no event-streaming tool adapter: streamed calls with tools are declined",
+            ));
+        }
+        self.open_stream(request, credential).await
+    }
+}

@@ -1,0 +1,347 @@
+//! Gemini generateContent and streamGenerateContent (`alt=sse`), with function calls.
+//!
+//! Gemini sends a whole function call in one part (no argument deltas) and often no call id, so
+//! ids are synthesised as `call_<n>`. Every streamed chunk repeats the running `usageMetadata`;
+//! the last one is the call's usage. A stream that ends without a `finishReason` was cut.
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use metaforge_ports::{
+    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
+    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
+    ToolCall, ToolChoice,
+};
+use serde_json::{Map, Value, json};
+
+use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
+use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::openai::system_text;
+
+/// A Gemini API endpoint.
+#[derive(Debug, Clone)]
+pub struct GeminiProvider {
+    client: reqwest::Client,
+    base_url: String,
+    settings: HttpSettings,
+}
+
+impl GeminiProvider {
+    /// An adapter for `base_url` (e.g. `https://generativelanguage.googleapis.com`).
+    pub fn new(base_url: impl Into<String>, settings: HttpSettings) -> Result<Self, ProviderError> {
+        Ok(Self {
+            client: build_client(settings)?,
+            base_url: base_url.into(),
+            settings,
+        })
+    }
+
+    fn post(
+        &self,
+        model: &str,
+        stream: bool,
+        credential: Option<&Credential>,
+    ) -> Result<reqwest::RequestBuilder, ProviderError> {
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        let path = if stream {
+            format!("v1beta/models/{model}:streamGenerateContent?alt=sse")
+        } else {
+            format!("v1beta/models/{model}:generateContent")
+        };
+        let mut builder = self.client.post(join_url(&self.base_url, &path));
+        match credential.map(|c| &c.secret) {
+            None => {}
+            Some(CredentialSecret::ApiKey { api_key }) => builder = builder.header("x-goog-api-key", api_key),
+            Some(_) => {
+                return Err(ProviderError::new(
+                    ProviderErrorKind::Auth,
+                    "the Gemini API takes an api_key credential",
+                ));
+            }
+        }
+        Ok(builder)
+    }
+}
+
+/// The generateContent request body for `request`.
+pub fn request_body(request: &LlmRequest) -> Value {
+    let mut body = Map::new();
+    let contents: Vec<Value> = request.messages.iter().filter_map(wire_content).collect();
+    body.insert("contents".into(), Value::Array(contents));
+    let system = system_text(request);
+    if !system.is_empty() {
+        body.insert("systemInstruction".into(), json!({"parts": [{"text": system}]}));
+    }
+    if !request.tools.is_empty() {
+        let declarations: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "parameters": gemini_schema(&t.parameters)}))
+            .collect();
+        body.insert("tools".into(), json!([{"functionDeclarations": declarations}]));
+        let config = match &request.tool_choice {
+            ToolChoice::None => json!({"mode": "NONE"}),
+            ToolChoice::Required => json!({"mode": "ANY"}),
+            ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
+            _ => json!({"mode": "AUTO"}),
+        };
+        body.insert("toolConfig".into(), json!({"functionCallingConfig": config}));
+    }
+    let mut generation = Map::new();
+    if let Some(max) = request.max_tokens {
+        generation.insert("maxOutputTokens".into(), json!(max));
+    }
+    if let Some(t) = request.temperature {
+        generation.insert("temperature".into(), json!(t));
+    }
+    if !request.stop.is_empty() {
+        generation.insert("stopSequences".into(), json!(request.stop));
+    }
+    if !generation.is_empty() {
+        body.insert("generationConfig".into(), Value::Object(generation));
+    }
+    Value::Object(body)
+}
+
+/// Gemini's schema dialect rejects a few JSON-Schema keywords; they are removed recursively.
+fn gemini_schema(schema: &Value) -> Value {
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "$schema" | "additionalProperties" | "$id"))
+                .map(|(k, v)| (k.clone(), gemini_schema(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
+        other => other.clone(),
+    }
+}
+
+fn wire_content(message: &LlmMessage) -> Option<Value> {
+    let parts: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            ContentPart::Text { text } if !text.is_empty() => Some(json!({"text": text})),
+            ContentPart::ToolCall { name, arguments, .. } => {
+                Some(json!({"functionCall": {"name": name, "args": arguments}}))
+            }
+            ContentPart::ToolResult {
+                name,
+                content,
+                is_error,
+                ..
+            } => {
+                let key = if *is_error { "error" } else { "content" };
+                Some(json!({"functionResponse": {"name": name, "response": {key: content}}}))
+            }
+            _ => None,
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let role = match message.role {
+        LlmRole::Assistant => "model",
+        _ => "user",
+    };
+    Some(json!({"role": role, "parts": parts}))
+}
+
+fn gemini_finish(raw: &str, saw_call: bool) -> FinishReason {
+    match finish_reason(raw) {
+        FinishReason::Stop if saw_call => FinishReason::ToolCalls,
+        other => other,
+    }
+}
+
+/// Parses a non-streamed generateContent response.
+pub fn parse_response(body: &Value) -> Result<LlmResponse, ProviderError> {
+    if body.pointer("/promptFeedback/blockReason").is_some() && body.get("candidates").is_none() {
+        return Ok(LlmResponse {
+            text: String::new(),
+            tool_calls: Vec::new(),
+            finish: Some(FinishReason::ContentFilter),
+            usage: usage_of(body),
+            model: None,
+        });
+    }
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    let candidate = body.pointer("/candidates/0").cloned().unwrap_or(Value::Null);
+    for part in candidate
+        .pointer("/content/parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(t) = part.get("text").and_then(Value::as_str) {
+            text.push_str(t);
+        }
+        if let Some(call) = part.get("functionCall") {
+            tool_calls.push(ToolCall {
+                id: call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| format!("call_{}", tool_calls.len())),
+                name: call
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                arguments: call.get("args").cloned().unwrap_or_else(|| json!({})),
+            });
+        }
+    }
+    Ok(LlmResponse {
+        finish: candidate
+            .get("finishReason")
+            .and_then(Value::as_str)
+            .map(|r| gemini_finish(r, !tool_calls.is_empty())),
+        text,
+        tool_calls,
+        usage: usage_of(body),
+        model: body
+            .get("modelVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    })
+}
+
+fn usage_of(body: &Value) -> Option<RawUsage> {
+    body.get("usageMetadata")
+        .filter(|u| u.is_object())
+        .map(|u| RawUsage {
+            family: ApiFamily::Gemini,
+            raw: u.clone(),
+        })
+}
+
+/// Decoder for streamGenerateContent SSE streams.
+#[derive(Debug, Default)]
+pub struct GeminiStreamDecoder {
+    next_tool: u32,
+    usage: Option<RawUsage>,
+    finish: Option<String>,
+}
+
+impl GeminiStreamDecoder {
+    /// A fresh decoder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl StreamDecoder for GeminiStreamDecoder {
+    fn on_frame(&mut self, frame: Frame) -> Result<Vec<StreamEvent>, ProviderError> {
+        let chunk: Value = serde_json::from_str(frame.data.trim())
+            .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid chunk JSON: {e}")))?;
+        if let Some(err) = chunk.get("error") {
+            let status = err
+                .get("code")
+                .and_then(Value::as_u64)
+                .and_then(|c| u16::try_from(c).ok());
+            let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
+            return Err(match status {
+                Some(code) => ProviderError::from_http(code, None, message),
+                None => ProviderError::new(ProviderErrorKind::Server, message),
+            });
+        }
+        let mut events = Vec::new();
+        let candidate = chunk.pointer("/candidates/0").cloned().unwrap_or(Value::Null);
+        for part in candidate
+            .pointer("/content/parts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            if let Some(t) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                events.push(StreamEvent::TextDelta { text: t.to_owned() });
+            }
+            if let Some(call) = part.get("functionCall") {
+                let index = self.next_tool;
+                self.next_tool += 1;
+                events.push(StreamEvent::ToolCallStart {
+                    index,
+                    id: call
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| format!("call_{index}")),
+                    name: call
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                });
+                events.push(StreamEvent::ToolCallArgumentsDelta {
+                    index,
+                    delta: call.get("args").cloned().unwrap_or_else(|| json!({})).to_string(),
+                });
+                events.push(StreamEvent::ToolCallEnd { index });
+            }
+        }
+        if let Some(reason) = candidate.get("finishReason").and_then(Value::as_str) {
+            self.finish = Some(reason.to_owned());
+        }
+        if chunk.pointer("/promptFeedback/blockReason").is_some() {
+            self.finish = Some("SAFETY".to_owned());
+        }
+        if let Some(usage) = usage_of(&chunk) {
+            self.usage = Some(usage);
+        }
+        Ok(events)
+    }
+
+    fn on_end(&mut self) -> Result<Vec<StreamEvent>, ProviderError> {
+        let Some(reason) = self.finish.take() else {
+            return Err(cut_stream("Gemini", "a finishReason"));
+        };
+        let mut events = Vec::new();
+        if let Some(usage) = self.usage.take() {
+            events.push(StreamEvent::Usage { usage });
+        }
+        events.push(StreamEvent::Finish {
+            reason: gemini_finish(&reason, self.next_tool > 0),
+        });
+        Ok(events)
+    }
+}
+
+#[async_trait]
+impl LlmProvider for GeminiProvider {
+    fn family(&self) -> ApiFamily {
+        ApiFamily::Gemini
+    }
+
+    async fn complete(
+        &self,
+        request: &LlmRequest,
+        credential: Option<&Credential>,
+    ) -> Result<LlmResponse, ProviderError> {
+        let body = request_body(request);
+        let builder = self.post(&request.model, false, credential)?.json(&body);
+        let response = send(builder, self.settings.request_timeout).await?;
+        parse_response(&read_json(response, self.settings.request_timeout).await?)
+    }
+
+    async fn stream(
+        &self,
+        request: &LlmRequest,
+        credential: Option<&Credential>,
+    ) -> Result<LlmEventStream, ProviderError> {
+        let body = request_body(request);
+        let builder = self.post(&request.model, true, credential)?.json(&body);
+        let response = send(builder, self.settings.request_timeout).await?;
+        Ok(decode_frames(
+            sse_frames(response.bytes_stream().boxed()),
+            GeminiStreamDecoder::new(),
+        ))
+    }
+}
