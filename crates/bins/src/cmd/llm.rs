@@ -507,6 +507,22 @@ fn pipeline_failure(err: &PipelineError) -> ExitCode {
     }
 }
 
+/// Providers that can be called on this deployment: a healthy stored credential, an environment
+/// credential, or a keyless local runtime with a base URL. The routing rules refuse routes to
+/// any other provider.
+pub(crate) async fn credentialed_providers() -> Result<std::collections::BTreeSet<String>, PortError> {
+    let store = FileCredentialStore::new(credentials_path());
+    let mut out = std::collections::BTreeSet::new();
+    for info in PROVIDERS {
+        let stored = store.healthy(info.id).await?.len();
+        let keyless = KEYLESS.contains(&info.id) && base_url(info).is_ok();
+        if stored > 0 || !env_credentials(info).is_empty() || keyless {
+            out.insert(info.id.to_owned());
+        }
+    }
+    Ok(out)
+}
+
 /// Runs `metaforge providers …`.
 pub(crate) fn run_providers(command: ProvidersCommand) -> ExitCode {
     let ProvidersCommand::List { json } = command;

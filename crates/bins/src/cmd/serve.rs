@@ -7,9 +7,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, SqliteUsageStore, StorePaths};
+use metaforge_adapters_store::{
+    FileSelectionStore, SELECTION_FILE, SqliteApprovalLedger, SqliteFlowVersionStore, SqliteUsageStore,
+    StorePaths,
+};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
+use metaforge_app::gateway::harness::HarnessConfig;
 use metaforge_app::gateway::{self, AuthState, GatewayState};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
@@ -127,6 +131,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
+    let harness = harness_config(&paths).await?;
     let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
     let state = Arc::new(GatewayState {
         metrics: Some(metrics),
@@ -134,11 +139,50 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         flows,
         usage,
         clock,
+        harness,
     });
     Ok(Composition {
         state,
         auth,
         _scratch: scratch,
+    })
+}
+
+/// The routing table (`METAFORGE_MODEL_ROUTES_PATH`; a bad table refuses start), the
+/// `METAFORGE_ROUTE_*` overrides, the credentialed providers, the default route
+/// (`METAFORGE_LLM_PROVIDER` + `METAFORGE_LLM_MODEL`) and the durable selection file.
+async fn harness_config(paths: &StorePaths) -> Result<HarnessConfig, StartError> {
+    use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RoutingTable, validate_table};
+    let table = match env(MODEL_ROUTES_PATH_ENV) {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| StartError::Config(format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}")))?;
+            RoutingTable::from_json(&text).map_err(|e| StartError::Config(format!("{path}: {e}")))?
+        }
+        None => RoutingTable::default(),
+    };
+    let env_routes: std::collections::BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX))
+        .collect();
+    let credentialed = crate::cmd::llm::credentialed_providers()
+        .await
+        .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
+    for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
+        if problem.blocks_start() {
+            return Err(StartError::Config(format!("routing: {problem}")));
+        }
+        tracing::warn!(event = "model_route_provider_unconfigured", problem = %problem, "route to a provider without credentials");
+    }
+    let default_route = match (env("METAFORGE_LLM_PROVIDER"), env("METAFORGE_LLM_MODEL")) {
+        (Some(provider), Some(model)) => Some(format!("{provider}:{model}")),
+        _ => None,
+    };
+    Ok(HarnessConfig {
+        table,
+        env_routes,
+        credentialed,
+        default_route,
+        selection: Arc::new(FileSelectionStore::new(paths.home.join(SELECTION_FILE))),
     })
 }
 
