@@ -3,3 +3,6 @@
 //! The app layer is where the pure rules of `metaforge-domain` meet the ports: the provider
 //! pipeline, the design-flow service, the approvals service and the gateway routes land here as
 //! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
+
+pub mod sidecar;
+pub mod tools;

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod error;
 pub mod flow_version;
 pub mod provider;
+pub mod tools;
 pub mod usage;
 
 pub use approval::{ApprovalKind, ApprovalRecord, ApprovalStatus};
@@ -16,4 +17,8 @@ pub use clock::{Clock, IdGen, Timestamp};
 pub use error::{PortError, PortErrorKind};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use provider::ApiFamily;
+pub use tools::{
+    CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, ResourceTemplateDescriptor,
+    ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
+};
 pub use usage::{Billing, UsageEvent};
