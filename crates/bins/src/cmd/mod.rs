@@ -1,0 +1,3 @@
+//! The CLI commands, one module each; `main` only parses and dispatches.
+
+pub(crate) mod flow;

@@ -1,0 +1,79 @@
+//! Design flows: the data that says which phases a piece of hardware work goes through, which
+//! gates a person answers and which deliverables each gate demands — and the rules that keep a
+//! flow honest while it is tailored, edited, frozen and approved.
+//!
+//! Code map:
+//! - [`model`]: the serde data model (YAML and JSON, snake_case).
+//! - [`document`]: reading YAML/JSON text with the line and column of a problem.
+//! - [`templates`]: the built-in templates (embedded `fixtures/flows/*.yaml`) and the catalogue.
+//! - [`invariants`]: the server-enforced rules, all violations at once.
+//! - [`freeze`]: canonical JSON and its SHA-256.
+//! - [`versions`]: immutable frozen versions held for approval.
+//! - [`diff`]: the prose diff a reviewer reads, relaxations shouted.
+//! - [`context`]: the tailoring context and the questions asked when it is incomplete.
+//! - [`tailor`]: the closed operation set, lenient and strict.
+//!
+//! ```
+//! use metaforge_domain::flow::{FlowContext, TailorMode, TailorStatus, catalogue, propose, template, validate};
+//!
+//! let mech = template("mech_v1")?;
+//! assert!(validate(&mech, None).is_empty());
+//! assert!(catalogue().iter().all(|entry| entry.startable));
+//!
+//! // Without a context the server asks before it tailors.
+//! let asked = propose("mech_v1", &[], None, TailorMode::Strict)?;
+//! assert_eq!(asked.status, TailorStatus::NeedsInput);
+//! assert_eq!(asked.questions[0].id, "manufacturing_route");
+//! # let _ = FlowContext::default();
+//! # Ok::<(), metaforge_domain::flow::TemplateError>(())
+//! ```
+
+pub mod context;
+pub mod diff;
+pub mod document;
+pub mod freeze;
+pub mod invariants;
+pub mod model;
+pub mod tailor;
+pub mod templates;
+pub mod versions;
+
+use serde::Serialize;
+
+pub use context::{
+    FlowContext, ManufacturingContext, ManufacturingRoute, Question, TargetMaturity, required_questions,
+};
+pub use diff::prose_diff;
+pub use document::{DocumentError, Syntax, parse_document};
+pub use freeze::{FreezeError, content_hash, freeze, sha256_hex, thaw};
+pub use invariants::{RULES, Violation, is_valid, validate};
+pub use model::{Flow, Gate, Phase};
+pub use tailor::{
+    AppliedOperation, Operation, OperationList, OperationProblem, TailorMode, TailorResult, TailorStatus,
+    propose, tailor,
+};
+pub use templates::{
+    CatalogueEntry, DEFAULT_TEMPLATE_ID, TemplateError, catalogue, template, template_source,
+};
+pub use versions::{
+    VersionDecision, VersionError, attach_approval, decide_version, new_version, verify_version,
+};
+
+/// The answer to "is this flow valid?", exactly as `POST /v1/design-flows/validate` and
+/// `metaforge flow validate --json` return it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValidationReport {
+    /// True when there are no violations.
+    pub valid: bool,
+    /// Every violation, `{rule, phase, message}`.
+    pub violations: Vec<Violation>,
+}
+
+/// Validates `flow` under an optional context and wraps the verdict for the wire.
+pub fn validation_report(flow: &Flow, context: Option<&FlowContext>) -> ValidationReport {
+    let violations = validate(flow, context);
+    ValidationReport {
+        valid: violations.is_empty(),
+        violations,
+    }
+}
