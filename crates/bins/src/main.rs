@@ -23,11 +23,14 @@ struct Cli {
 enum Command {
     /// Design flows: list the catalogue, validate, hash, diff and tailor flows.
     Flow(cmd::flow::FlowArgs),
+    /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
+    Mcp(cmd::mcp::McpArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Flow(args) => cmd::flow::run(args),
+        Command::Mcp(args) => cmd::mcp::run(args),
     }
 }

@@ -5,6 +5,20 @@
 //! person is, through the one approval ledger. Tools see the caller class the transport decided
 //! from the connection; arguments never choose it.
 
+pub mod flow_read;
 pub mod host;
 
+pub use flow_read::{FlowList, FlowValidate};
 pub use host::{SidecarHost, SidecarResource, SidecarTool};
+
+use std::sync::Arc;
+
+/// The sidecar's host with every tool and resource that needs no store: the flow reads.
+///
+/// Stores (approval ledger, flow-version store) are added by the composition root as they are
+/// wired; this is the part every sidecar serves.
+pub fn read_only_host() -> SidecarHost {
+    SidecarHost::new()
+        .with_tool(Arc::new(FlowList))
+        .with_tool(Arc::new(FlowValidate))
+}
