@@ -248,9 +248,11 @@ pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
 
 /// Whether `provider` can never serve `model`; `Some(reason)` names the model when it cannot.
 ///
-/// Rules (FORGE-468): openai-codex rejects any `vendor/model` slug and claude-* / gemini*;
-/// anthropic rejects gpt-* / o1 / o3 / o4; gemini rejects claude-* / gpt-*. A slug whose vendor
-/// is not plain from its prefix passes, and multi-vendor gateways are never judged.
+/// Rules, exactly as FORGE-468 states them: openai-codex rejects any `vendor/model` slug
+/// (FORGE-93); a first-party family serves only its own vendor's models, so anthropic rejects
+/// gpt-* / o1 / o3 / o4, openai-codex rejects claude-* / gemini*, and gemini rejects claude-* /
+/// gpt-*. A slug whose vendor is not plain from its prefix passes, and multi-vendor gateways
+/// (OpenRouter, vLLM, Bedrock and every other OpenAI-compatible provider) are never judged.
 pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<String> {
     if provider.multi_vendor {
         return None;
@@ -264,10 +266,10 @@ pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<Str
         ApiFamily::OpenaiCodex if matches!(vendor, Some(Vendor::Anthropic | Vendor::Google)) => {
             Some("openai-codex serves only OpenAI models")
         }
-        ApiFamily::Anthropic if matches!(vendor, Some(Vendor::OpenAi | Vendor::Google)) => {
+        ApiFamily::Anthropic if matches!(vendor, Some(Vendor::OpenAiGpt | Vendor::OpenAiReasoning)) => {
             Some("the Anthropic API serves only Anthropic models")
         }
-        ApiFamily::Gemini if matches!(vendor, Some(Vendor::Anthropic | Vendor::OpenAi)) => {
+        ApiFamily::Gemini if matches!(vendor, Some(Vendor::Anthropic | Vendor::OpenAiGpt)) => {
             Some("the Gemini API serves only Google models")
         }
         _ => None,
@@ -280,30 +282,30 @@ pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<Str
     })
 }
 
+/// A vendor plain from a model name. OpenAI's gpt-* and its o-series are kept apart because the
+/// seed's rules name them separately (gemini rejects gpt-* but says nothing of o1/o3/o4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Vendor {
-    OpenAi,
+    OpenAiGpt,
+    OpenAiReasoning,
     Anthropic,
     Google,
 }
 
 /// The vendor plain from a model name's prefix (after an optional `vendor/` segment), if any.
+/// An explicit `vendor/` prefix decides on its own; otherwise the bare name's prefix does.
 fn model_vendor(lowered: &str) -> Option<Vendor> {
     let (prefix_vendor, name) = match lowered.split_once('/') {
         Some((vendor, rest)) => (Some(vendor), rest),
         None => (None, lowered),
     };
-    let by_prefix = match prefix_vendor {
-        Some("openai") => Some(Vendor::OpenAi),
-        Some("anthropic") => Some(Vendor::Anthropic),
-        Some("google") => Some(Vendor::Google),
-        _ => None,
-    };
     let is_o_series = ["o1", "o3", "o4"]
         .iter()
         .any(|o| name == *o || name.strip_prefix(o).is_some_and(|rest| rest.starts_with('-')));
-    let by_name = if name.starts_with("gpt-") || name == "gpt" || is_o_series {
-        Some(Vendor::OpenAi)
+    let by_name = if name.starts_with("gpt-") || name == "gpt" {
+        Some(Vendor::OpenAiGpt)
+    } else if is_o_series {
+        Some(Vendor::OpenAiReasoning)
     } else if name.starts_with("claude") {
         Some(Vendor::Anthropic)
     } else if name.starts_with("gemini") {
@@ -311,7 +313,17 @@ fn model_vendor(lowered: &str) -> Option<Vendor> {
     } else {
         None
     };
-    by_prefix.or(by_name)
+    match prefix_vendor {
+        Some("openai") => Some(
+            by_name
+                .filter(|v| *v == Vendor::OpenAiReasoning)
+                .unwrap_or(Vendor::OpenAiGpt),
+        ),
+        Some("anthropic") => Some(Vendor::Anthropic),
+        Some("google") => Some(Vendor::Google),
+        Some(_) => None,
+        None => by_name,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,224 @@
+//! `metaforge check <rule>`: JSON in, JSON out, exit 2 naming file and line:col on bad input.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helper: a failure to run the binary must fail the test loudly"
+)]
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+fn check(rule: &str, input: &Value) -> (i32, Value) {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", rule])
+        .write_stdin(input.to_string())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap(), value)
+}
+
+#[test]
+fn grounding_flags_the_seed_fabricated_assembly() {
+    let reply =
+        "Assembled the available parts... Added revolute joints J1 to J6... Part Count: 6 components.";
+    let (code, out) = check("grounding", &json!({"reply": reply, "steps": []}));
+    assert_eq!(code, 0);
+    assert_eq!(out["flagged"], true);
+    assert_eq!(out["banners"], json!(["UNGROUNDED"]));
+    assert_eq!(out["metric_kinds"], json!(["no_tool_call"]));
+    assert!(out["text"].as_str().unwrap().ends_with(reply));
+}
+
+#[test]
+fn grounding_flags_the_seed_assembly_4_node_id() {
+    let input = json!({
+        "reply": "The assembly was saved to the twin. Node id: assembly_4.",
+        "steps": [
+            {"tool": "freecad.import_step", "arguments": {"path": "/tmp/a.step"}, "result": {"object": "part_1"}, "error": null},
+            {"tool": "freecad.create_assembly", "arguments": {}, "result": {"assembly": "assembly_4"}, "error": null}
+        ],
+        "registry": {"twin.commit_geometry": {"required_gates": ["twin_write"]}}
+    });
+    let (code, out) = check("grounding", &input);
+    assert_eq!(code, 0);
+    assert_eq!(out["banners"], json!(["NO_TWIN_COMMIT", "UNVERIFIED_NODE_ID"]));
+    assert_eq!(out["unverified_ids"], json!(["assembly_4"]));
+}
+
+#[test]
+fn model_family_rejects_anthropic_gpt_4o_and_names_the_model() {
+    let (code, out) = check(
+        "model-family",
+        &json!({"provider": "anthropic", "model": "gpt-4o"}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out["mismatch"], true);
+    assert!(out["reason"].as_str().unwrap().contains("gpt-4o"));
+    let (_, out) = check(
+        "model-family",
+        &json!({"provider": "openrouter", "model": "anthropic/claude-opus-4-8"}),
+    );
+    assert_eq!(out, json!({"mismatch": false, "reason": null}));
+}
+
+#[test]
+fn model_family_with_an_unknown_provider_exits_2() {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "model-family"])
+        .write_stdin(r#"{"provider": "nope", "model": "x"}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown provider 'nope'"));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn route_resolves_the_seed_split_and_refuses_a_mismatched_phase_model() {
+    let table: Value =
+        serde_json::from_str(include_str!("../../../fixtures/model_routes.example.json")).unwrap();
+    let (code, out) = check(
+        "route",
+        &json!({"table": table, "call": {"role": "phase_brain", "disciplines": ["mechanical"]}}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        json!({"provider": "anthropic", "model": "claude-opus-4-8", "matched_role": "phase_brain:mechanical", "source": "table"})
+    );
+    let (code, out) = check(
+        "route",
+        &json!({"table": table, "call": {"role": "phase_brain", "phase_model": "anthropic:gpt-4o"}}),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(out["error"], "model_mismatch");
+    assert!(out["message"].as_str().unwrap().contains("gpt-4o"));
+}
+
+#[test]
+fn usage_totals_keep_unknown_cost_null_and_count_subscription_calls() {
+    let input = json!({"events": [
+        {"provider": "anthropic", "model": "claude-haiku-4-5-20251001", "role": "flow_generator", "prompt_tokens": 1000, "completion_tokens": 100},
+        {"provider": "openai-codex", "model": "gpt-5", "role": "chat", "prompt_tokens": 10, "completion_tokens": 2},
+        {"provider": "openai", "model": "unknown-model", "role": "chat"}
+    ]});
+    let (code, out) = check("usage", &input);
+    assert_eq!(code, 0);
+    assert_eq!(out["calls"], 3);
+    assert!((out["cost_usd"].as_f64().unwrap() - 0.0015).abs() < 1e-12);
+    assert_eq!(out["calls_subscription"], 1);
+    assert_eq!(out["calls_unpriced"], 1);
+    assert_eq!(out["calls_without_usage"], 1);
+    assert_eq!(out["billing"], "mixed");
+    assert_eq!(out["by_role"]["chat"]["calls"], 2);
+    let (_, out) = check(
+        "usage",
+        &json!({"events": [{"provider": "anthropic", "model": "claude-haiku-4-5-20251001", "prompt_tokens": 1, "completion_tokens": 1}],
+                "prices": {"models": {}}}),
+    );
+    assert_eq!(
+        out["cost_usd"],
+        Value::Null,
+        "an override table without the model leaves it unpriced"
+    );
+}
+
+#[test]
+fn select_tools_caps_openai_at_128_without_a_tail_slice() {
+    let mut tools = vec![json!({"name": "chat.set_project_scope", "origin": "native"})];
+    tools.extend((0..70).map(|i| json!({"name": format!("kicad.t{i:02}"), "origin": "mcp:kicad"})));
+    tools.extend((0..70).map(|i| json!({"name": format!("twin.t{i:02}"), "origin": "mcp:twin"})));
+    let (code, out) = check("select-tools", &json!({"provider": "openai", "tools": tools}));
+    assert_eq!(code, 0);
+    assert_eq!(out["cap"], 128);
+    assert_eq!(out["kept"].as_array().unwrap().len(), 128);
+    assert_eq!(out["dropped"].as_array().unwrap().len(), 13);
+    assert!(out["kept"].as_array().unwrap().contains(&json!("twin.t00")));
+    assert_eq!(out["protected_exceeds_cap"], false);
+}
+
+#[test]
+fn gate_refuses_invalid_arguments_before_the_approval_hold() {
+    let tool = json!({"name": "twin.commit_geometry", "origin": "mcp:twin", "requires_approval": true,
+        "required_gates": ["twin_write"], "annotation": "ADDITIVE",
+        "input_schema": {"type": "object", "required": ["path"], "properties": {"path": {"type": "string"}}}});
+    let (code, out) = check("gate", &json!({"tool": tool, "caller": "local", "arguments": {}}));
+    assert_eq!(code, 0);
+    assert_eq!(out["decision"], "refuse");
+    assert_eq!(out["validation_errors"][0]["keyword"], "required");
+    let (_, out) = check(
+        "gate",
+        &json!({"tool": tool, "caller": "local", "arguments": {"path": "/tmp/a.step"}}),
+    );
+    assert_eq!(out["decision"], "hold");
+    let (_, out) = check(
+        "gate",
+        &json!({"tool": tool, "caller": {"class": "service", "project_id": "p1"}, "arguments": {"path": "/x", "project_id": "p1"}}),
+    );
+    assert_eq!(out["decision"], "run");
+}
+
+#[test]
+fn truncate_is_loud() {
+    let (code, out) = check(
+        "truncate",
+        &json!({"op": "text", "text": "abcdefghij", "max_chars": 4}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out, json!({"text": "abcd…[truncated 6 chars]"}));
+    let (_, out) = check(
+        "truncate",
+        &json!({"op": "value", "value": {"total": 3, "items": [1, 2, 3]}, "max_items": 1, "max_string_chars": 10}),
+    );
+    assert_eq!(
+        out,
+        json!({"value": {"total": 3, "items": [1], "items_omitted_count": 2}})
+    );
+}
+
+#[test]
+fn bad_json_in_a_file_exits_2_naming_the_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.json");
+    std::fs::write(&path, "{\n  \"reply\": \"x\",\n  \"steps\": [,]\n}").unwrap();
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "grounding", "--input", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:3:13", path.display())), "{stderr}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_wrong_shape_exits_2_naming_the_field() {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "route"])
+        .write_stdin(r#"{"table": {}, "call": {"rol": "chat"}}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("<stdin>:1:") && stderr.contains("rol"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_missing_input_file_exits_2() {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "usage", "--input", "/nonexistent/usage.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/usage.json"));
+}

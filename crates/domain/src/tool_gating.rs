@@ -1,0 +1,378 @@
+//! Tool gating: whether a tool call runs, is held for a person, or is refused, by caller class
+//! (gate declarations, MET-569 schema pre-validation, FORGE-222/490/487/584).
+//!
+//! Order of checks: the arguments are validated against the declared schema first (FORGE-222: a
+//! person is never asked to approve a call that was always going to be rejected), then static gates,
+//! then the caller class's bounds, then the "ask" tier. Anything unclassified counts as destructive.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Tools whose effect is a human decision. No agent may call them to answer its own approval;
+/// the approver always comes from the decision record (FORGE-393/400).
+pub const HUMAN_AUTHORITY_TOOLS: &[&str] = &[
+    "twin.approve_design_loop",
+    "twin.approve_engineering_change",
+    "ect.approve",
+    "flow.approve",
+    "run.approve_gate",
+    "approval.decide",
+];
+
+/// The one flow tool a client-task caller may call (it asks the person; it decides nothing).
+pub const CLIENT_TASK_ALLOWED_ADMIN: &[&str] = &["flow.await_gate"];
+
+/// Tool-name prefixes of project, flow and run administration.
+pub const ADMIN_PREFIXES: &[&str] = &["project.", "flow.", "run."];
+
+/// What a tool does to the world (MCP tool annotations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[non_exhaustive]
+pub enum Annotation {
+    /// Reads only.
+    ReadOnly,
+    /// Adds without changing what exists.
+    Additive,
+    /// Produces artefacts (e.g. in an adapter's workspace).
+    Producing,
+    /// Changes or deletes what exists. Unclassified tools count as this.
+    #[default]
+    Destructive,
+}
+
+/// A tool as the registry declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Full tool name.
+    pub name: String,
+    /// `native` or `mcp:<server>`.
+    #[serde(default = "default_origin")]
+    pub origin: String,
+    /// The declared JSON schema of its arguments; `None` or a bare `{"type":"object"}` is not validated.
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    /// Static gates (twin_write, project_write) that must be satisfied.
+    #[serde(default)]
+    pub required_gates: Vec<String>,
+    /// The "ask" tier: every call is held for a person.
+    #[serde(default)]
+    pub requires_approval: bool,
+    /// What it does; absent = destructive.
+    #[serde(default)]
+    pub annotation: Annotation,
+}
+
+fn default_origin() -> String {
+    "native".to_owned()
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallerClass {
+    /// A person at the local gateway (dashboard chat, TUI).
+    Local,
+    /// A remote MCP client (a harness plugin); its writes go through the ordinary guardrail.
+    Remote,
+    /// A caller the sidecar cannot identify (e.g. the worker without the service key).
+    Untrusted,
+    /// The design-flow worker with the service key, on an approved run (FORGE-487).
+    Service,
+    /// An MCP session working a claimed client-mode phase (FORGE-584).
+    ClientTask,
+}
+
+impl CallerClass {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Remote => "remote",
+            Self::Untrusted => "untrusted",
+            Self::Service => "service",
+            Self::ClientTask => "client_task",
+        }
+    }
+}
+
+/// The caller and the scope it is bounded to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caller {
+    /// The class.
+    pub class: CallerClass,
+    /// The run's project for service and client-task callers; a call naming another project is refused.
+    #[serde(default)]
+    pub project_id: Option<String>,
+    /// Gates the operator has switched off (e.g. `twin_write` via METAFORGE_CHAT_TWIN_WRITES=0).
+    #[serde(default)]
+    pub disabled_gates: Vec<String>,
+    /// An unattended design-flow turn (approval mode "forward", FORGE-490): nobody can answer an
+    /// in-process hold, so a native `requires_approval` tool is refused rather than held.
+    #[serde(default)]
+    pub unattended: bool,
+}
+
+impl From<CallerClass> for Caller {
+    fn from(class: CallerClass) -> Self {
+        Self {
+            class,
+            project_id: None,
+            disabled_gates: Vec::new(),
+            unattended: false,
+        }
+    }
+}
+
+/// The three outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Run it now.
+    Run,
+    /// Park it in the approval ledger for a person.
+    Hold,
+    /// Do not run it and do not hold it.
+    Refuse,
+}
+
+/// One argument problem, structured so the model can fix its call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgumentError {
+    /// JSON pointer into the arguments ("" for the root).
+    pub path: String,
+    /// The keyword that failed (required, type, enum, …).
+    pub keyword: String,
+    /// A human-readable message.
+    pub message: String,
+}
+
+/// The gate's verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateVerdict {
+    /// run, hold or refuse.
+    pub decision: Decision,
+    /// Why, in one sentence.
+    pub reason: String,
+    /// Argument errors (non-empty only when validation refused the call).
+    pub validation_errors: Vec<ArgumentError>,
+}
+
+fn is_permissive(schema: &Value) -> bool {
+    match schema.as_object() {
+        None => schema.is_null() || schema == &Value::Bool(true),
+        Some(map) => {
+            map.keys()
+                .all(|k| k == "type" || k == "$schema" || k == "description" || k == "title")
+                && map.get("type").is_none_or(|t| t == "object")
+        }
+    }
+}
+
+/// Validates arguments against a declared schema (required, type, enum and the rest of JSON
+/// Schema). A permissive or absent schema is not validated; a schema that does not compile is
+/// reported as an error at the root, so an undeclarable tool never runs unchecked.
+pub fn validate_arguments(schema: Option<&Value>, arguments: &Value) -> Vec<ArgumentError> {
+    let Some(schema) = schema.filter(|s| !is_permissive(s)) else {
+        return Vec::new();
+    };
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            return vec![ArgumentError {
+                path: String::new(),
+                keyword: "schema".to_owned(),
+                message: format!("the tool's declared input_schema is invalid: {e}"),
+            }];
+        }
+    };
+    validator
+        .iter_errors(arguments)
+        .map(|e| {
+            let keyword = e
+                .schema_path()
+                .as_str()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            ArgumentError {
+                path: e.instance_path().as_str().to_owned(),
+                keyword,
+                message: e.to_string(),
+            }
+        })
+        .collect()
+}
+
+fn verdict(decision: Decision, reason: impl Into<String>) -> GateVerdict {
+    GateVerdict {
+        decision,
+        reason: reason.into(),
+        validation_errors: Vec::new(),
+    }
+}
+
+/// Whether the tool is a human-authority tool.
+pub fn is_human_authority(tool: &str) -> bool {
+    HUMAN_AUTHORITY_TOOLS.contains(&tool)
+}
+
+fn is_admin(tool: &str) -> bool {
+    ADMIN_PREFIXES.iter().any(|p| tool.starts_with(p)) && !CLIENT_TASK_ALLOWED_ADMIN.contains(&tool)
+}
+
+/// Decides one call.
+///
+/// * Invalid arguments → refuse (before any hold), with the errors.
+/// * Unattended (forward mode): a native `requires_approval` tool → refuse (log
+///   `approval_tool_refused_unattended`); MCP tools are forwarded to the sidecar's policy.
+/// * A declared gate the operator disabled → refuse.
+/// * service / client_task (the design-flow worker's bounds): project/flow/run administration
+///   (except `flow.await_gate`), human-authority tools, destructive tools and calls naming another
+///   project are refused; everything else runs without a per-call hold.
+/// * Human-authority tools → hold for every other caller (a person decides, never the agent).
+/// * Read-only tools run for everyone.
+/// * local: the "ask" tier (`requires_approval`) and destructive tools hold, other writes run.
+/// * remote and untrusted: every write is held for a person.
+pub fn decide(tool: &ToolSpec, caller: &Caller, arguments: &Value) -> GateVerdict {
+    let errors = validate_arguments(tool.input_schema.as_ref(), arguments);
+    if !errors.is_empty() {
+        return GateVerdict {
+            decision: Decision::Refuse,
+            reason: format!(
+                "invalid_arguments: {} argument error(s) for '{}'; the call was NOT executed",
+                errors.len(),
+                tool.name
+            ),
+            validation_errors: errors,
+        };
+    }
+    if let Some(gate) = tool
+        .required_gates
+        .iter()
+        .find(|g| caller.disabled_gates.contains(g))
+    {
+        return verdict(
+            Decision::Refuse,
+            format!(
+                "gate '{gate}' is disabled on this deployment, so '{}' cannot run",
+                tool.name
+            ),
+        );
+    }
+    let name = tool.name.as_str();
+    if caller.unattended && tool.requires_approval && tool.origin == "native" {
+        return verdict(
+            Decision::Refuse,
+            format!("'{name}' requires approval and is not available in an unattended design-flow turn"),
+        );
+    }
+    match caller.class {
+        CallerClass::Service | CallerClass::ClientTask => {
+            let who = caller.class.as_str();
+            if is_human_authority(name) {
+                return verdict(
+                    Decision::Refuse,
+                    format!("'{name}' is a human-authority tool; a {who} caller may not call it"),
+                );
+            }
+            if is_admin(name) {
+                return verdict(
+                    Decision::Refuse,
+                    format!(
+                        "'{name}' is project, flow or run administration, outside a {who} caller's bounds"
+                    ),
+                );
+            }
+            if tool.annotation == Annotation::Destructive {
+                return verdict(
+                    Decision::Refuse,
+                    format!("'{name}' is destructive (or unclassified), outside a {who} caller's bounds"),
+                );
+            }
+            let named = arguments.get("project_id").and_then(Value::as_str);
+            match (named, caller.project_id.as_deref()) {
+                (Some(asked), Some(own)) if asked != own => verdict(
+                    Decision::Refuse,
+                    format!("'{name}' names project '{asked}', outside the run's project '{own}'"),
+                ),
+                (Some(asked), None) => verdict(
+                    Decision::Refuse,
+                    format!("'{name}' names project '{asked}' and the {who} caller's project is unknown"),
+                ),
+                _ => verdict(
+                    Decision::Run,
+                    format!("in-scope call by a {who} caller on an approved run"),
+                ),
+            }
+        }
+        CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {
+            let who = caller.class.as_str();
+            if is_human_authority(name) {
+                return verdict(
+                    Decision::Hold,
+                    format!("'{name}' is a human-authority tool; a person decides it"),
+                );
+            }
+            if tool.annotation == Annotation::ReadOnly && !tool.requires_approval {
+                return verdict(Decision::Run, format!("'{name}' is read-only"));
+            }
+            if tool.requires_approval {
+                return verdict(
+                    Decision::Hold,
+                    format!("'{name}' requires approval for every call"),
+                );
+            }
+            match caller.class {
+                CallerClass::Local if tool.annotation == Annotation::Destructive => verdict(
+                    Decision::Hold,
+                    format!("'{name}' is destructive (or unclassified); a person confirms it"),
+                ),
+                CallerClass::Local => verdict(
+                    Decision::Run,
+                    format!("'{name}' is a non-destructive write by a local caller"),
+                ),
+                _ => verdict(
+                    Decision::Hold,
+                    format!("'{name}' writes; a {who} caller's writes are held for a person"),
+                ),
+            }
+        }
+    }
+}
+
+/// The envelope a refused-as-invalid call returns to the model, so it can fix its call without a
+/// half-applied side effect (MET-569).
+pub fn invalid_arguments_envelope(tool: &str, errors: &[ArgumentError]) -> Value {
+    serde_json::json!({
+        "status": "error",
+        "error": "invalid_arguments",
+        "tool": tool,
+        "validation_errors": errors,
+        "hint": "Fix the arguments to match the tool's input_schema and call it again; this call was NOT executed.",
+    })
+}
+
+/// The same-turn duplicate guard's key: the tool and its arguments with object keys sorted, so
+/// `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call (MET-569).
+pub fn canonical_call_key(tool: &str, arguments: &Value) -> String {
+    fn canonical(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), canonical(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    format!("{tool}:{}", canonical(arguments))
+}

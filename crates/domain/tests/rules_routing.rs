@@ -1,0 +1,152 @@
+//! Table: per-role model routing (FORGE-477), from `fixtures/rules/routing.json`.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "fixture helpers: a malformed fixture must fail the test loudly"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use metaforge_domain::routing::{RouteCall, RoutingInputs, RoutingTable, resolve_route, validate_table};
+use serde_json::Value;
+
+fn table() -> Vec<Value> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/rules/routing.json"
+    ))
+    .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    doc["cases"].as_array().unwrap().clone()
+}
+
+#[test]
+fn every_routing_case_holds() {
+    let cases = table();
+    assert!(cases.len() >= 20, "need at least 20 cases, have {}", cases.len());
+    let mut failures = Vec::new();
+    for case in &cases {
+        let name = case["name"].as_str().unwrap();
+        let routes: RoutingTable = serde_json::from_value(case["table"].clone()).unwrap();
+        let env: BTreeMap<String, String> =
+            serde_json::from_value(case.get("env").cloned().unwrap_or(Value::Null)).unwrap_or_default();
+        let credentials: Option<BTreeSet<String>> = case
+            .get("credentials")
+            .map(|c| serde_json::from_value(c.clone()).unwrap());
+        let call: RouteCall = serde_json::from_value(case["call"].clone()).unwrap();
+        let inputs = RoutingInputs {
+            table: &routes,
+            env: &env,
+            credentialed: credentials.as_ref(),
+            selection: case.get("selection").and_then(Value::as_str),
+            default: case.get("default").and_then(Value::as_str),
+        };
+        let expect = &case["expect"];
+        match (
+            resolve_route(&inputs, &call),
+            expect.get("error").and_then(Value::as_str),
+        ) {
+            (Ok(got), None) => {
+                let got = serde_json::to_value(&got).unwrap();
+                if &got != expect {
+                    failures.push(format!("{name}: got {got}, expected {expect}"));
+                }
+            }
+            (Ok(got), Some(code)) => failures.push(format!("{name}: got {got:?}, expected error {code}")),
+            (Err(e), None) => failures.push(format!("{name}: unexpected error {e}")),
+            (Err(e), Some(code)) => {
+                if e.code() != code {
+                    failures.push(format!("{name}: error {} ({e}), expected {code}", e.code()));
+                }
+                if let Some(needle) = expect.get("message_contains").and_then(Value::as_str)
+                    && !e.to_string().contains(needle)
+                {
+                    failures.push(format!("{name}: message '{e}' lacks '{needle}'"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn validate_table_lists_every_problem_with_role_route_and_provider() {
+    let routes: RoutingTable = serde_json::from_value(serde_json::json!({
+        "roles": {"chat": "anthropic:gpt-4o", "planner": "openai:gpt-4o", "gate_check": "acme:x", "classification": "gpt-4o"},
+        "projects": {"p1": {"roles": {"phase_brain:mechanical": "gemini:claude-opus-4-8"}}}
+    }))
+    .unwrap();
+    let env = BTreeMap::from([
+        (
+            "METAFORGE_ROUTE_SUMMARISATION".to_owned(),
+            "openai-codex:openai/gpt-5".to_owned(),
+        ),
+        ("METAFORGE_ROUTE_PLANNER".to_owned(), "openai:gpt-4o".to_owned()),
+        ("METAFORGE_ROUTE_CHAT".to_owned(), "openai:gpt-4o".to_owned()),
+    ]);
+    let creds = BTreeSet::from(["anthropic".to_owned()]);
+    let problems = validate_table(&routes, &env, Some(&creds));
+    let codes: Vec<&str> = problems.iter().map(|p| p.code()).collect();
+    assert_eq!(
+        codes,
+        vec![
+            "model_mismatch",
+            "malformed_route",
+            "unknown_provider",
+            "unknown_role",
+            "model_mismatch",
+            "provider_unconfigured",
+            "unknown_role",
+            "model_mismatch"
+        ],
+        "{problems:#?}"
+    );
+    let mismatch = problems[0].to_string();
+    assert!(
+        mismatch.contains("chat") && mismatch.contains("anthropic:gpt-4o") && mismatch.contains("anthropic")
+    );
+}
+
+#[test]
+fn a_malformed_table_names_line_and_column() {
+    let err = RoutingTable::from_json("{\n  \"roles\": {\"chat\": }\n}").unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
+    let err = RoutingTable::from_json(r#"{"rolez": {}}"#).unwrap_err();
+    assert!(err.to_string().contains("rolez"), "{err}");
+}
+
+#[test]
+fn only_an_unconfigured_provider_lets_the_gateway_start() {
+    let routes: RoutingTable = serde_json::from_value(
+        serde_json::json!({"roles": {"chat": "openai:gpt-4o", "gate_check": "anthropic:gpt-4o"}}),
+    )
+    .unwrap();
+    let creds = BTreeSet::from(["anthropic".to_owned()]);
+    let problems = validate_table(&routes, &BTreeMap::new(), Some(&creds));
+    let blocking: Vec<(&str, bool)> = problems.iter().map(|p| (p.code(), p.blocks_start())).collect();
+    assert_eq!(
+        blocking,
+        vec![("provider_unconfigured", false), ("model_mismatch", true)]
+    );
+}
+
+#[test]
+fn only_a_by_design_capability_fallback_is_not_an_alarm() {
+    use metaforge_domain::routing::FallbackReason;
+    let labels: Vec<(&str, bool)> = [
+        FallbackReason::CallFailed,
+        FallbackReason::ModelMismatch,
+        FallbackReason::CapabilityUnsupported,
+    ]
+    .iter()
+    .map(|r| (r.as_str(), r.is_alarm()))
+    .collect();
+    assert_eq!(
+        labels,
+        vec![
+            ("call_failed", true),
+            ("model_mismatch", true),
+            ("capability_unsupported", false)
+        ]
+    );
+}
