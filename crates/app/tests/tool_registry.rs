@@ -377,7 +377,8 @@ async fn failures_come_back_as_envelopes_keeping_the_servers_own_payload() {
         .structured
         .unwrap();
     assert_eq!(invalid["error"], "invalid_arguments");
-    assert_eq!(invalid["validation_errors"][0], "x: expected integer, got string");
+    assert_eq!(invalid["validation_errors"][0]["path"], "/x");
+    assert_eq!(invalid["validation_errors"][0]["keyword"], "type");
     assert!(invalid["hint"].as_str().unwrap().contains("NOT executed"));
 
     let unknown = registry.invoke("nope", Map::new()).await.structured.unwrap();

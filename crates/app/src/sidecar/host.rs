@@ -7,9 +7,9 @@ use metaforge_ports::{
     CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
     ResourceText, ToolDescriptor, ToolHost, ToolOutput,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::tools::validate::validate_arguments;
+use metaforge_domain::tool_gating::{invalid_arguments_envelope, validate_arguments};
 
 /// One tool the sidecar exposes.
 #[async_trait::async_trait]
@@ -94,13 +94,12 @@ impl ToolHost for SidecarHost {
                 format!("unknown tool: {tool}"),
             ));
         };
-        let problems = validate_arguments(&handler.descriptor().input_schema, &arguments);
+        let as_value = Value::Object(arguments.clone());
+        let problems = validate_arguments(Some(&handler.descriptor().input_schema), &as_value);
         if !problems.is_empty() {
-            return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
-                "status": "error", "error": "invalid_arguments", "tool": tool,
-                "validation_errors": problems,
-                "hint": "fix the arguments and call again; the tool was NOT executed"
-            }))));
+            return Ok(HostCallOutcome::Done(ToolOutput::error(
+                invalid_arguments_envelope(tool, &problems),
+            )));
         }
         tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str(),);
         handler.call(caller, arguments).await

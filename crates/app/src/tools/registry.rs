@@ -15,9 +15,10 @@ use metaforge_ports::{PortError, PortErrorKind, ToolDescriptor, ToolOutput, Tool
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use metaforge_domain::tool_cap::{OfferedTool, ToolOrigin as CapOrigin, select_tools};
+use metaforge_domain::tool_gating::{invalid_arguments_envelope, validate_arguments};
+
 use super::naming::{hashed_name, mcp_tool_id, preferred_provider_name};
-use super::selection::{Candidate, select_under_cap};
-use super::validate::validate_arguments;
 
 /// A tool implemented in-process (e.g. `search_tools`, the sidecar's `flow.*`).
 #[async_trait::async_trait]
@@ -236,18 +237,18 @@ impl ToolRegistry {
             let inner = self.read();
             (inner.tools.clone(), inner.pinned.clone())
         };
-        let candidates: Vec<Candidate> = tools
+        // Selection runs on registry ids, the names pins and companion groups are written in.
+        let candidates: Vec<OfferedTool> = tools
             .values()
-            .map(|t| Candidate {
-                id: t.id.clone(),
-                server: match &t.origin {
-                    ToolOrigin::Native => None,
-                    ToolOrigin::Mcp { server } => Some(server.clone()),
+            .map(|t| OfferedTool {
+                name: t.id.clone(),
+                origin: match &t.origin {
+                    ToolOrigin::Native => CapOrigin::Native,
+                    ToolOrigin::Mcp { server } => CapOrigin::Mcp(server.clone()),
                 },
-                pinned: pinned.contains(&t.id),
             })
             .collect();
-        let selection = select_under_cap(&candidates, max_tools);
+        let selection = select_tools(&candidates, max_tools, &pinned);
         if !selection.dropped.is_empty() {
             tracing::warn!(
                 event = "tool_schemas_truncated",
@@ -256,6 +257,7 @@ impl ToolRegistry {
                 kept = selection.kept.len(),
                 dropped_count = selection.dropped.len(),
                 dropped = %selection.dropped.join(","),
+                protected_exceeds_cap = selection.protected_exceeds_cap,
                 "provider tool cap dropped tool schemas"
             );
         }
@@ -284,14 +286,14 @@ impl ToolRegistry {
                 "hint": "call search_tools to find and register a tool"
             }));
         };
-        let problems = validate_arguments(&tool.descriptor.input_schema, &arguments);
+        let arguments = Value::Object(arguments);
+        let problems = validate_arguments(Some(&tool.descriptor.input_schema), &arguments);
         if !problems.is_empty() {
-            return ToolOutput::error(json!({
-                "status": "error", "error": "invalid_arguments", "tool": tool.id,
-                "validation_errors": problems,
-                "hint": "fix the arguments and call again; the tool was NOT executed"
-            }));
+            return ToolOutput::error(invalid_arguments_envelope(&tool.id, &problems));
         }
+        let Value::Object(arguments) = arguments else {
+            return ToolOutput::error(json!({"status": "error", "error": "internal"}));
+        };
         let result = match &tool.origin {
             ToolOrigin::Native => {
                 let native = self.read().natives.get(&tool.id).cloned();
