@@ -4,7 +4,10 @@
 //! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
+//! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
+//! - `bench`    — throughput benchmarks (`bench stores`).
 
+mod bench;
 mod layering;
 
 use std::process::{Command, ExitCode};
@@ -18,8 +21,10 @@ fn main() -> ExitCode {
         Some("layering") => layering::check(),
         Some("test") => test(),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
+        Some("alerts") => alerts(),
+        Some("bench") => bench::bench(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <ci|layering|test|fmt>");
+            eprintln!("usage: cargo xtask <ci|layering|test|alerts|fmt|bench>");
             return ExitCode::from(2);
         }
     };
@@ -60,6 +65,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
+    alerts()?;
     test()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
@@ -71,10 +77,34 @@ fn ci() -> Result<()> {
     Ok(())
 }
 
+/// Checks the Prometheus alert rules and runs their unit tests with promtool.
+fn alerts() -> Result<()> {
+    run("promtool", &["check", "rules", "deploy/prometheus/alerts.yaml"])?;
+    run(
+        "promtool",
+        &["test", "rules", "deploy/prometheus/alerts_test.yaml"],
+    )
+}
+
 fn test() -> Result<()> {
     run(
         "cargo",
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+    )?;
+    // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
+    // their real servers themselves; the crash loop and the two-process race need the helper bin.
+    run(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-adapters-store",
+            "--features",
+            "falkordb,kafka,crash-harness",
+        ],
     )?;
     run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
     Ok(())

@@ -4,5 +4,8 @@
 //! pipeline, the design-flow service, the approvals service and the gateway routes land here as
 //! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
 
+pub mod approvals;
+pub mod flows;
+pub mod gateway;
 pub mod sidecar;
 pub mod tools;

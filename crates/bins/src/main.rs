@@ -3,6 +3,7 @@
 //! Parsing and dispatch only; each command lives in its own module under `cmd`.
 
 mod cmd;
+mod system;
 
 use clap::Parser;
 

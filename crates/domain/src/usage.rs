@@ -25,6 +25,7 @@ pub const RUN_SPEND_ALERT_ENV: &str = "METAFORGE_RUN_SPEND_ALERT_USD";
 
 /// One call's token counts in MetaForge's terms, whatever the provider called them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NormalizedUsage {
     /// Full prompt, including cache reads and cache writes.
     pub prompt_tokens: Option<u64>,
@@ -138,6 +139,7 @@ pub fn normalize_usage(family: ApiFamily, raw: &Value) -> NormalizedUsage {
 
 /// One model's prices in USD per 1M tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ModelPrice {
     /// Uncached prompt tokens.
@@ -319,6 +321,7 @@ pub fn price_event(event: &UsageEvent, prices: &PriceTable) -> UsageEvent {
 
 /// How a total was paid for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TotalBilling {
@@ -335,6 +338,7 @@ pub enum TotalBilling {
 /// did); `cost_usd` covers priced calls only (`None` when none was priced), so with
 /// `calls_without_usage` or `calls_unpriced` non-zero it is a lower bound.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageBucket {
     /// Every call, with or without usage.
     pub calls: u64,
@@ -393,6 +397,7 @@ pub const UNATTRIBUTED: &str = "unattributed";
 
 /// Totals over a set of usage events, with breakdowns by phase, role and `provider:model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageTotals {
     /// The sums over every event.
     #[serde(flatten)]
@@ -441,6 +446,7 @@ pub fn spend_threshold_from_env(env: &BTreeMap<String, String>) -> Result<f64, S
 /// A run's priced spend crossed the threshold (metric `metaforge_llm_run_spend_exceeded_total`,
 /// log `llm_run_spend_exceeded`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SpendCrossing {
     /// The run.
     pub run_id: String,

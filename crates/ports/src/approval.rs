@@ -6,6 +6,7 @@ use crate::clock::Timestamp;
 
 /// The state of a hold. Only `AwaitingApproval` is open; every other state is final.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ApprovalStatus {
@@ -44,6 +45,7 @@ impl ApprovalStatus {
 
 /// What a hold is about; approving some kinds carries the decision on (e.g. to a flow version).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ApprovalKind {
@@ -57,6 +59,7 @@ pub enum ApprovalKind {
 
 /// One hold in the approval ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalRecord {
     /// uuid v7.
     pub id: String,
@@ -77,9 +80,12 @@ pub struct ApprovalRecord {
     /// The flow version this hold decides, when it is about one.
     pub flow_version_id: Option<String>,
     /// When it was parked.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// When it left `AwaitingApproval`.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub decided_at: Option<Timestamp>,
     /// The waiter's timeout plus grace; a read after it expires the hold as timed out.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub deadline: Option<Timestamp>,
 }

@@ -6,6 +6,7 @@ use crate::clock::Timestamp;
 
 /// Where a version is in its approval life. Decided versions (approved, rejected) are immutable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FlowVersionStatus {
@@ -26,6 +27,7 @@ impl FlowVersionStatus {
 
 /// Who wrote the operations that produced the version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum FlowVersionOrigin {
@@ -37,6 +39,7 @@ pub enum FlowVersionOrigin {
 
 /// One immutable flow version. `frozen` is the canonical JSON whose SHA-256 is `content_hash`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FlowVersionRecord {
     /// uuid v7.
     pub id: String,
@@ -57,7 +60,9 @@ pub struct FlowVersionRecord {
     /// Who decided it, read from the approval record, never from a request field.
     pub approver: Option<String>,
     /// When it was saved.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub created_at: Timestamp,
     /// When it was decided.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub decided_at: Option<Timestamp>,
 }

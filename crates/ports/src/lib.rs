@@ -5,20 +5,43 @@
 //! id generator all live here, so the domain stays deterministic and adapters stay swappable.
 
 pub mod approval;
+pub mod approval_ledger;
+pub mod client_task_store;
 pub mod clock;
 pub mod error;
+pub mod event_bus;
 pub mod flow_version;
+pub mod flow_version_store;
 pub mod provider;
+pub mod run_ledger;
+pub mod session_store;
 pub mod tools;
+pub mod twin_store;
 pub mod usage;
+pub mod usage_store;
 
 pub use approval::{ApprovalKind, ApprovalRecord, ApprovalStatus};
+pub use approval_ledger::{
+    APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
+    ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
+};
+pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};
 pub use error::{PortError, PortErrorKind};
+pub use event_bus::{BusEvent, EventBus, PublishReceipt, is_valid_event_kind};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
+pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
 pub use provider::ApiFamily;
+pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
+pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore};
 pub use tools::{
     CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, ResourceTemplateDescriptor,
     ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
 };
+pub use twin_store::{
+    EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,
+    TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinNodeType, TwinStore, canonical_json,
+    twin_content_hash,
+};
 pub use usage::{Billing, UsageEvent};
+pub use usage_store::UsageStore;

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// The wire API family a provider speaks; adapters are chosen by family, not by provider id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ApiFamily {

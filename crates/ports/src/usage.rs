@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a call is paid for. Subscription calls have no per-call price and are never priced at 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Billing {
@@ -16,6 +17,7 @@ pub enum Billing {
 
 /// The usage of one model call. Unknown counts are `None`, never 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageEvent {
     /// The design-flow run the call served, when it served one.
     #[serde(default)]
@@ -56,5 +58,6 @@ pub struct UsageEvent {
     pub billing: Billing,
     /// When the call finished, RFC 3339; set by the recorder from the clock port.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub at: Option<crate::clock::Timestamp>,
 }

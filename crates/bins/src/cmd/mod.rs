@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod flow;
 pub(crate) mod mcp;
+pub(crate) mod serve;
 
 use std::process::ExitCode;
 
@@ -25,6 +26,8 @@ pub(crate) enum Command {
     Flow(flow::FlowArgs),
     /// Run one deterministic harness rule on JSON input and print the verdict as JSON.
     Check(check::CheckArgs),
+    /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
+    Gateway(serve::GatewayArgs),
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
     Mcp(mcp::McpArgs),
 }
@@ -34,6 +37,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Flow(args) => flow::run(args),
         Command::Check(args) => check::run(&args),
+        Command::Gateway(args) => serve::run(&args),
         Command::Mcp(args) => mcp::run(args),
     }
 }

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// How the thing will be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ManufacturingRoute {
@@ -18,6 +19,7 @@ pub enum ManufacturingRoute {
 
 /// How far the person wants to take the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TargetMaturity {
@@ -33,6 +35,7 @@ pub enum TargetMaturity {
 
 /// What the person can make it with. snake_case and camelCase field names are both accepted.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ManufacturingContext {
     /// in_house, vendor or undecided; `None` when not stated.
     #[serde(default)]
@@ -57,6 +60,7 @@ pub struct ManufacturingContext {
 
 /// The request context for tailoring and for context-aware validation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct FlowContext {
     /// Manufacturing route and capabilities.
     #[serde(default, alias = "manufacturingContext")]
@@ -116,6 +120,7 @@ impl FlowContext {
 
 /// One question the server asks before it tailors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Question {
     /// Stable id: manufacturing_route, in_house_capabilities, target_maturity, loads_and_use.
     pub id: &'static str,

@@ -38,6 +38,7 @@ const RELEASE_WORDS: &[&str] = &["release", "sign-off", "signoff", "acceptance"]
 
 /// One broken rule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Violation {
     /// The rule id, e.g. `gates-enforce-what-they-require`.
     pub rule: String,

@@ -62,6 +62,7 @@ pub use versions::{
 /// The answer to "is this flow valid?", exactly as `POST /v1/design-flows/validate` and
 /// `metaforge flow validate --json` return it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ValidationReport {
     /// True when there are no violations.
     pub valid: bool,

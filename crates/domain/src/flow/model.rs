@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// One design flow: the phases a piece of work goes through and the gates a person answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Flow {
     /// Stable id (`design_v1`); a tailored flow keeps its template's id.
@@ -27,6 +28,7 @@ pub struct Flow {
 
 /// One phase of a flow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Phase {
     /// Unique within the flow; readiness, activity and the live view key on it.
@@ -68,6 +70,7 @@ fn enforce_by_default() -> bool {
 
 /// A gate: the point where a person (or, for checkpoints, the server) decides a phase is done.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Gate {
     /// Display name, e.g. `G6 Design Review`; the `G<n>` token is how prose refers to it.

@@ -39,6 +39,7 @@ pub const GEOMETRY_ARTIFACTS: &[&str] = &["cad_model", "drawing"];
 
 /// One proposed operation, as written by a model or a caller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Operation {
     /// The operation kind (one of [`OPERATION_KINDS`]).
     pub op: String,
@@ -55,6 +56,7 @@ pub struct Operation {
 
 /// An operations document: a bare list, or an object with an `operations` list.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum OperationList {
     /// `[ {op, phase, value, rationale}, … ]`
@@ -77,6 +79,7 @@ impl OperationList {
 
 /// Who proposed the operations, which decides how problems are treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TailorMode {
@@ -88,6 +91,7 @@ pub enum TailorMode {
 
 /// The outcome of a tailoring request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum TailorStatus {
@@ -112,6 +116,7 @@ impl TailorStatus {
 
 /// An operation that changed the flow.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AppliedOperation {
     /// Position in the submitted list; `None` for the server's own operation.
     pub index: Option<usize>,
@@ -127,6 +132,7 @@ pub struct AppliedOperation {
 
 /// An operation that was not applied, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OperationProblem {
     /// Position in the submitted list.
     pub index: usize,
@@ -140,6 +146,7 @@ pub struct OperationProblem {
 
 /// What a tailoring request produced: everything a gateway, the sidecar or the CLI returns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TailorResult {
     /// proposed, needs_input or invalid.
     pub status: TailorStatus,

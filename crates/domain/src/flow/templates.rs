@@ -79,6 +79,7 @@ pub fn template(id: &str) -> Result<Flow, TemplateError> {
 
 /// One gate as the catalogue shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CatalogueGate {
     /// The phase the gate closes.
     pub phase: String,
@@ -94,6 +95,7 @@ pub struct CatalogueGate {
 
 /// One phase as the catalogue shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CataloguePhase {
     /// Phase id.
     pub id: String,
@@ -115,6 +117,7 @@ pub struct CataloguePhase {
 
 /// One launchable flow as the catalogue serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CatalogueEntry {
     /// Template id.
     pub id: String,

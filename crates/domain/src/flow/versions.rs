@@ -56,6 +56,7 @@ pub enum VersionError {
 
 /// A person's decision on a held version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum VersionDecision {

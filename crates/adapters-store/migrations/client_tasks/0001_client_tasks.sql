@@ -1,0 +1,15 @@
+-- Client tasks (FORGE-581): id is run:phase:attempt.
+CREATE TABLE client_tasks (
+    id         TEXT PRIMARY KEY NOT NULL,
+    run_id     TEXT NOT NULL,
+    phase      TEXT NOT NULL,
+    attempt    INTEGER NOT NULL,
+    brief      TEXT NOT NULL,
+    status     TEXT NOT NULL,
+    claimed_by TEXT,
+    submission TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX client_tasks_by_run ON client_tasks (run_id, created_at);
+CREATE INDEX client_tasks_by_status ON client_tasks (status, created_at);

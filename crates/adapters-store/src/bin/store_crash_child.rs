@@ -1,0 +1,137 @@
+//! Test helper (feature `crash-harness`): a process that writes to the approval ledger and the
+//! flow-version store, printing each record only after its commit returned, so a parent that
+//! SIGKILLs it at a random point knows exactly which records must have survived.
+//!
+//! Modes:
+//! - `loop <dir> <tag>`: restore (as a gateway start would), then park, decide and save forever.
+//! - `decide <dir> <approval-id> <approver> <go-file>`: wait for `<go-file>`, decide once, print
+//!   `won` or `conflict`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, frozen_hash};
+use metaforge_ports::{
+    ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, Clock, FlowVersionOrigin,
+    FlowVersionRecord, FlowVersionStatus, FlowVersionStore, PortError, PortErrorKind, Timestamp,
+};
+
+struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        chrono::Utc::now()
+    }
+}
+
+fn line(text: &str) -> Result<(), PortError> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .map_err(|e| PortError::with_source(PortErrorKind::Internal, "stdout", e))
+}
+
+async fn run_loop(dir: &Path, tag: &str) -> Result<(), PortError> {
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let approvals = SqliteApprovalLedger::open(&dir.join("tool_approvals_ledger.db"), clock.clone()).await?;
+    let versions = SqliteFlowVersionStore::open(&dir.join("flow_versions.db")).await?;
+    approvals.restore().await?;
+    versions.restore().await?;
+    line("ready")?;
+    for i in 0u64.. {
+        let id = format!("{tag}-{i}");
+        let now = clock.now();
+        approvals
+            .park(ApprovalRecord {
+                id: format!("a-{id}"),
+                kind: ApprovalKind::ToolCall,
+                tool: "twin.commit_geometry".into(),
+                arguments: serde_json::json!({"i": i, "tag": tag}),
+                caller: "remote".into(),
+                status: ApprovalStatus::AwaitingApproval,
+                reason: None,
+                approver: None,
+                flow_version_id: Some(format!("v-{id}")),
+                created_at: now,
+                decided_at: None,
+                deadline: None,
+            })
+            .await?;
+        line(&format!("parked a-{id}"))?;
+        let frozen = format!("{{\"i\":{i},\"phases\":[\"design\",\"verify\"],\"tag\":\"{tag}\"}}");
+        versions
+            .save(FlowVersionRecord {
+                id: format!("v-{id}"),
+                template_id: "tpl-crash".into(),
+                template_version: "1.0.0".into(),
+                status: FlowVersionStatus::Proposed,
+                content_hash: frozen_hash(&frozen),
+                frozen,
+                origin: FlowVersionOrigin::Server,
+                approval_id: Some(format!("a-{id}")),
+                approver: None,
+                created_at: now,
+                decided_at: None,
+            })
+            .await?;
+        line(&format!("saved v-{id}"))?;
+        if i % 2 == 0 {
+            approvals
+                .decide(
+                    &format!("a-{id}"),
+                    ApprovalDecision {
+                        approve: true,
+                        approver: "crash-tester".into(),
+                        note: None,
+                    },
+                )
+                .await?;
+            line(&format!("approved a-{id}"))?;
+        }
+    }
+    Ok(())
+}
+
+async fn decide_once(dir: &Path, id: &str, approver: &str, go: &Path) -> Result<(), PortError> {
+    let ledger =
+        SqliteApprovalLedger::open(&dir.join("tool_approvals_ledger.db"), Arc::new(SystemClock)).await?;
+    line("ready")?;
+    while !go.exists() {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let decision = ApprovalDecision {
+        approve: true,
+        approver: approver.to_owned(),
+        note: None,
+    };
+    match ledger.decide(id, decision).await {
+        Ok(_) => line("won"),
+        Err(e) if e.kind == PortErrorKind::Conflict => line(&format!("conflict {}", e.message)),
+        Err(e) => Err(e),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["loop", dir, tag] => run_loop(&PathBuf::from(dir), tag).await,
+        ["decide", dir, id, approver, go] => {
+            decide_once(&PathBuf::from(dir), id, approver, &PathBuf::from(go)).await
+        }
+        _ => {
+            eprintln!("usage: store_crash_child loop <dir> <tag> | decide <dir> <id> <approver> <go-file>");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("store_crash_child: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

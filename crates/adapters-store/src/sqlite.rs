@@ -1,0 +1,173 @@
+//! What every SQLite ledger shares: opening a file durably (WAL, full sync, busy timeout),
+//! timestamp encoding that sorts as text, and mapping engine errors onto port error kinds.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use metaforge_ports::{PortError, PortErrorKind, Timestamp};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+/// How long a writer waits for another process's write lock before giving up.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The statement that opens every write transaction: it takes the write lock up front, so two
+/// processes racing on one row serialise instead of failing to upgrade a read lock.
+pub(crate) const BEGIN_WRITE: &str = "BEGIN IMMEDIATE";
+
+/// Opens (creating if needed) a ledger file with WAL and `synchronous=FULL`, so a commit that
+/// returned survives a SIGKILL or power loss, then runs the ledger's migrations.
+pub(crate) async fn open_pool(
+    path: &Path,
+    migrator: &sqlx::migrate::Migrator,
+) -> Result<SqlitePool, PortError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            PortError::with_source(
+                PortErrorKind::Unavailable,
+                format!("cannot create the ledger directory {}", parent.display()),
+                e,
+            )
+        })?;
+    }
+    let options = SqliteConnectOptions::from_str("sqlite://")
+        .map_err(|e| unavailable(path, e))?
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(BUSY_TIMEOUT)
+        .foreign_keys(true);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(4)
+        .connect_with(options)
+        .await
+        .map_err(|e| unavailable(path, e))?;
+    migrator.run(&pool).await.map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Unavailable,
+            format!("migrating the ledger {} failed", path.display()),
+            e,
+        )
+    })?;
+    Ok(pool)
+}
+
+fn unavailable(path: &Path, e: sqlx::Error) -> PortError {
+    PortError::with_source(
+        PortErrorKind::Unavailable,
+        format!("cannot open the ledger {}", path.display()),
+        e,
+    )
+}
+
+/// Begins a write transaction holding the write lock.
+pub(crate) async fn begin_write(pool: &SqlitePool) -> Result<Transaction<'static, Sqlite>, PortError> {
+    pool.begin_with(BEGIN_WRITE)
+        .await
+        .map_err(|e| db_error("begin a write transaction", e))
+}
+
+/// Maps an engine error to a port error: busy/locked is `Unavailable`, a constraint violation
+/// is `Conflict`, anything else `Internal`.
+pub(crate) fn db_error(what: &str, e: sqlx::Error) -> PortError {
+    let kind = match &e {
+        sqlx::Error::Database(db) => {
+            // SQLite's primary result code is the low byte: 5 is BUSY, 6 is LOCKED.
+            let primary = db.code().and_then(|c| c.parse::<i64>().ok()).map(|c| c & 0xff);
+            if db.is_unique_violation() || db.is_foreign_key_violation() {
+                PortErrorKind::Conflict
+            } else if matches!(primary, Some(5 | 6)) {
+                PortErrorKind::Unavailable
+            } else {
+                PortErrorKind::Internal
+            }
+        }
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            PortErrorKind::Unavailable
+        }
+        _ => PortErrorKind::Internal,
+    };
+    PortError::with_source(kind, format!("could not {what}"), e)
+}
+
+/// Encodes a timestamp as fixed-width RFC 3339 (microseconds, `Z`), which sorts as text.
+pub(crate) fn ts(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Decodes a stored timestamp; a malformed one is `Corrupt` naming the column.
+pub(crate) fn parse_ts(column: &str, text: &str) -> Result<Timestamp, PortError> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            PortError::with_source(
+                PortErrorKind::Corrupt,
+                format!("stored {column} {text:?} is not an RFC 3339 timestamp"),
+                e,
+            )
+        })
+}
+
+/// Decodes an optional stored timestamp.
+pub(crate) fn parse_opt_ts(column: &str, text: Option<String>) -> Result<Option<Timestamp>, PortError> {
+    text.map(|t| parse_ts(column, &t)).transpose()
+}
+
+/// A stored enum label that no longer parses is `Corrupt`, naming the column and value.
+pub(crate) fn corrupt_label(column: &str, value: &str) -> PortError {
+    PortError::new(
+        PortErrorKind::Corrupt,
+        format!("stored {column} {value:?} is not a known value"),
+    )
+}
+
+/// Decodes a stored JSON column.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, PortError> {
+    serde_json::from_str(text).map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Corrupt,
+            format!("stored {column} is not valid JSON"),
+            e,
+        )
+    })
+}
+
+/// Encodes a JSON column.
+pub(crate) fn to_json<T: serde::Serialize>(column: &str, value: &T) -> Result<String, PortError> {
+    serde_json::to_string(value).map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Invalid,
+            format!("{column} cannot be encoded as JSON"),
+            e,
+        )
+    })
+}
+
+/// A limit for a `LIMIT ?` bind (SQLite takes i64).
+pub(crate) fn limit_i64(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+/// `NotFound` naming what was looked up.
+pub(crate) fn not_found(what: &str, id: &str) -> PortError {
+    PortError::new(PortErrorKind::NotFound, format!("{what} {id:?} does not exist"))
+}
+
+/// The serde label of a unit enum variant (its snake_case name), used as the stored value.
+pub(crate) fn label<T: serde::Serialize>(value: &T) -> Result<String, PortError> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => Ok(s),
+        _ => Err(PortError::new(
+            PortErrorKind::Internal,
+            "an enum value has no string label",
+        )),
+    }
+}
+
+/// Parses a stored serde label back into its enum; an unknown label is `Corrupt`.
+pub(crate) fn parse_label<T: serde::de::DeserializeOwned>(column: &str, value: &str) -> Result<T, PortError> {
+    serde_json::from_value(serde_json::Value::String(value.to_owned()))
+        .map_err(|_| corrupt_label(column, value))
+}

@@ -1,0 +1,115 @@
+//! Twin rules every engine shares (SQLite and FalkorDB): request validation and the diff of two
+//! branch states, so both adapters answer the contract identically.
+
+use std::collections::BTreeMap;
+
+use metaforge_ports::{
+    PortError, PortErrorKind, TwinCommitRequest, TwinDiff, TwinEdge, TwinNode, TwinNodeChange,
+    twin_content_hash,
+};
+
+/// Refuses a branch name that is empty, too long or not `[A-Za-z0-9._/-]`.
+pub(crate) fn validate_branch_name(name: &str) -> Result<(), PortError> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(PortError::new(
+            PortErrorKind::Invalid,
+            format!("branch name {name:?}: must be 1-200 characters of [A-Za-z0-9._/-]"),
+        ))
+    }
+}
+
+/// Refuses a malformed commit request before anything is read or written.
+pub(crate) fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortError> {
+    let invalid = |field: &str, why: String| {
+        Err(PortError::new(
+            PortErrorKind::Invalid,
+            format!("commit.{field}: {why}"),
+        ))
+    };
+    if request.id.trim().is_empty() {
+        return invalid("id", "must not be empty".into());
+    }
+    if request.author.trim().is_empty() {
+        return invalid("author", "must not be empty".into());
+    }
+    if request.changes.is_empty() {
+        return invalid("changes", "an empty change set is not a commit".into());
+    }
+    for (i, node) in request.changes.upsert_nodes.iter().enumerate() {
+        if node.id.trim().is_empty() {
+            return invalid(
+                &format!("changes.upsert_nodes[{i}].id"),
+                "must not be empty".into(),
+            );
+        }
+    }
+    for (i, edge) in request.changes.add_edges.iter().enumerate() {
+        if edge.id.trim().is_empty() {
+            return invalid(&format!("changes.add_edges[{i}].id"), "must not be empty".into());
+        }
+        if request.changes.add_edges[..i].iter().any(|e| e.id == edge.id) {
+            return invalid(
+                &format!("changes.add_edges[{i}].id"),
+                format!("edge id {} appears twice", edge.id),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The node as it will be stored: its hash recomputed from its content, never trusted.
+pub(crate) fn normalised(node: &TwinNode) -> TwinNode {
+    TwinNode {
+        content_hash: twin_content_hash(node.node_type, &node.properties),
+        ..node.clone()
+    }
+}
+
+/// The diff from `base` to `head` given both branches' full states.
+pub(crate) fn diff_states(
+    base_nodes: Vec<TwinNode>,
+    base_edges: Vec<TwinEdge>,
+    head_nodes: Vec<TwinNode>,
+    head_edges: Vec<TwinEdge>,
+) -> TwinDiff {
+    let base_n: BTreeMap<String, TwinNode> = base_nodes.into_iter().map(|n| (n.id.clone(), n)).collect();
+    let head_n: BTreeMap<String, TwinNode> = head_nodes.into_iter().map(|n| (n.id.clone(), n)).collect();
+    let base_e: BTreeMap<String, TwinEdge> = base_edges.into_iter().map(|e| (e.id.clone(), e)).collect();
+    let head_e: BTreeMap<String, TwinEdge> = head_edges.into_iter().map(|e| (e.id.clone(), e)).collect();
+    let mut diff = TwinDiff::default();
+    for (id, node) in &head_n {
+        match base_n.get(id) {
+            None => diff.nodes_added.push(node.clone()),
+            Some(before) if before.content_hash != node.content_hash => {
+                diff.nodes_changed.push(TwinNodeChange {
+                    before: before.clone(),
+                    after: node.clone(),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    diff.nodes_removed = base_n
+        .iter()
+        .filter(|(id, _)| !head_n.contains_key(*id))
+        .map(|(_, n)| n.clone())
+        .collect();
+    diff.edges_added = head_e
+        .iter()
+        .filter(|(id, e)| base_e.get(*id) != Some(e))
+        .map(|(_, e)| e.clone())
+        .collect();
+    diff.edges_removed = base_e
+        .iter()
+        .filter(|(id, e)| head_e.get(*id) != Some(e))
+        .map(|(_, e)| e.clone())
+        .collect();
+    diff
+}

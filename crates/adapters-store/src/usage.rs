@@ -1,0 +1,168 @@
+//! The usage store on SQLite (FORGE-476): one row per model call, unknown kept as NULL.
+//! Totals are the domain's job; this store only records and reads events back.
+
+use std::path::Path;
+
+use async_trait::async_trait;
+use metaforge_ports::{PortError, PortErrorKind, Timestamp, UsageEvent, UsageStore};
+use sqlx::SqlitePool;
+
+use crate::sqlite::{db_error, label, open_pool, parse_label, parse_ts, ts};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/usage");
+
+/// The usage store in one SQLite file (`llm_usage.db`), shared by the gateway and the worker.
+#[derive(Clone)]
+pub struct SqliteUsageStore {
+    pool: SqlitePool,
+}
+
+#[derive(sqlx::FromRow)]
+struct UsageRow {
+    run_id: Option<String>,
+    phase: Option<String>,
+    role: Option<String>,
+    caller: Option<String>,
+    provider: String,
+    model: String,
+    prompt_tokens: Option<i64>,
+    completion_tokens: Option<i64>,
+    cached_input_tokens: Option<i64>,
+    cache_write_tokens: Option<i64>,
+    reasoning_tokens: Option<i64>,
+    cost_usd: Option<f64>,
+    billing: String,
+    at: String,
+}
+
+fn count_in(field: &str, v: Option<u64>) -> Result<Option<i64>, PortError> {
+    v.map(|n| {
+        i64::try_from(n).map_err(|_| {
+            PortError::new(
+                PortErrorKind::Invalid,
+                format!("usage.{field}: {n} is too large to store"),
+            )
+        })
+    })
+    .transpose()
+}
+
+fn count_out(field: &str, v: Option<i64>) -> Result<Option<u64>, PortError> {
+    v.map(|n| {
+        u64::try_from(n).map_err(|_| {
+            PortError::new(
+                PortErrorKind::Corrupt,
+                format!("stored usage_events.{field} {n} is negative"),
+            )
+        })
+    })
+    .transpose()
+}
+
+/// Refuses an event that cannot be recorded, naming the field.
+pub(crate) fn validate_usage(event: &UsageEvent) -> Result<Timestamp, PortError> {
+    let invalid =
+        |field: &str, why: &str| PortError::new(PortErrorKind::Invalid, format!("usage.{field}: {why}"));
+    if event.provider.trim().is_empty() {
+        return Err(invalid("provider", "must not be empty"));
+    }
+    if event.model.trim().is_empty() {
+        return Err(invalid("model", "must not be empty"));
+    }
+    if event.cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(invalid(
+            "cost_usd",
+            "must be a finite, non-negative number or null",
+        ));
+    }
+    event
+        .at
+        .ok_or_else(|| invalid("at", "must be set by the recorder"))
+}
+
+impl UsageRow {
+    fn into_event(self) -> Result<UsageEvent, PortError> {
+        Ok(UsageEvent {
+            run_id: self.run_id,
+            phase: self.phase,
+            role: self.role,
+            caller: self.caller,
+            provider: self.provider,
+            model: self.model,
+            prompt_tokens: count_out("prompt_tokens", self.prompt_tokens)?,
+            completion_tokens: count_out("completion_tokens", self.completion_tokens)?,
+            cached_input_tokens: count_out("cached_input_tokens", self.cached_input_tokens)?,
+            cache_write_tokens: count_out("cache_write_tokens", self.cache_write_tokens)?,
+            reasoning_tokens: count_out("reasoning_tokens", self.reasoning_tokens)?,
+            cost_usd: self.cost_usd,
+            billing: parse_label("usage_events.billing", &self.billing)?,
+            at: Some(parse_ts("usage_events.at", &self.at)?),
+        })
+    }
+}
+
+impl SqliteUsageStore {
+    /// Opens (creating and migrating) the store at `path`.
+    pub async fn open(path: &Path) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: open_pool(path, &MIGRATOR).await?,
+        })
+    }
+}
+
+#[async_trait]
+impl UsageStore for SqliteUsageStore {
+    async fn record(&self, event: UsageEvent) -> Result<(), PortError> {
+        let at = validate_usage(&event)?;
+        sqlx::query(
+            "INSERT INTO usage_events (run_id, phase, role, caller, provider, model, \
+             prompt_tokens, completion_tokens, cached_input_tokens, cache_write_tokens, \
+             reasoning_tokens, cost_usd, billing, at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&event.run_id)
+        .bind(&event.phase)
+        .bind(&event.role)
+        .bind(&event.caller)
+        .bind(&event.provider)
+        .bind(&event.model)
+        .bind(count_in("prompt_tokens", event.prompt_tokens)?)
+        .bind(count_in("completion_tokens", event.completion_tokens)?)
+        .bind(count_in("cached_input_tokens", event.cached_input_tokens)?)
+        .bind(count_in("cache_write_tokens", event.cache_write_tokens)?)
+        .bind(count_in("reasoning_tokens", event.reasoning_tokens)?)
+        .bind(event.cost_usd)
+        .bind(label(&event.billing)?)
+        .bind(ts(at))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| db_error("record a usage event", e))?;
+        Ok(())
+    }
+
+    async fn events_for_run(&self, run_id: &str) -> Result<Vec<UsageEvent>, PortError> {
+        let rows: Vec<UsageRow> = sqlx::query_as(
+            "SELECT run_id, phase, role, caller, provider, model, prompt_tokens, \
+             completion_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, \
+             cost_usd, billing, at FROM usage_events WHERE run_id = ? ORDER BY seq",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("read a run's usage", e))?;
+        rows.into_iter().map(UsageRow::into_event).collect()
+    }
+
+    async fn events_since(&self, since: Timestamp) -> Result<Vec<UsageEvent>, PortError> {
+        let rows: Vec<UsageRow> = sqlx::query_as(
+            "SELECT run_id, phase, role, caller, provider, model, prompt_tokens, \
+             completion_tokens, cached_input_tokens, cache_write_tokens, reasoning_tokens, \
+             cost_usd, billing, at FROM usage_events WHERE at >= ? ORDER BY seq",
+        )
+        .bind(ts(since))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("read usage in a window", e))?;
+        rows.into_iter().map(UsageRow::into_event).collect()
+    }
+}

@@ -1,0 +1,200 @@
+//! The approvals service: the one ledger's use cases, and carrying a decision on to the flow
+//! version it decides (FORGE-462). The approver is always the authenticated identity passed in,
+//! never a request field (FORGE-393).
+
+use std::sync::Arc;
+
+use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger, ResolveOutcome, WaiterResolution};
+use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionStore};
+use metaforge_ports::{
+    ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionStatus, IdGen, PortError, PortErrorKind,
+};
+
+/// A hold a waiter asks to park (sidecar remote mode, chat harness).
+#[derive(Debug, Clone, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParkRequest {
+    /// The held tool.
+    pub tool: String,
+    /// Its arguments, shown to the person deciding.
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+    /// The caller class of the held call (local, remote, untrusted, service, client_task).
+    pub caller: String,
+    /// How long the waiter waits; the deadline is this plus 30 s.
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// Use cases over the approval ledger.
+pub struct ApprovalService {
+    ledger: Arc<dyn ApprovalLedger>,
+    versions: Arc<dyn FlowVersionStore>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGen>,
+}
+
+impl ApprovalService {
+    /// Builds the service over its ports.
+    pub fn new(
+        ledger: Arc<dyn ApprovalLedger>,
+        versions: Arc<dyn FlowVersionStore>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGen>,
+    ) -> Self {
+        Self {
+            ledger,
+            versions,
+            clock,
+            ids,
+        }
+    }
+
+    /// Parks a held tool call and returns the open record.
+    pub async fn park(&self, request: ParkRequest) -> Result<ApprovalRecord, PortError> {
+        if request.tool.trim().is_empty() {
+            return Err(PortError::new(PortErrorKind::Invalid, "tool must not be empty"));
+        }
+        let now = self.clock.now();
+        let deadline = request.timeout_seconds.map(|secs| {
+            let grace = metaforge_ports::approval_ledger::APPROVAL_DEADLINE_GRACE_SECONDS;
+            let total = i64::try_from(secs).unwrap_or(i64::MAX / 2).saturating_add(grace);
+            now + chrono::Duration::seconds(total)
+        });
+        let record = ApprovalRecord {
+            id: self.ids.new_id(),
+            kind: ApprovalKind::ToolCall,
+            tool: request.tool,
+            arguments: request.arguments,
+            caller: request.caller,
+            status: ApprovalStatus::AwaitingApproval,
+            reason: None,
+            approver: None,
+            flow_version_id: None,
+            created_at: now,
+            decided_at: None,
+            deadline,
+        };
+        self.ledger.park(record).await
+    }
+
+    /// One hold.
+    pub async fn get(&self, id: &str) -> Result<ApprovalRecord, PortError> {
+        self.ledger.get(id).await
+    }
+
+    /// Pending holds (oldest first), or every recent hold.
+    pub async fn list(&self, all: bool) -> Result<Vec<ApprovalRecord>, PortError> {
+        if all {
+            self.ledger.list_recent(500).await
+        } else {
+            self.ledger.list_pending().await
+        }
+    }
+
+    /// A person decides. Deciding a decided hold is a `Conflict` naming its state and reason.
+    /// Approving a flow proposal or edit decides the version too, with the same approver.
+    pub async fn decide(
+        &self,
+        id: &str,
+        approve: bool,
+        approver: &str,
+        note: Option<String>,
+    ) -> Result<ApprovalRecord, PortError> {
+        if approver.trim().is_empty() {
+            return Err(PortError::new(
+                PortErrorKind::Invalid,
+                "a decision must name the person who made it",
+            ));
+        }
+        let decided = self
+            .ledger
+            .decide(
+                id,
+                ApprovalDecision {
+                    approve,
+                    approver: approver.to_owned(),
+                    note,
+                },
+            )
+            .await?;
+        self.carry_to_version(&decided).await?;
+        Ok(decided)
+    }
+
+    /// A waiter closes a hold it stopped waiting for (idempotent; `Conflict` if a person decided).
+    pub async fn resolve(
+        &self,
+        id: &str,
+        resolution: WaiterResolution,
+        reason: Option<String>,
+    ) -> Result<ResolveOutcome, PortError> {
+        let outcome = self.ledger.resolve(id, resolution, reason).await;
+        let label = match &outcome {
+            Ok(ResolveOutcome::Resolved { record }) => record.status.as_str(),
+            Ok(_) => "already_closed",
+            Err(err) if err.kind == PortErrorKind::Conflict => "conflict",
+            Err(_) => "failed",
+        };
+        metrics::counter!("metaforge_tool_approval_resolution_total", "result" => label, "trigger" => "waiter")
+            .increment(1);
+        outcome
+    }
+
+    /// Carries an approval's decision to its flow version. A version already carrying the same
+    /// decision is left as is, so the carry-over is safe to repeat (start-up reconciliation).
+    async fn carry_to_version(&self, decided: &ApprovalRecord) -> Result<(), PortError> {
+        let about_a_version = matches!(
+            decided.kind,
+            ApprovalKind::DesignFlowProposal | ApprovalKind::DesignFlowVersion
+        );
+        let (Some(version_id), true) = (decided.flow_version_id.as_deref(), about_a_version) else {
+            return Ok(());
+        };
+        let status = match decided.status {
+            ApprovalStatus::Approved => FlowVersionStatus::Approved,
+            ApprovalStatus::Rejected => FlowVersionStatus::Rejected,
+            _ => return Ok(()),
+        };
+        let current = self.versions.get(version_id).await?;
+        if current.status == status {
+            return Ok(());
+        }
+        let approver = decided.approver.clone().unwrap_or_default();
+        let at = decided.decided_at.unwrap_or_else(|| self.clock.now());
+        self.versions
+            .decide(
+                version_id,
+                FlowVersionDecision {
+                    status,
+                    approver,
+                    approval_id: Some(decided.id.clone()),
+                    at,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Start-up: orphan holds left by a dead process, then carry every decided flow approval on
+    /// to its version (repairs a crash between the two writes). Returns (orphaned, carried).
+    pub async fn restore(&self) -> Result<(usize, usize), PortError> {
+        let orphaned = self.ledger.restore().await?.len();
+        let mut carried = 0;
+        for record in self.ledger.list_recent(10_000).await? {
+            if record.flow_version_id.is_some() && record.status.is_final() {
+                let before = match record.flow_version_id.as_deref() {
+                    Some(v) => self.versions.get(v).await.map(|v| v.status).ok(),
+                    None => None,
+                };
+                self.carry_to_version(&record).await?;
+                if before == Some(FlowVersionStatus::Proposed)
+                    && matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Rejected)
+                {
+                    carried += 1;
+                }
+            }
+        }
+        Ok((orphaned, carried))
+    }
+}

@@ -1,0 +1,273 @@
+//! The design-flow service: proposals and edits become stored versions held for a person.
+//!
+//! One code path for the gateway and the MCP sidecar, so "a proposal from a plugin" and "a
+//! proposal from the dashboard" are the same record in the same two ledgers. A proposal writes
+//! exactly one version and one held approval; nothing starts from it.
+
+use std::sync::Arc;
+
+use metaforge_domain::flow::{
+    self, Flow, FlowContext, Operation, TailorMode, TailorResult, TailorStatus, TemplateError, VersionError,
+    Violation,
+};
+use metaforge_ports::approval_ledger::ApprovalLedger;
+use metaforge_ports::flow_version_store::FlowVersionStore;
+use metaforge_ports::{
+    ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionOrigin, FlowVersionRecord, IdGen,
+    PortError,
+};
+use serde::{Deserialize, Serialize};
+
+/// Who proposed caller-written operations (FORGE-481): the client and its model, as they say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ProposedBy {
+    /// The harness or client (e.g. `claude-code`).
+    #[serde(default)]
+    pub client: Option<String>,
+    /// The caller's model.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// What a proposal produced. `needs_input` carries questions and writes nothing.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProposalOutcome {
+    /// The tailoring result (status, applied, diff, hash, the flow, questions).
+    pub result: TailorResult,
+    /// The stored version, when one was written.
+    pub version: Option<FlowVersionRecord>,
+    /// The held approval deciding the version.
+    pub approval_id: Option<String>,
+    /// Caller provenance, when caller operations were applied.
+    pub proposed_by: Option<ProposedBy>,
+}
+
+/// Why a flow request was refused; each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowServiceError {
+    /// The template is unknown (422).
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// Strict tailoring refused operations, or the result breaks invariants (422).
+    #[error("the proposal is invalid: {message}")]
+    Invalid {
+        /// A summary naming the first problem.
+        message: String,
+        /// The tailoring result with every refusal and violation.
+        result: Box<TailorResult>,
+    },
+    /// An edit breaks invariants (422) — every violation listed.
+    #[error("the flow breaks {} invariant(s)", violations.len())]
+    Violations {
+        /// Every violation.
+        violations: Vec<Violation>,
+    },
+    /// An edit identical to its template (422): nothing to approve.
+    #[error("{0}")]
+    IdenticalToTemplate(String),
+    /// A ledger failed; nothing is reported as done.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+impl From<VersionError> for FlowServiceError {
+    fn from(err: VersionError) -> Self {
+        match err {
+            VersionError::Invalid { violations } => Self::Violations { violations },
+            VersionError::IdenticalToTemplate { .. } => Self::IdenticalToTemplate(err.to_string()),
+            other => Self::Port(PortError::new(
+                metaforge_ports::PortErrorKind::Internal,
+                other.to_string(),
+            )),
+        }
+    }
+}
+
+/// The service over the version store and the approval ledger.
+pub struct FlowService {
+    versions: Arc<dyn FlowVersionStore>,
+    approvals: Arc<dyn ApprovalLedger>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGen>,
+}
+
+impl FlowService {
+    /// Builds the service over its ports.
+    pub fn new(
+        versions: Arc<dyn FlowVersionStore>,
+        approvals: Arc<dyn ApprovalLedger>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn IdGen>,
+    ) -> Self {
+        Self {
+            versions,
+            approvals,
+            clock,
+            ids,
+        }
+    }
+
+    /// Caller-proposed tailoring (FORGE-481): strict, no model call. Missing context answers
+    /// `needs_input` and writes nothing; a valid proposal is stored and held for a person.
+    pub async fn propose_from_caller(
+        &self,
+        template_id: &str,
+        operations: &[Operation],
+        context: Option<&FlowContext>,
+        proposed_by: Option<ProposedBy>,
+        intent: Option<&str>,
+        caller: &str,
+    ) -> Result<ProposalOutcome, FlowServiceError> {
+        let result = flow::propose(template_id, operations, context, TailorMode::Strict)?;
+        match result.status {
+            TailorStatus::NeedsInput => Ok(ProposalOutcome {
+                result,
+                version: None,
+                approval_id: None,
+                proposed_by,
+            }),
+            TailorStatus::Invalid => {
+                let message = result
+                    .refused
+                    .first()
+                    .map(|p| format!("operation {} ({}): {}", p.index, p.op, p.reason))
+                    .or_else(|| {
+                        result
+                            .violations
+                            .first()
+                            .map(|v| format!("[{}] {}", v.rule, v.message))
+                    })
+                    .unwrap_or_else(|| "refused".to_owned());
+                Err(FlowServiceError::Invalid {
+                    message,
+                    result: Box::new(result),
+                })
+            }
+            _ => {
+                let Some(tailored) = result.flow.clone() else {
+                    return Err(FlowServiceError::Invalid {
+                        message: "the tailoring produced no flow".to_owned(),
+                        result: Box::new(result),
+                    });
+                };
+                let template = flow::template(template_id)?;
+                let payload = serde_json::json!({
+                    "intent": intent,
+                    "template_id": result.template_id,
+                    "template_version": result.template_version,
+                    "content_hash": result.content_hash,
+                    "diff": result.diff,
+                    "applied": result.applied,
+                    "proposed_by": proposed_by,
+                    "generated_by": null,
+                });
+                let (version, approval) = self
+                    .store_and_hold(
+                        &template,
+                        &tailored,
+                        context,
+                        FlowVersionOrigin::Caller,
+                        ApprovalKind::DesignFlowProposal,
+                        "flow.propose",
+                        payload,
+                        caller,
+                    )
+                    .await?;
+                Ok(ProposalOutcome {
+                    result,
+                    version: Some(version),
+                    approval_id: Some(approval.id),
+                    proposed_by,
+                })
+            }
+        }
+    }
+
+    /// Saves an edited flow as a new version held for approval (FORGE-399). The template is the
+    /// built-in flow with the edit's id. Invalid or unchanged edits store nothing.
+    pub async fn save_edit(
+        &self,
+        edited: &Flow,
+        context: Option<&FlowContext>,
+        caller: &str,
+    ) -> Result<(FlowVersionRecord, ApprovalRecord, Vec<String>), FlowServiceError> {
+        let template = flow::template(&edited.id)?;
+        let diff = flow::prose_diff(&template, edited);
+        let payload = serde_json::json!({
+            "template_id": template.id,
+            "template_version": template.version,
+            "diff": diff,
+        });
+        let (version, approval) = self
+            .store_and_hold(
+                &template,
+                edited,
+                context,
+                FlowVersionOrigin::Server,
+                ApprovalKind::DesignFlowVersion,
+                "design_flow.save_version",
+                payload,
+                caller,
+            )
+            .await?;
+        Ok((version, approval, diff))
+    }
+
+    /// A stored version (hash-verified by the store).
+    pub async fn version(&self, id: &str) -> Result<FlowVersionRecord, PortError> {
+        self.versions.get(id).await
+    }
+
+    /// Every stored version, optionally of one template.
+    pub async fn versions(&self, template_id: Option<&str>) -> Result<Vec<FlowVersionRecord>, PortError> {
+        self.versions.list(template_id).await
+    }
+
+    /// Validates, freezes and stores the version, then parks the one approval deciding it.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one private step shared by both entry points"
+    )]
+    async fn store_and_hold(
+        &self,
+        template: &Flow,
+        tailored: &Flow,
+        context: Option<&FlowContext>,
+        origin: FlowVersionOrigin,
+        kind: ApprovalKind,
+        tool: &str,
+        payload: serde_json::Value,
+        caller: &str,
+    ) -> Result<(FlowVersionRecord, ApprovalRecord), FlowServiceError> {
+        let now = self.clock.now();
+        let approval_id = self.ids.new_id();
+        let version = flow::new_version(self.ids.new_id(), now, template, tailored, context, origin)?;
+        let version = flow::attach_approval(&version, approval_id.clone())?;
+        let version = self.versions.save(version).await?;
+        let hold = ApprovalRecord {
+            id: approval_id,
+            kind,
+            tool: tool.to_owned(),
+            arguments: payload,
+            caller: caller.to_owned(),
+            status: ApprovalStatus::AwaitingApproval,
+            reason: None,
+            approver: None,
+            flow_version_id: Some(version.id.clone()),
+            created_at: now,
+            decided_at: None,
+            deadline: None,
+        };
+        let approval = self.approvals.park(hold).await?;
+        tracing::info!(
+            event = "design_flow_version_held",
+            version_id = %version.id,
+            approval_id = %approval.id,
+            template_id = %version.template_id,
+            origin = ?version.origin,
+            "flow version saved and held for approval"
+        );
+        Ok((version, approval))
+    }
+}

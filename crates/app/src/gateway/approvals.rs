@@ -1,0 +1,233 @@
+//! Approval routes: the chat tool-approval routes the sidecar and harness use, and the unified
+//! approvals API the dashboard uses. Both read and write the one ledger; the approver of every
+//! decision is the authenticated identity of the request.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use metaforge_ports::ApprovalRecord;
+use metaforge_ports::approval_ledger::{ResolveOutcome, WaiterResolution};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::GatewayState;
+use super::auth::Identity;
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiJson;
+use crate::approvals::ParkRequest;
+
+/// Which holds to list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// `pending` (default) or `all`.
+    #[serde(default)]
+    status: Option<String>,
+}
+
+/// A list of holds.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ApprovalList {
+    /// The holds, oldest first for pending, newest first for all.
+    approvals: Vec<ApprovalRecord>,
+}
+
+/// A person's answer. There is deliberately no approver field: it is the authenticated caller.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionRequest {
+    /// `approve` or `reject`.
+    decision: DecisionKind,
+    /// Optional note kept as the reason.
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// approve or reject.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum DecisionKind {
+    /// Let it proceed.
+    Approve,
+    /// Do not let it proceed.
+    Reject,
+}
+
+/// How a waiter closes its hold.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResolveRequest {
+    /// `timed_out` or `canceled`.
+    resolution: Resolution,
+    /// Optional reason.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// timed_out or canceled.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Resolution {
+    /// The waiter's window closed.
+    TimedOut,
+    /// The waiting call was cancelled.
+    Canceled,
+}
+
+/// The result of a resolve: what the hold is now and whether this call changed it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ResolveResponse {
+    /// `resolved` or `already_closed`.
+    outcome: String,
+    /// The hold as it stands.
+    approval: ApprovalRecord,
+}
+
+fn list_status(query: &ListQuery) -> Result<bool, ApiError> {
+    match query.status.as_deref() {
+        None | Some("pending") => Ok(false),
+        Some("all") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(
+            "status",
+            format!("status must be pending or all, not '{other}'"),
+        )),
+    }
+}
+
+async fn list(state: &GatewayState, query: &ListQuery) -> Result<Json<ApprovalList>, ApiError> {
+    let all = list_status(query)?;
+    Ok(Json(ApprovalList {
+        approvals: state.approvals.list(all).await?,
+    }))
+}
+
+async fn decide(
+    state: &GatewayState,
+    id: &str,
+    identity: &Identity,
+    request: DecisionRequest,
+) -> Result<Json<ApprovalRecord>, ApiError> {
+    let approve = matches!(request.decision, DecisionKind::Approve);
+    let record = state
+        .approvals
+        .decide(id, approve, &identity.0, request.note)
+        .await?;
+    Ok(Json(record))
+}
+
+/// Lists tool-call holds (pending by default).
+#[utoipa::path(get, path = "/v1/chat/tool_approvals", tag = "approvals", params(ListQuery),
+    responses((status = 200, body = ApprovalList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn list_tool_approvals(
+    State(state): State<Arc<GatewayState>>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<ApprovalList>, ApiError> {
+    list(&state, &query).await
+}
+
+/// Parks a held tool call in the one ledger (the sidecar's remote mode uses this).
+#[utoipa::path(post, path = "/v1/chat/tool_approvals", tag = "approvals", request_body = ParkRequest,
+    responses((status = 201, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 422, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn park_tool_approval(
+    State(state): State<Arc<GatewayState>>,
+    ApiJson(request): ApiJson<ParkRequest>,
+) -> Result<(StatusCode, Json<ApprovalRecord>), ApiError> {
+    let record = state.approvals.park(request).await?;
+    Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// One hold (expired first if its deadline passed).
+#[utoipa::path(get, path = "/v1/chat/tool_approvals/{id}", tag = "approvals",
+    params(("id" = String, Path, description = "Approval id")),
+    responses((status = 200, body = ApprovalRecord), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn get_tool_approval(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+) -> Result<Json<ApprovalRecord>, ApiError> {
+    Ok(Json(state.approvals.get(&id).await?))
+}
+
+/// A person decides a hold; approving a flow proposal approves its version.
+#[utoipa::path(post, path = "/v1/chat/tool_approvals/{id}", tag = "approvals", request_body = DecisionRequest,
+    params(("id" = String, Path, description = "Approval id")),
+    responses((status = 200, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn decide_tool_approval(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+    Extension(identity): Extension<Identity>,
+    ApiJson(request): ApiJson<DecisionRequest>,
+) -> Result<Json<ApprovalRecord>, ApiError> {
+    decide(&state, &id, &identity, request).await
+}
+
+/// The waiter closes a hold it stopped waiting for: idempotent; 409 naming the state if decided.
+#[utoipa::path(post, path = "/v1/chat/tool_approvals/{id}/resolve", tag = "approvals", request_body = ResolveRequest,
+    params(("id" = String, Path, description = "Approval id")),
+    responses((status = 200, body = ResolveResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "A person already decided", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn resolve_tool_approval(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<ResolveRequest>,
+) -> Result<Json<ResolveResponse>, ApiError> {
+    let resolution = match request.resolution {
+        Resolution::TimedOut => WaiterResolution::TimedOut,
+        Resolution::Canceled => WaiterResolution::Canceled,
+    };
+    let outcome = state.approvals.resolve(&id, resolution, request.reason).await?;
+    let label = match &outcome {
+        ResolveOutcome::Resolved { .. } => "resolved",
+        _ => "already_closed",
+    };
+    Ok(Json(ResolveResponse {
+        outcome: label.to_owned(),
+        approval: outcome.record().clone(),
+    }))
+}
+
+/// Every kind of approval in one list (pending by default).
+#[utoipa::path(get, path = "/v1/approvals", tag = "approvals", params(ListQuery),
+    responses((status = 200, body = ApprovalList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn list_approvals(
+    State(state): State<Arc<GatewayState>>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<ApprovalList>, ApiError> {
+    list(&state, &query).await
+}
+
+/// One approval of any kind.
+#[utoipa::path(get, path = "/v1/approvals/{id}", tag = "approvals",
+    params(("id" = String, Path, description = "Approval id")),
+    responses((status = 200, body = ApprovalRecord), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn get_approval(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+) -> Result<Json<ApprovalRecord>, ApiError> {
+    Ok(Json(state.approvals.get(&id).await?))
+}
+
+/// Decides an approval of any kind; the approver is the authenticated identity.
+#[utoipa::path(post, path = "/v1/approvals/{id}/decision", tag = "approvals", request_body = DecisionRequest,
+    params(("id" = String, Path, description = "Approval id")),
+    responses((status = 200, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn decide_approval(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+    Extension(identity): Extension<Identity>,
+    ApiJson(request): ApiJson<DecisionRequest>,
+) -> Result<Json<ApprovalRecord>, ApiError> {
+    decide(&state, &id, &identity, request).await
+}

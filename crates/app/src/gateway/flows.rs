@@ -1,0 +1,363 @@
+//! Design-flow routes: the served catalogue, validation of an edit without saving it, saved
+//! versions, and proposals held for a person.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use metaforge_domain::flow::{
+    self, CatalogueEntry, Flow, FlowContext, Operation, TailorMode, TailorResult, TailorStatus,
+    ValidationReport,
+};
+use metaforge_ports::FlowVersionRecord;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::GatewayState;
+use super::auth::Identity;
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiJson;
+use crate::flows::{FlowServiceError, ProposedBy};
+
+/// The catalogue: every launchable flow as the gateway will run it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct CatalogueResponse {
+    /// Every built-in flow, startable or not (an unstartable flow is listed, never hidden).
+    flows: Vec<CatalogueEntry>,
+    /// The flow a run gets when it names none.
+    default_flow: String,
+}
+
+/// Lists every flow with phases, gates, deliverables, disciplines, version and startability.
+#[utoipa::path(get, path = "/v1/design-flows", tag = "design-flows",
+    responses(
+        (status = 200, description = "The flow catalogue", body = CatalogueResponse),
+        (status = 401, description = "No valid API key", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn catalogue(State(_state): State<Arc<GatewayState>>) -> Json<CatalogueResponse> {
+    Json(CatalogueResponse {
+        flows: flow::catalogue(),
+        default_flow: flow::DEFAULT_TEMPLATE_ID.to_owned(),
+    })
+}
+
+/// An edit to check: the flow and, optionally, the project context it will run under.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ValidateRequest {
+    /// The edited flow.
+    flow: Flow,
+    /// The project context; with it, unknown loads forbid replacing simulation by a test plan.
+    #[serde(default)]
+    context: Option<FlowContext>,
+}
+
+/// Checks an edit against every invariant without saving it; all violations at once.
+#[utoipa::path(post, path = "/v1/design-flows/validate", tag = "design-flows",
+    request_body = ValidateRequest,
+    responses(
+        (status = 200, description = "Validation result (valid or not)", body = ValidationReport),
+        (status = 400, description = "Malformed body, naming the field", body = ErrorBody),
+        (status = 401, description = "No valid API key", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn validate(
+    State(_state): State<Arc<GatewayState>>,
+    ApiJson(request): ApiJson<ValidateRequest>,
+) -> Json<ValidationReport> {
+    Json(flow::validation_report(&request.flow, request.context.as_ref()))
+}
+
+/// An edit to save as a new held version.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SaveVersionRequest {
+    /// The edited flow; its `id` names the template it edits.
+    flow: Flow,
+    /// The project context it is checked under.
+    #[serde(default)]
+    context: Option<FlowContext>,
+}
+
+/// A saved version and the hold deciding it.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct SavedVersion {
+    /// The stored version (status proposed).
+    version: FlowVersionRecord,
+    /// The held approval deciding it.
+    approval_id: String,
+    /// Prose diff against the template; relaxations in capitals.
+    diff: Vec<String>,
+}
+
+/// A stored version, with its frozen flow parsed back.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VersionView {
+    /// The record.
+    version: FlowVersionRecord,
+    /// The frozen flow.
+    flow: Flow,
+}
+
+/// Saves an edit as a new version held for a person; invalid or unchanged edits store nothing.
+#[utoipa::path(post, path = "/v1/design-flows/versions", tag = "design-flows",
+    request_body = SaveVersionRequest,
+    responses(
+        (status = 201, description = "Saved and held", body = SavedVersion),
+        (status = 400, description = "Malformed body, naming the field", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 422, description = "Breaks invariants (every violation in details) or identical to its template", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn save_version(
+    State(state): State<Arc<GatewayState>>,
+    Extension(identity): Extension<Identity>,
+    ApiJson(request): ApiJson<SaveVersionRequest>,
+) -> Result<(StatusCode, Json<SavedVersion>), ApiError> {
+    let (version, approval, diff) = state
+        .flows
+        .save_edit(&request.flow, request.context.as_ref(), &identity.0)
+        .await
+        .map_err(flow_error)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(SavedVersion {
+            version,
+            approval_id: approval.id,
+            diff,
+        }),
+    ))
+}
+
+/// Fetches a stored version (hash-verified; a corrupt row is never served).
+#[utoipa::path(get, path = "/v1/design-flows/versions/{id}", tag = "design-flows",
+    params(("id" = String, Path, description = "Flow version id")),
+    responses((status = 200, body = VersionView), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, description = "Corrupt: the stored content no longer matches its hash", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn get_version(
+    State(state): State<Arc<GatewayState>>,
+    Path(id): Path<String>,
+) -> Result<Json<VersionView>, ApiError> {
+    let version = state.flows.version(&id).await?;
+    let flow = flow::verify_version(&version)
+        .map_err(|err| ApiError::new(StatusCode::CONFLICT, "corrupt", err.to_string()))?;
+    Ok(Json(VersionView { version, flow }))
+}
+
+/// The caller who wrote the operations (provenance only).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub(crate) struct ProposeCaller {
+    /// Client name.
+    #[serde(default)]
+    client: Option<String>,
+    /// The caller's model.
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// A tailoring request: the intent and context; `template` + `operations` for caller tailoring.
+#[derive(Debug, Deserialize, ToSchema)]
+pub(crate) struct ProposeRequest {
+    /// What the person wants made.
+    #[serde(default)]
+    intent: Option<String>,
+    /// The template to tailor (caller-proposed tailoring; default `design_v1`).
+    #[serde(default)]
+    template: Option<String>,
+    /// Caller-written operations (strict: any bad one refuses the proposal).
+    #[serde(default)]
+    operations: Option<Vec<Operation>>,
+    /// Provenance of caller operations.
+    #[serde(default)]
+    caller: Option<ProposeCaller>,
+    /// Manufacturing route, processes, machines, stock (camelCase accepted).
+    #[serde(default, alias = "manufacturingContext")]
+    manufacturing_context: Option<metaforge_domain::flow::ManufacturingContext>,
+    /// concept, sim_validated, physically_validated or released.
+    #[serde(default, alias = "targetMaturity")]
+    target_maturity: Option<metaforge_domain::flow::TargetMaturity>,
+    /// Loads and use; "unknown" is a valid answer.
+    #[serde(default, alias = "loadsAndUse")]
+    loads_and_use: Option<String>,
+    /// Optional budget.
+    #[serde(default)]
+    budget: Option<serde_json::Value>,
+    /// Requirements already known (when absent, `requirementsPending` is true).
+    #[serde(default)]
+    requirements: Option<serde_json::Value>,
+}
+
+/// The provider and model that wrote a generated proposal.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct GeneratedBy {
+    /// Provider id.
+    provider: String,
+    /// Model.
+    model: String,
+    /// `<provider>:<model>` of the primary when a fallback answered.
+    #[serde(rename = "fellBackFrom")]
+    fell_back_from: Option<String>,
+}
+
+/// A proposal, or the questions to answer first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ProposeResponse {
+    /// `proposed` or `needs_input`.
+    status: String,
+    /// The held approval (proposed only).
+    #[serde(rename = "approvalId")]
+    approval_id: Option<String>,
+    /// The stored version id (proposed only).
+    version_id: Option<String>,
+    /// The tailoring: applied operations, diff, hash, the flow.
+    proposal: TailorResult,
+    /// The required questions (needs_input only); ask the user, do not answer them yourself.
+    questions: Vec<metaforge_domain::flow::Question>,
+    /// Caller provenance (caller operations).
+    proposed_by: Option<ProposedBy>,
+    /// Model provenance (generator path); null for caller operations.
+    #[serde(rename = "generatedBy")]
+    generated_by: Option<GeneratedBy>,
+    /// True when no requirements were sent.
+    #[serde(rename = "requirementsPending")]
+    requirements_pending: bool,
+    /// What the proposal assumes, including the requirements-pending line.
+    assumptions: Vec<String>,
+    /// Questions left open for the reviewer.
+    #[serde(rename = "openQuestions")]
+    open_questions: Vec<String>,
+}
+
+/// Tailors a template to a project and holds the result for a person.
+///
+/// With `template` or `operations` the caller's operations are applied strictly and no model is
+/// called. Without them the server's generator must run through the provider pipeline; when no
+/// model is reachable the answer is 503 and nothing is proposed (there is no untailored fallback).
+#[utoipa::path(post, path = "/v1/design-flows/propose", tag = "design-flows",
+    request_body = ProposeRequest,
+    responses(
+        (status = 200, description = "needs_input: the questions to ask first; nothing stored", body = ProposeResponse),
+        (status = 201, description = "proposed: version stored and held for approval", body = ProposeResponse),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 422, description = "Unknown template/operation/phase, missing rationale, or invariant violations", body = ErrorBody),
+        (status = 503, description = "No model reachable for the generator path", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn propose(
+    State(state): State<Arc<GatewayState>>,
+    Extension(identity): Extension<Identity>,
+    ApiJson(request): ApiJson<ProposeRequest>,
+) -> Result<(StatusCode, Json<ProposeResponse>), ApiError> {
+    let context = FlowContext {
+        manufacturing_context: request.manufacturing_context,
+        target_maturity: request.target_maturity,
+        loads_and_use: request.loads_and_use,
+        budget: request.budget,
+    };
+    if request.template.is_none() && request.operations.is_none() {
+        // The generator path needs a model; the required questions never do.
+        let questions = flow::required_questions(Some(&context));
+        if !questions.is_empty() {
+            let template = flow::DEFAULT_TEMPLATE_ID;
+            let result =
+                flow::propose(template, &[], Some(&context), TailorMode::Lenient).map_err(template_error)?;
+            return Ok((
+                StatusCode::OK,
+                Json(needs_input(
+                    result,
+                    vec![
+                        "The product-specific questions are absent: no generator model is reachable."
+                            .to_owned(),
+                    ],
+                )),
+            ));
+        }
+        return Err(ApiError::unavailable(
+            "no model is reachable for the flow generator; no proposal was made (send template and operations to tailor without a model)",
+        ));
+    }
+    let template = request.template.as_deref().unwrap_or(flow::DEFAULT_TEMPLATE_ID);
+    let operations = request.operations.unwrap_or_default();
+    let proposed_by = request.caller.map(|c| ProposedBy {
+        client: c.client,
+        model: c.model,
+    });
+    let outcome = state
+        .flows
+        .propose_from_caller(
+            template,
+            &operations,
+            Some(&context),
+            proposed_by,
+            request.intent.as_deref(),
+            &identity.0,
+        )
+        .await
+        .map_err(flow_error)?;
+    if outcome.result.status == TailorStatus::NeedsInput {
+        return Ok((StatusCode::OK, Json(needs_input(outcome.result, Vec::new()))));
+    }
+    let requirements_pending = request.requirements.is_none();
+    let mut assumptions = vec![format!("basis: {}", context.basis())];
+    if requirements_pending {
+        assumptions.push(
+            "requirements pending: no requirements were sent; the requirements phase records them".to_owned(),
+        );
+    }
+    if context.loads_unknown() {
+        assumptions.push("loads unknown: physical verification is kept".to_owned());
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(ProposeResponse {
+            status: "proposed".to_owned(),
+            approval_id: outcome.approval_id,
+            version_id: outcome.version.map(|v| v.id),
+            questions: Vec::new(),
+            proposal: outcome.result,
+            proposed_by: outcome.proposed_by,
+            generated_by: None,
+            requirements_pending,
+            assumptions,
+            open_questions: Vec::new(),
+        }),
+    ))
+}
+
+fn needs_input(result: TailorResult, notes: Vec<String>) -> ProposeResponse {
+    ProposeResponse {
+        status: "needs_input".to_owned(),
+        approval_id: None,
+        version_id: None,
+        questions: result.questions.clone(),
+        proposal: result,
+        proposed_by: None,
+        generated_by: None,
+        requirements_pending: true,
+        assumptions: notes,
+        open_questions: Vec::new(),
+    }
+}
+
+fn template_error(err: metaforge_domain::flow::TemplateError) -> ApiError {
+    ApiError::unprocessable("unknown_template", err.to_string())
+}
+
+fn flow_error(err: FlowServiceError) -> ApiError {
+    match err {
+        FlowServiceError::Template(err) => template_error(err),
+        FlowServiceError::Invalid { message, result } => ApiError::unprocessable("invalid_proposal", message)
+            .with_details(serde_json::json!({
+                "refused": result.refused,
+                "violations": result.violations,
+            })),
+        FlowServiceError::Violations { violations } => ApiError::unprocessable(
+            "invariant_violations",
+            format!("the flow breaks {} invariant(s)", violations.len()),
+        )
+        .with_details(serde_json::json!({ "violations": violations })),
+        FlowServiceError::IdenticalToTemplate(message) => {
+            ApiError::unprocessable("identical_to_template", message)
+        }
+        FlowServiceError::Port(err) => err.into(),
+    }
+}

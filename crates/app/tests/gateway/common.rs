@@ -1,0 +1,86 @@
+//! Shared wiring for gateway handler tests: the real router over in-memory ledger doubles.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::flows::FlowService;
+use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
+use metaforge_ports::{Clock, IdGen};
+use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
+use metaforge_test_support::{ManualClock, SequentialIds};
+use tower::ServiceExt;
+
+/// The gateway's state over fresh in-memory ledgers.
+pub(crate) fn state() -> Arc<GatewayState> {
+    let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
+    let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
+    let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
+    let versions = Arc::new(MemoryFlowVersionStore::new());
+    Arc::new(GatewayState {
+        metrics: None,
+        approvals: Arc::new(ApprovalService::new(
+            ledger.clone(),
+            versions.clone(),
+            Arc::clone(&clock),
+            Arc::clone(&ids),
+        )),
+        flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
+        usage: Arc::new(MemoryUsageStore::new()),
+        clock,
+    })
+}
+
+/// The router over a given state, open loopback mode.
+pub(crate) fn app_over(state: Arc<GatewayState>) -> axum::Router {
+    gateway::build(state, Arc::new(AuthState::new(Vec::new(), None)), 1 << 20)
+}
+
+/// The router with these keys (`""` = open loopback mode) and an optional per-minute limit.
+pub(crate) fn app_with(keys: &str, per_minute: Option<u32>) -> axum::Router {
+    let auth = AuthState::new(
+        parse_api_keys(keys).unwrap(),
+        per_minute.and_then(NonZeroU32::new),
+    );
+    gateway::build(state(), Arc::new(auth), 1 << 20)
+}
+
+/// Sends a request and returns status, headers and the JSON body (Null when not JSON).
+pub(crate) async fn send(
+    app: &axum::Router,
+    req: Request<Body>,
+) -> (StatusCode, HeaderMap, serde_json::Value) {
+    let res = app.clone().oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        headers,
+        serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+/// A GET with an optional key.
+pub(crate) fn get(path: &str, key: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder().uri(path);
+    if let Some(key) = key {
+        b = b.header("x-api-key", key);
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+/// A JSON POST with an optional key.
+pub(crate) fn post(path: &str, body: &serde_json::Value, key: Option<&str>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("content-type", "application/json");
+    if let Some(key) = key {
+        b = b.header("x-api-key", key);
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}

@@ -1,0 +1,12 @@
+//! Gateway handler tests: the real router over in-memory ledger doubles, one binary.
+
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a broken fixture should fail the test loudly"
+)]
+
+mod approvals;
+mod auth;
+mod common;
+mod flows;
+mod usage;

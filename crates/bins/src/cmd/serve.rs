@@ -1,0 +1,206 @@
+//! `metaforge gateway`: the HTTP front door on embedded defaults (SQLite ledgers under
+//! `METAFORGE_HOME`).
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, SqliteUsageStore, StorePaths};
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::flows::FlowService;
+use metaforge_app::gateway::{self, AuthState, GatewayState};
+use metaforge_ports::approval_ledger::ApprovalLedger;
+use metaforge_ports::flow_version_store::FlowVersionStore;
+use metaforge_ports::{Clock, IdGen};
+
+use crate::system::{SystemClock, UuidV7Ids, env, init_logging};
+
+/// Options of `metaforge gateway`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GatewayArgs {
+    /// Address to bind. Anything but loopback requires METAFORGE_GATEWAY_API_KEY.
+    #[arg(long, env = "METAFORGE_GATEWAY_BIND", default_value = "127.0.0.1:8787")]
+    pub(crate) bind: SocketAddr,
+    /// Requests per minute per API key (0 disables the limit).
+    #[arg(long, env = "METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", default_value_t = 600)]
+    pub(crate) rate_limit_per_minute: u32,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, env = "METAFORGE_GATEWAY_BODY_LIMIT_BYTES", default_value_t = gateway::DEFAULT_BODY_LIMIT_BYTES)]
+    pub(crate) body_limit_bytes: usize,
+}
+
+/// Why the gateway could not start; printed and exit 2 (configuration) or 1 (runtime).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    /// Bad configuration: nothing was started.
+    #[error("{0}")]
+    Config(String),
+    /// A ledger or the listener failed.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// Everything the gateway composes, built once so `metaforge up` can share it.
+pub(crate) struct Composition {
+    pub(crate) state: Arc<GatewayState>,
+    pub(crate) auth: Arc<AuthState>,
+    /// Holds the temporary ledger directory alive when the ledgers are disabled.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+/// Opens the ledgers, restores them, and builds the gateway state from the environment.
+pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartError> {
+    let keys = gateway::parse_api_keys(&env("METAFORGE_GATEWAY_API_KEY").unwrap_or_default())
+        .map_err(|e| StartError::Config(e.to_string()))?;
+    gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
+    let paths = StorePaths::resolve(|k| std::env::var(k).ok(), env("HOME").map(PathBuf::from))
+        .map_err(|e| StartError::Config(e.to_string()))?;
+    let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
+        tracing::warn!(
+            event = "ledgers_not_durable",
+            "METAFORGE_RUNS_LEDGER_DISABLE is set: approvals and flow versions live in a temporary directory and are lost at exit"
+        );
+        Some(
+            tempfile::tempdir()
+                .map_err(|e| StartError::Runtime(format!("cannot create a scratch dir: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let scratch_path = |file: &str| scratch.as_ref().map(|d| d.path().join(file)).unwrap_or_default();
+    let approvals_path = paths
+        .tool_approvals
+        .clone()
+        .unwrap_or_else(|| scratch_path("tool_approvals_ledger.db"));
+    let versions_path = paths
+        .flow_versions
+        .clone()
+        .unwrap_or_else(|| scratch_path("flow_versions.db"));
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let ids: Arc<dyn IdGen> = Arc::new(UuidV7Ids);
+    let ledger: Arc<dyn ApprovalLedger> = Arc::new(
+        SqliteApprovalLedger::open(&approvals_path, Arc::clone(&clock))
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?,
+    );
+    let versions: Arc<dyn FlowVersionStore> = Arc::new(
+        SqliteFlowVersionStore::open(&versions_path)
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?,
+    );
+    let restored = versions
+        .restore()
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    for skipped in &restored.skipped {
+        tracing::error!(event = "flow_version_skipped", id = %skipped.id, reason = %skipped.reason, "stored flow version failed its hash check; not served");
+    }
+    let approvals = Arc::new(ApprovalService::new(
+        Arc::clone(&ledger),
+        Arc::clone(&versions),
+        Arc::clone(&clock),
+        Arc::clone(&ids),
+    ));
+    let (orphaned, carried) = approvals
+        .restore()
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    tracing::info!(
+        event = "ledgers_restored",
+        approvals = %approvals_path.display(),
+        flow_versions = %versions_path.display(),
+        versions_served = restored.restored.len(),
+        versions_skipped = restored.skipped.len(),
+        orphaned_holds = orphaned,
+        decisions_carried = carried,
+        "ledgers open"
+    );
+    let usage = Arc::new(
+        SqliteUsageStore::open(&paths.llm_usage)
+            .await
+            .map_err(|e| StartError::Runtime(e.to_string()))?,
+    );
+    let flows = Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids));
+    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
+    let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
+    let state = Arc::new(GatewayState {
+        metrics: Some(metrics),
+        approvals,
+        flows,
+        usage,
+        clock,
+    });
+    Ok(Composition {
+        state,
+        auth,
+        _scratch: scratch,
+    })
+}
+
+/// Waits for Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    tracing::info!(event = "shutdown_requested", "draining in-flight requests");
+}
+
+/// Runs `metaforge gateway`.
+pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("metaforge gateway: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(StartError::Config(message)) => {
+            eprintln!("metaforge gateway: {message}");
+            ExitCode::from(2)
+        }
+        Err(StartError::Runtime(message)) => {
+            eprintln!("metaforge gateway: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
+    let composition = compose(args).await?;
+    let router = gateway::build(
+        Arc::clone(&composition.state),
+        Arc::clone(&composition.auth),
+        args.body_limit_bytes,
+    );
+    let listener = tokio::net::TcpListener::bind(args.bind)
+        .await
+        .map_err(|e| StartError::Runtime(format!("cannot bind {}: {e}", args.bind)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
+    tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
+    gateway::serve(listener, router, shutdown_signal())
+        .await
+        .map_err(|e| StartError::Runtime(format!("server error: {e}")))
+}

@@ -1,0 +1,153 @@
+//! The gateway as a process: start-up policy, durability across a restart, the orphan rule.
+
+#![expect(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test helpers: a gateway that does not start must fail the test loudly"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-ops-000001";
+
+struct Gateway {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[expect(
+    clippy::zombie_processes,
+    reason = "the Gateway guard kills and waits on drop"
+)]
+fn start(home: &std::path::Path) -> Gateway {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["gateway", "--bind", "127.0.0.1:0"])
+        .env("METAFORGE_HOME", home)
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read banner");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the banner names the address")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect(&addr).is_ok() {
+            return Gateway { child, addr };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("gateway did not accept connections on {addr}");
+}
+
+/// A minimal HTTP/1.1 exchange (the test crate carries no HTTP client).
+fn http(gw: &Gateway, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(&gw.addr).expect("connect");
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        gw.addr,
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let status: u16 = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+#[test]
+fn binding_off_loopback_without_a_key_refuses_to_start() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["gateway", "--bind", "0.0.0.0:0"])
+        .env("METAFORGE_HOME", home.path())
+        .env_remove("METAFORGE_GATEWAY_API_KEY")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("METAFORGE_GATEWAY_API_KEY"), "{stderr}");
+    assert!(
+        !home.path().join("tool_approvals_ledger.db").exists(),
+        "nothing written on refusal"
+    );
+}
+
+#[test]
+fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let gw = start(home.path());
+    let proposal = json!({
+        "template": "mech_v1",
+        "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan", "rationale": "bench test"}],
+        "manufacturingContext": {"route": "vendor"},
+        "targetMaturity": "physically_validated",
+        "loadsAndUse": "20 kg"
+    });
+    let (status, proposed) = http(&gw, "POST", "/v1/design-flows/propose", Some(&proposal));
+    assert_eq!(status, 201, "{proposed}");
+    let approval = proposed["approvalId"].as_str().expect("approval id").to_owned();
+    let version = proposed["version_id"].as_str().expect("version id").to_owned();
+    let (status, decided) = http(
+        &gw,
+        "POST",
+        &format!("/v1/approvals/{approval}/decision"),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["approver"], "ops");
+    let (status, hold) = http(
+        &gw,
+        "POST",
+        "/v1/chat/tool_approvals",
+        Some(&json!({"tool": "twin.commit_geometry", "caller": "remote"})),
+    );
+    assert_eq!(status, 201, "{hold}");
+    let open_hold = hold["id"].as_str().expect("hold id").to_owned();
+    drop(gw);
+
+    let gw = start(home.path());
+    let (status, stored) = http(&gw, "GET", &format!("/v1/design-flows/versions/{version}"), None);
+    assert_eq!(status, 200, "{stored}");
+    assert_eq!(stored["version"]["status"], "approved");
+    assert_eq!(stored["version"]["approver"], "ops");
+    let (_, orphan) = http(&gw, "GET", &format!("/v1/chat/tool_approvals/{open_hold}"), None);
+    assert_eq!(orphan["status"], "failed");
+    assert_eq!(
+        orphan["reason"],
+        "orphaned: gateway restarted while this approval was pending"
+    );
+    let (status, conflict) = http(
+        &gw,
+        "POST",
+        &format!("/v1/approvals/{approval}/decision"),
+        Some(&json!({"decision": "reject"})),
+    );
+    assert_eq!(status, 409, "{conflict}");
+}

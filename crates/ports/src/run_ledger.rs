@@ -1,0 +1,189 @@
+//! The run ledger (FORGE-485): the gateway's record of a design-flow run, a cache of the
+//! workflow that carries what the run was started on and every status it passed through.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+use crate::error::PortError;
+
+/// A run's status. Completed, failed and canceled are terminal and never reopened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// Accepted, the workflow not yet started.
+    Queued,
+    /// The workflow is running.
+    Running,
+    /// Parked at a gate, waiting for a person.
+    AwaitingApproval,
+    /// Finished successfully.
+    Completed,
+    /// Finished with an error.
+    Failed,
+    /// Stopped by a person.
+    Canceled,
+}
+
+impl RunStatus {
+    /// The snake_case name used in JSON and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// Parses the name written by [`RunStatus::as_str`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "queued" => Self::Queued,
+            "running" => Self::Running,
+            "awaiting_approval" => Self::AwaitingApproval,
+            "completed" => Self::Completed,
+            "failed" => Self::Failed,
+            "canceled" => Self::Canceled,
+            _ => return None,
+        })
+    }
+
+    /// True for the states a run never leaves.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+}
+
+/// Which engine executes the run (`METAFORGE_FLOW_ENGINE`); recorded so a restart knows whom to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FlowEngineKind {
+    /// The embedded engine, durable at phase and gate boundaries.
+    Embedded,
+    /// Temporal.
+    Temporal,
+    /// The in-process executor (test double engine).
+    InProcess,
+}
+
+impl FlowEngineKind {
+    /// The snake_case name used in JSON and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Temporal => "temporal",
+            Self::InProcess => "in_process",
+        }
+    }
+
+    /// Parses the name written by [`FlowEngineKind::as_str`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "embedded" => Self::Embedded,
+            "temporal" => Self::Temporal,
+            "in_process" => Self::InProcess,
+            _ => return None,
+        })
+    }
+}
+
+/// Who does a run's phase work (FORGE-581): fixed when the run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum IntelligenceMode {
+    /// A model the server calls.
+    Server,
+    /// The connected MCP client, through client tasks.
+    Client,
+}
+
+impl IntelligenceMode {
+    /// The snake_case name used in JSON and storage.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Client => "client",
+        }
+    }
+
+    /// Parses the name written by [`IntelligenceMode::as_str`].
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "server" => Self::Server,
+            "client" => Self::Client,
+            _ => return None,
+        })
+    }
+}
+
+/// One entry of a run's status history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStatusChange {
+    /// The status entered.
+    pub status: RunStatus,
+    /// Why (a gate's approval reason, a failure message).
+    pub reason: Option<String>,
+    /// When.
+    pub at: Timestamp,
+}
+
+/// A design-flow run as the ledger keeps it: what it runs on, and where it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// uuid v7.
+    pub id: String,
+    /// The project the run belongs to.
+    pub project_id: Option<String>,
+    /// The engine executing it.
+    pub flow_engine: FlowEngineKind,
+    /// Who does its phase work.
+    pub intelligence: IntelligenceMode,
+    /// The template the version came from.
+    pub template_id: String,
+    /// The template's version.
+    pub template_version: String,
+    /// The approved flow version it runs.
+    pub flow_version_id: String,
+    /// That version's content hash, pinned at start.
+    pub content_hash: String,
+    /// Current status.
+    pub status: RunStatus,
+    /// The reason for the current status (gate name and check summary, failure message).
+    pub reason: Option<String>,
+    /// Every status it entered, oldest first; the first entry is its creation.
+    pub history: Vec<RunStatusChange>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When its status last changed.
+    pub updated_at: Timestamp,
+}
+
+/// The run ledger.
+#[async_trait]
+pub trait RunLedger: Send + Sync {
+    /// Records a new run. Its history is written by the ledger (one entry: its initial status);
+    /// a supplied history is ignored. An existing id is a `Conflict`.
+    async fn create(&self, record: RunRecord) -> Result<RunRecord, PortError>;
+
+    /// One run (`NotFound` when absent).
+    async fn get(&self, id: &str) -> Result<RunRecord, PortError>;
+
+    /// Runs, oldest first, optionally only those in one status.
+    async fn list(&self, status: Option<RunStatus>) -> Result<Vec<RunRecord>, PortError>;
+
+    /// Moves a run to `status`. A terminal run is never reopened (`Conflict`, naming both
+    /// states); moving to the status and reason it already has changes nothing.
+    async fn set_status(
+        &self,
+        id: &str,
+        status: RunStatus,
+        reason: Option<String>,
+        at: Timestamp,
+    ) -> Result<RunRecord, PortError>;
+}

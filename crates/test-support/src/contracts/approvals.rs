@@ -1,0 +1,287 @@
+//! The approval ledger contract (FORGE-89, FORGE-406/466).
+
+use metaforge_ports::{
+    ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTrigger, Clock,
+    ORPHANED_APPROVAL_REASON, PortErrorKind, ResolveOutcome, WaiterResolution,
+};
+
+use super::kind_of;
+use crate::ManualClock;
+
+fn hold(id: &str, clock: &ManualClock) -> ApprovalRecord {
+    ApprovalRecord {
+        id: id.to_owned(),
+        kind: ApprovalKind::ToolCall,
+        tool: "twin.commit_geometry".to_owned(),
+        arguments: serde_json::json!({"node": "n1", "nested": {"b": 2, "a": [1, 2]}}),
+        caller: "remote".to_owned(),
+        status: ApprovalStatus::AwaitingApproval,
+        reason: None,
+        approver: None,
+        flow_version_id: None,
+        created_at: clock.now(),
+        decided_at: None,
+        deadline: None,
+    }
+}
+
+fn approve(by: &str) -> ApprovalDecision {
+    ApprovalDecision {
+        approve: true,
+        approver: by.to_owned(),
+        note: Some("looks right".to_owned()),
+    }
+}
+
+/// Runs every approval-ledger rule against `ledger`, whose time is `clock`.
+pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &ManualClock) {
+    // Park, then read back exactly what was parked.
+    let parked = ledger.park(hold("a-1", clock)).await.expect("park a-1");
+    assert_eq!(
+        ledger.get("a-1").await.expect("get a-1"),
+        parked,
+        "a parked hold reads back unchanged"
+    );
+    assert_eq!(
+        kind_of(&ledger.park(hold("a-1", clock)).await),
+        Some(PortErrorKind::Conflict),
+        "parking an existing id is a conflict"
+    );
+
+    // Bad input writes nothing.
+    let mut bad = hold("a-bad", clock);
+    bad.status = ApprovalStatus::Approved;
+    assert_eq!(
+        kind_of(&ledger.park(bad).await),
+        Some(PortErrorKind::Invalid),
+        "a new hold must be awaiting_approval"
+    );
+    let mut bad = hold("a-bad", clock);
+    bad.tool = " ".to_owned();
+    assert_eq!(
+        kind_of(&ledger.park(bad).await),
+        Some(PortErrorKind::Invalid),
+        "a hold needs a tool"
+    );
+    assert_eq!(
+        kind_of(&ledger.get("a-bad").await),
+        Some(PortErrorKind::NotFound),
+        "a refused park wrote nothing"
+    );
+    assert_eq!(kind_of(&ledger.get("nope").await), Some(PortErrorKind::NotFound));
+    assert_eq!(
+        kind_of(&ledger.decide("nope", approve("ana")).await),
+        Some(PortErrorKind::NotFound)
+    );
+    assert_eq!(
+        kind_of(&ledger.resolve("nope", WaiterResolution::TimedOut, None).await),
+        Some(PortErrorKind::NotFound)
+    );
+    assert_eq!(
+        kind_of(&ledger.history("nope").await),
+        Some(PortErrorKind::NotFound)
+    );
+
+    clock.advance(chrono::Duration::seconds(1));
+    ledger.park(hold("a-2", clock)).await.expect("park a-2");
+    let pending: Vec<String> = ledger
+        .list_pending()
+        .await
+        .expect("pending")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        pending,
+        vec!["a-1", "a-2"],
+        "pending holds are listed oldest first"
+    );
+
+    // A decision: only with an approver, exactly once.
+    assert_eq!(
+        kind_of(
+            &ledger
+                .decide(
+                    "a-1",
+                    ApprovalDecision {
+                        approver: "".into(),
+                        ..approve("x")
+                    }
+                )
+                .await
+        ),
+        Some(PortErrorKind::Invalid)
+    );
+    assert_eq!(
+        ledger.get("a-1").await.expect("get").status,
+        ApprovalStatus::AwaitingApproval,
+        "a refused decision changed nothing"
+    );
+    clock.advance(chrono::Duration::seconds(1));
+    let decided = ledger.decide("a-1", approve("ana")).await.expect("decide a-1");
+    assert_eq!(decided.status, ApprovalStatus::Approved);
+    assert_eq!(
+        decided.approver.as_deref(),
+        Some("ana"),
+        "the approver comes from the decision"
+    );
+    assert_eq!(decided.decided_at, Some(clock.now()));
+    assert_eq!(
+        ledger.get("a-1").await.expect("get"),
+        decided,
+        "the decision is durable"
+    );
+    let again = ledger
+        .decide(
+            "a-1",
+            ApprovalDecision {
+                approve: false,
+                approver: "bob".into(),
+                note: None,
+            },
+        )
+        .await;
+    assert_eq!(
+        kind_of(&again),
+        Some(PortErrorKind::Conflict),
+        "a decided hold cannot be decided again"
+    );
+    assert!(
+        again.err().is_some_and(|e| e.message.contains("approved")),
+        "the conflict names the state"
+    );
+    assert_eq!(
+        kind_of(&ledger.resolve("a-1", WaiterResolution::TimedOut, None).await),
+        Some(PortErrorKind::Conflict),
+        "a waiter cannot overwrite a person's decision"
+    );
+    let history = ledger.history("a-1").await.expect("history");
+    assert_eq!(history.len(), 2, "park + decision");
+    assert_eq!(history[0].trigger, ApprovalTrigger::Park);
+    assert_eq!(history[0].from, None);
+    assert_eq!(history[1].trigger, ApprovalTrigger::Decision);
+    assert_eq!(history[1].from, Some(ApprovalStatus::AwaitingApproval));
+    assert_eq!(history[1].to, ApprovalStatus::Approved);
+    assert_eq!(history[1].approver.as_deref(), Some("ana"));
+
+    // A waiter's close is idempotent.
+    let closed = ledger
+        .resolve("a-2", WaiterResolution::TimedOut, Some("window closed".into()))
+        .await
+        .expect("resolve");
+    assert!(
+        matches!(closed, ResolveOutcome::Resolved { .. }),
+        "an open hold is resolved"
+    );
+    assert_eq!(closed.record().status, ApprovalStatus::TimedOut);
+    let again = ledger
+        .resolve("a-2", WaiterResolution::Canceled, None)
+        .await
+        .expect("resolve again");
+    assert!(
+        matches!(again, ResolveOutcome::AlreadyClosed { .. }),
+        "closing a closed hold changes nothing"
+    );
+    assert_eq!(
+        again.record().status,
+        ApprovalStatus::TimedOut,
+        "the first close stands"
+    );
+    let late = ledger.decide("a-2", approve("ana")).await;
+    assert_eq!(
+        kind_of(&late),
+        Some(PortErrorKind::Conflict),
+        "answering a timed_out hold is a conflict"
+    );
+    assert!(
+        late.err()
+            .is_some_and(|e| e.message.contains("timed_out") && e.message.contains("window closed")),
+        "the conflict names the state and reason"
+    );
+    let history = ledger.history("a-2").await.expect("history");
+    assert_eq!(
+        history.iter().map(|h| h.trigger).collect::<Vec<_>>(),
+        vec![ApprovalTrigger::Park, ApprovalTrigger::Waiter]
+    );
+
+    // Deadline expiry on read.
+    let mut with_deadline = hold("a-3", clock);
+    with_deadline.deadline = Some(clock.now() + chrono::Duration::seconds(60));
+    ledger.park(with_deadline).await.expect("park a-3");
+    clock.advance(chrono::Duration::seconds(59));
+    assert!(
+        ledger
+            .list_pending()
+            .await
+            .expect("pending")
+            .iter()
+            .any(|r| r.id == "a-3"),
+        "before its deadline a hold stays open"
+    );
+    clock.advance(chrono::Duration::seconds(2));
+    assert!(
+        !ledger
+            .list_pending()
+            .await
+            .expect("pending")
+            .iter()
+            .any(|r| r.id == "a-3"),
+        "a read after the deadline expires the hold"
+    );
+    let expired = ledger.get("a-3").await.expect("get a-3");
+    assert_eq!(expired.status, ApprovalStatus::TimedOut);
+    assert!(expired.reason.as_deref().is_some_and(|r| r.contains("deadline")));
+    let history = ledger.history("a-3").await.expect("history");
+    assert_eq!(
+        history.last().map(|h| h.trigger),
+        Some(ApprovalTrigger::Deadline),
+        "expiry is recorded with trigger=deadline"
+    );
+    assert_eq!(
+        kind_of(&ledger.decide("a-3", approve("ana")).await),
+        Some(PortErrorKind::Conflict)
+    );
+
+    // Restore at start: open holds become failed, orphaned; closed ones are untouched.
+    clock.advance(chrono::Duration::seconds(1));
+    ledger.park(hold("a-4", clock)).await.expect("park a-4");
+    ledger.park(hold("a-5", clock)).await.expect("park a-5");
+    let mut overdue = hold("a-6", clock);
+    overdue.deadline = Some(clock.now());
+    ledger.park(overdue).await.expect("park a-6");
+    let orphaned = ledger.restore().await.expect("restore");
+    let mut ids: Vec<String> = orphaned.iter().map(|r| r.id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["a-4", "a-5"], "restore marks exactly the open holds");
+    assert_eq!(
+        ledger.get("a-6").await.expect("get a-6").status,
+        ApprovalStatus::TimedOut,
+        "a hold past its deadline at restart timed out, it was not orphaned"
+    );
+    for id in ["a-4", "a-5"] {
+        let r = ledger.get(id).await.expect("get orphan");
+        assert_eq!(r.status, ApprovalStatus::Failed);
+        assert_eq!(r.reason.as_deref(), Some(ORPHANED_APPROVAL_REASON));
+        let h = ledger.history(id).await.expect("history");
+        assert_eq!(h.last().map(|h| h.trigger), Some(ApprovalTrigger::Restart));
+    }
+    assert_eq!(
+        ledger.get("a-1").await.expect("get").status,
+        ApprovalStatus::Approved,
+        "restore leaves decided holds alone"
+    );
+    assert!(ledger.list_pending().await.expect("pending").is_empty());
+    assert!(matches!(
+        ledger.resolve("a-4", WaiterResolution::Canceled, None).await,
+        Ok(ResolveOutcome::AlreadyClosed { .. })
+    ));
+    assert_eq!(
+        ledger.restore().await.expect("restore again").len(),
+        0,
+        "a second restore finds nothing"
+    );
+
+    let recent = ledger.list_recent(2).await.expect("recent");
+    assert_eq!(recent.len(), 2, "list_recent honours its limit");
+    assert_eq!(recent[0].id, "a-6", "newest first");
+}

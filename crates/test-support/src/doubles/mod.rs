@@ -1,0 +1,29 @@
+//! In-memory doubles of every store port, behaving as the contract suites require.
+
+mod approvals;
+mod client_tasks;
+mod event_bus;
+mod flow_versions;
+mod runs;
+mod sessions;
+mod twin;
+mod usage;
+
+pub use approvals::MemoryApprovalLedger;
+pub use client_tasks::MemoryClientTaskStore;
+pub use event_bus::MemoryEventBus;
+pub use flow_versions::{MemoryFlowVersionStore, sha256_hex};
+pub use runs::MemoryRunLedger;
+pub use sessions::MemorySessionStore;
+pub use twin::MemoryTwinStore;
+pub use usage::MemoryUsageStore;
+
+use metaforge_ports::{PortError, PortErrorKind};
+
+fn err(kind: PortErrorKind, message: impl Into<String>) -> PortError {
+    PortError::new(kind, message)
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -1,0 +1,383 @@
+//! The twin store double: each branch holds a full copy of its graph; commits form a parent chain.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use metaforge_ports::{
+    EdgeDirection, PortError, PortErrorKind, TWIN_MAIN_BRANCH, TwinBranch, TwinCommit, TwinCommitRequest,
+    TwinDiff, TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinStore, canonical_json,
+    twin_content_hash,
+};
+
+use super::{err, lock};
+
+#[derive(Clone, Default)]
+struct Graph {
+    nodes: BTreeMap<String, TwinNode>,
+    edges: BTreeMap<String, TwinEdge>,
+}
+
+struct Branch {
+    head: Option<String>,
+    graph: Graph,
+}
+
+struct State {
+    branches: BTreeMap<String, Branch>,
+    commits: BTreeMap<String, TwinCommit>,
+}
+
+/// A twin store in memory (unit tests only).
+pub struct MemoryTwinStore {
+    state: Mutex<State>,
+}
+
+impl Default for MemoryTwinStore {
+    fn default() -> Self {
+        let mut branches = BTreeMap::new();
+        branches.insert(
+            TWIN_MAIN_BRANCH.to_owned(),
+            Branch {
+                head: None,
+                graph: Graph::default(),
+            },
+        );
+        Self {
+            state: Mutex::new(State {
+                branches,
+                commits: BTreeMap::new(),
+            }),
+        }
+    }
+}
+
+impl MemoryTwinStore {
+    /// A twin with an empty `main`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn invalid(m: String) -> PortError {
+    err(PortErrorKind::Invalid, m)
+}
+
+fn no_branch(name: &str) -> PortError {
+    err(
+        PortErrorKind::NotFound,
+        format!("twin branch {name:?} does not exist"),
+    )
+}
+
+fn apply(graph: &mut Graph, request: &TwinCommitRequest) -> Result<(), PortError> {
+    let branch = &request.branch;
+    let c = &request.changes;
+    for n in &c.upsert_nodes {
+        let mut n = n.clone();
+        n.content_hash = twin_content_hash(n.node_type, &n.properties);
+        graph.nodes.insert(n.id.clone(), n);
+    }
+    for (i, id) in c.delete_nodes.iter().enumerate() {
+        if graph.nodes.remove(id).is_none() {
+            return Err(invalid(format!(
+                "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
+            )));
+        }
+        graph.edges.retain(|_, e| e.from != *id && e.to != *id);
+    }
+    for (i, id) in c.remove_edges.iter().enumerate() {
+        if graph.edges.remove(id).is_none() {
+            return Err(invalid(format!(
+                "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
+            )));
+        }
+    }
+    for (i, e) in c.add_edges.iter().enumerate() {
+        if graph.edges.contains_key(&e.id) {
+            return Err(invalid(format!(
+                "commit.changes.add_edges[{i}].id: edge {} already exists",
+                e.id
+            )));
+        }
+        for (end, node) in [("from", &e.from), ("to", &e.to)] {
+            if !graph.nodes.contains_key(node) {
+                return Err(invalid(format!(
+                    "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
+                )));
+            }
+        }
+        graph.edges.insert(e.id.clone(), e.clone());
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl TwinStore for MemoryTwinStore {
+    async fn branches(&self) -> Result<Vec<TwinBranch>, PortError> {
+        Ok(lock(&self.state)
+            .branches
+            .iter()
+            .map(|(name, b)| TwinBranch {
+                name: name.clone(),
+                head: b.head.clone(),
+            })
+            .collect())
+    }
+
+    async fn create_branch(&self, name: &str, from: &str) -> Result<TwinBranch, PortError> {
+        let ok = !name.is_empty()
+            && name.len() <= 200
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'));
+        if !ok {
+            return Err(invalid(format!(
+                "branch name {name:?}: must be 1-200 characters of [A-Za-z0-9._/-]"
+            )));
+        }
+        let mut s = lock(&self.state);
+        let source = s.branches.get(from).ok_or_else(|| no_branch(from))?;
+        let copy = Branch {
+            head: source.head.clone(),
+            graph: source.graph.clone(),
+        };
+        if s.branches.contains_key(name) {
+            return Err(err(
+                PortErrorKind::Conflict,
+                format!("twin branch {name:?} already exists"),
+            ));
+        }
+        let head = copy.head.clone();
+        s.branches.insert(name.to_owned(), copy);
+        Ok(TwinBranch {
+            name: name.to_owned(),
+            head,
+        })
+    }
+
+    async fn commit(&self, request: TwinCommitRequest) -> Result<TwinCommit, PortError> {
+        if request.id.trim().is_empty() || request.author.trim().is_empty() {
+            return Err(invalid("commit.id/author: must not be empty".into()));
+        }
+        if request.changes.is_empty() {
+            return Err(invalid(
+                "commit.changes: an empty change set is not a commit".into(),
+            ));
+        }
+        if request
+            .changes
+            .upsert_nodes
+            .iter()
+            .any(|n| n.id.trim().is_empty())
+            || request.changes.add_edges.iter().any(|e| e.id.trim().is_empty())
+        {
+            return Err(invalid(
+                "commit.changes: node and edge ids must not be empty".into(),
+            ));
+        }
+        for (i, e) in request.changes.add_edges.iter().enumerate() {
+            if request.changes.add_edges[..i].iter().any(|o| o.id == e.id) {
+                return Err(invalid(format!(
+                    "commit.changes.add_edges[{i}].id: edge id {} appears twice",
+                    e.id
+                )));
+            }
+        }
+        let mut s = lock(&self.state);
+        let branch = s
+            .branches
+            .get(&request.branch)
+            .ok_or_else(|| no_branch(&request.branch))?;
+        if let Some(expected) = &request.expected_head
+            && branch.head.as_deref() != Some(expected.as_str())
+        {
+            return Err(err(
+                PortErrorKind::Conflict,
+                format!("twin branch {:?} moved", request.branch),
+            ));
+        }
+        if s.commits.contains_key(&request.id) {
+            return Err(err(
+                PortErrorKind::Conflict,
+                format!("twin commit {} already exists", request.id),
+            ));
+        }
+        let mut graph = branch.graph.clone();
+        apply(&mut graph, &request)?;
+        let commit = TwinCommit {
+            id: request.id.clone(),
+            parent: branch.head.clone(),
+            branch: request.branch.clone(),
+            message: request.message.clone(),
+            author: request.author.clone(),
+            at: request.at,
+        };
+        s.commits.insert(commit.id.clone(), commit.clone());
+        if let Some(b) = s.branches.get_mut(&request.branch) {
+            b.head = Some(commit.id.clone());
+            b.graph = graph;
+        }
+        Ok(commit)
+    }
+
+    async fn log(&self, branch: &str) -> Result<Vec<TwinCommit>, PortError> {
+        let s = lock(&self.state);
+        let mut cursor = s
+            .branches
+            .get(branch)
+            .ok_or_else(|| no_branch(branch))?
+            .head
+            .clone();
+        let mut out = Vec::new();
+        while let Some(id) = cursor {
+            let c = s
+                .commits
+                .get(&id)
+                .cloned()
+                .ok_or_else(|| err(PortErrorKind::Corrupt, format!("twin commit {id} missing")))?;
+            cursor = c.parent.clone();
+            out.push(c);
+        }
+        Ok(out)
+    }
+
+    async fn node(&self, branch: &str, id: &str) -> Result<TwinNode, PortError> {
+        let s = lock(&self.state);
+        let b = s.branches.get(branch).ok_or_else(|| no_branch(branch))?;
+        b.graph.nodes.get(id).cloned().ok_or_else(|| {
+            err(
+                PortErrorKind::NotFound,
+                format!("twin node {id:?} does not exist"),
+            )
+        })
+    }
+
+    async fn find_nodes(&self, branch: &str, query: &TwinNodeQuery) -> Result<Vec<TwinNode>, PortError> {
+        let s = lock(&self.state);
+        let b = s.branches.get(branch).ok_or_else(|| no_branch(branch))?;
+        Ok(b.graph
+            .nodes
+            .values()
+            .filter(|n| query.node_type.is_none_or(|t| n.node_type == t))
+            .filter(|n| {
+                query.property.as_ref().is_none_or(|(k, v)| {
+                    n.properties
+                        .get(k)
+                        .is_some_and(|have| canonical_json(have) == canonical_json(v))
+                })
+            })
+            .cloned()
+            .collect())
+    }
+
+    async fn edges(
+        &self,
+        branch: &str,
+        node_id: &str,
+        direction: EdgeDirection,
+        edge_type: Option<TwinEdgeType>,
+    ) -> Result<Vec<TwinEdge>, PortError> {
+        let s = lock(&self.state);
+        let b = s.branches.get(branch).ok_or_else(|| no_branch(branch))?;
+        if !b.graph.nodes.contains_key(node_id) {
+            return Err(err(
+                PortErrorKind::NotFound,
+                format!("twin node {node_id:?} does not exist"),
+            ));
+        }
+        let (out, inc) = match direction {
+            EdgeDirection::Outgoing => (true, false),
+            EdgeDirection::Incoming => (false, true),
+            _ => (true, true),
+        };
+        Ok(b.graph
+            .edges
+            .values()
+            .filter(|e| (out && e.from == node_id) || (inc && e.to == node_id))
+            .filter(|e| edge_type.is_none_or(|t| e.edge_type == t))
+            .cloned()
+            .collect())
+    }
+
+    async fn diff(&self, base: &str, head: &str) -> Result<TwinDiff, PortError> {
+        let s = lock(&self.state);
+        let b = &s.branches.get(base).ok_or_else(|| no_branch(base))?.graph;
+        let h = &s.branches.get(head).ok_or_else(|| no_branch(head))?.graph;
+        let mut d = TwinDiff::default();
+        for (id, n) in &h.nodes {
+            match b.nodes.get(id) {
+                None => d.nodes_added.push(n.clone()),
+                Some(before) if before.content_hash != n.content_hash => {
+                    d.nodes_changed.push(TwinNodeChange {
+                        before: before.clone(),
+                        after: n.clone(),
+                    });
+                }
+                Some(_) => {}
+            }
+        }
+        d.nodes_removed = b
+            .nodes
+            .iter()
+            .filter(|(id, _)| !h.nodes.contains_key(*id))
+            .map(|(_, n)| n.clone())
+            .collect();
+        d.edges_added = h
+            .edges
+            .iter()
+            .filter(|(id, e)| b.edges.get(*id) != Some(e))
+            .map(|(_, e)| e.clone())
+            .collect();
+        d.edges_removed = b
+            .edges
+            .iter()
+            .filter(|(id, e)| h.edges.get(*id) != Some(e))
+            .map(|(_, e)| e.clone())
+            .collect();
+        Ok(d)
+    }
+
+    async fn merge_fast_forward(&self, source: &str, target: &str) -> Result<TwinBranch, PortError> {
+        let mut s = lock(&self.state);
+        let src = s.branches.get(source).ok_or_else(|| no_branch(source))?;
+        let (src_head, src_graph) = (src.head.clone(), src.graph.clone());
+        let tgt_head = s
+            .branches
+            .get(target)
+            .ok_or_else(|| no_branch(target))?
+            .head
+            .clone();
+        if src_head != tgt_head {
+            let ff = match &tgt_head {
+                None => true,
+                Some(t) => {
+                    let mut cursor = src_head.clone();
+                    let mut found = false;
+                    while let Some(id) = cursor {
+                        if &id == t {
+                            found = true;
+                            break;
+                        }
+                        cursor = s.commits.get(&id).and_then(|c| c.parent.clone());
+                    }
+                    found
+                }
+            };
+            if !ff {
+                return Err(err(
+                    PortErrorKind::Conflict,
+                    format!("cannot fast-forward {target:?} to {source:?}"),
+                ));
+            }
+            if let Some(b) = s.branches.get_mut(target) {
+                b.head = src_head.clone();
+                b.graph = src_graph;
+            }
+        }
+        Ok(TwinBranch {
+            name: target.to_owned(),
+            head: src_head,
+        })
+    }
+}
