@@ -90,6 +90,9 @@ async fn fetch_tools(
     cache: &ToolCache,
     filters: &(Vec<String>, Vec<String>),
 ) -> Result<Vec<ToolDescriptor>, ServiceError> {
+    // A list fetched while a list_changed notification arrived may already be stale: keep it
+    // for this answer but do not cache it (the notification's own refresh will).
+    let changes_before = cache.list_changed.load(Ordering::SeqCst);
     let tools = peer.list_all_tools().await?;
     cache.fetches.fetch_add(1, Ordering::SeqCst);
     let list: Vec<ToolDescriptor> = tools
@@ -97,7 +100,10 @@ async fn fetch_tools(
         .filter(|t| tool_passes(&filters.0, &filters.1, &t.name))
         .map(descriptor_from_tool)
         .collect();
-    *cache.tools.write().await = Some(list.clone());
+    let mut slot = cache.tools.write().await;
+    if cache.list_changed.load(Ordering::SeqCst) == changes_before {
+        *slot = Some(list.clone());
+    }
     Ok(list)
 }
 

@@ -220,11 +220,15 @@ impl ServerHandler for SidecarServer {
                 arguments = with_answers(arguments, content.clone());
             }
         }
-        let outcome = self
-            .host
-            .call(&caller, &tool, arguments.clone())
-            .await
-            .map_err(mcp_error)?;
+        // A client that gives up sends notifications/cancelled; dropping the host's future then
+        // stops the work (and a held call resolves its hold as canceled).
+        let outcome = tokio::select! {
+            outcome = self.host.call(&caller, &tool, arguments.clone()) => outcome.map_err(mcp_error)?,
+            () = context.ct.cancelled() => {
+                tracing::info!(event = "mcp_call_cancelled_by_client", tool);
+                return Err(McpError::internal_error("request cancelled by the client", None));
+            }
+        };
         let (message, questions, fallback) = match outcome {
             HostCallOutcome::Done(output) => {
                 return Ok(CallToolResponse::Complete(

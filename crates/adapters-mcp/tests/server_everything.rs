@@ -148,6 +148,15 @@ async fn tools_list_changed_makes_the_client_re_list() {
         assert!(Instant::now() < deadline, "no tools/list_changed within 10s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // The notification makes the client fetch the list again on its own.
+    while client.stats().tool_fetches < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no re-list after tools/list_changed: {:?}",
+            client.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let after = client.list_tools().await.unwrap();
     let stats = client.stats();
     println!(

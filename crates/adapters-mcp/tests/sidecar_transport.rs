@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Default)]
 struct QuestionHost {
     seen: Mutex<Vec<CallerContext>>,
+    slow_dropped: Arc<AtomicBool>,
 }
 
 #[async_trait::async_trait]
@@ -52,6 +54,19 @@ impl ToolHost for QuestionHost {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
+        if tool == "slow.op" {
+            // Records whether the work was dropped (cancelled) before it finished.
+            struct Dropped(Arc<AtomicBool>);
+            impl Drop for Dropped {
+                fn drop(&mut self) {
+                    self.0.store(true, AtomicOrdering::SeqCst);
+                }
+            }
+            let _guard = Dropped(Arc::clone(&self.slow_dropped));
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            std::mem::forget(_guard);
+            return Ok(HostCallOutcome::Done(ToolOutput::json(json!({"slow": "done"}))));
+        }
         if tool != "ask.route" {
             return Err(PortError::new(PortErrorKind::NotFound, tool));
         }
@@ -325,4 +340,37 @@ async fn the_client_re_initialises_after_the_sidecar_restarts_and_answers_404() 
     assert!(stats.reinitialisations >= 1, "{stats:?}");
     client.close().await;
     second.cancel();
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_cancels_the_call_on_the_server() {
+    let host = Arc::new(QuestionHost::default());
+    let (url, shutdown) = sidecar(Arc::clone(&host), local(), None).await;
+    let mut config = ServerConfig::new(
+        "metaforge",
+        ServerTransport::Http {
+            url,
+            headers: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    let client = McpToolServer::new(config);
+    client.connect().await.unwrap();
+    // The caller stops waiting after 300 ms: the client must send notifications/cancelled.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.call_tool("slow.op", Map::new()),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the slow call cannot have finished");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !host.slow_dropped.load(AtomicOrdering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server kept working on a call its caller gave up"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.close().await;
+    shutdown.cancel();
 }

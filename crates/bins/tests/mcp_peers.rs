@@ -122,6 +122,8 @@ fn tool_names(listed: &Value) -> Vec<String> {
         .collect()
 }
 
+const PROPOSE_ARGS: &str = r#"{"template_id":"mech_v1","operations":[{"op":"add_deliverable","phase":"design","value":"test_plan","rationale":"load-tested before release"}],"context":{"manufacturing_context":{"route":"vendor"},"target_maturity":"sim_validated","loads_and_use":"20 kg shelf"}}"#;
+
 /// Lists and calls through one target (a command line or a URL) in one era.
 fn exercise(target: &[&str], era: &str) {
     let mut list = vec!["--protocol-era", era];
@@ -151,30 +153,77 @@ fn exercise(target: &[&str], era: &str) {
     ]);
     let report = inspector(&validate);
     assert_eq!(report["structuredContent"]["valid"], json!(true), "{era}");
+
+    assert!(names.contains(&"flow.propose".to_owned()), "{era}: {names:?}");
+    let mut propose = vec!["--protocol-era", era];
+    propose.extend_from_slice(target);
+    propose.extend_from_slice(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "flow.propose",
+        "--tool-args-json",
+        PROPOSE_ARGS,
+    ]);
+    let proposed = inspector(&propose);
+    assert_eq!(
+        proposed["structuredContent"]["status"],
+        json!("proposed"),
+        "{era}"
+    );
+    assert!(proposed["structuredContent"]["approval_id"].is_string(), "{era}");
+
+    // No elicitation declared by the Inspector CLI: the questions come back as the result.
+    let mut ask = vec!["--protocol-era", era];
+    ask.extend_from_slice(target);
+    ask.extend_from_slice(&[
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "flow.propose",
+        "--tool-args-json",
+        r#"{"template_id":"mech_v1"}"#,
+    ]);
+    let asked = inspector(&ask);
+    assert_eq!(
+        asked["structuredContent"]["status"],
+        json!("needs_input"),
+        "{era}"
+    );
+    assert_eq!(
+        asked["structuredContent"]["questions"][0]["id"],
+        json!("manufacturing_route"),
+        "{era}"
+    );
 }
 
 #[test]
 fn inspector_lists_and_calls_flow_tools_over_stdio_in_both_eras() {
+    let home = tempfile::tempdir().unwrap();
+    let env = format!("METAFORGE_HOME={}", home.path().display());
     for era in ["legacy", "modern"] {
-        exercise(&[BIN, "mcp", "serve", "--stdio"], era);
+        exercise(&["-e", &env, BIN, "mcp", "serve", "--stdio"], era);
     }
 }
 
 #[test]
 fn inspector_lists_and_calls_flow_tools_over_http_in_both_eras() {
-    let sidecar = Sidecar::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let home_str = home.path().display().to_string();
+    let sidecar = Sidecar::start(&[("METAFORGE_HOME", &home_str)]);
     for era in ["legacy", "modern"] {
         exercise(&[&sidecar.url], era);
     }
 }
 
-fn python_client(mode: &str, target: &str, calls: &Value) -> Value {
+fn python_client(mode: &str, target: &str, calls: &Value, home: &std::path::Path) -> Value {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/peers/mcp_python_client.py");
     let dir = tempfile::tempdir().unwrap();
     let calls_path = dir.path().join("calls.json");
     std::fs::write(&calls_path, calls.to_string()).unwrap();
     let out = Command::new("python3")
         .env("RUST_LOG", "warn")
+        .env("METAFORGE_HOME", home)
         .arg(script)
         .arg(mode)
         .arg(target)
@@ -197,11 +246,19 @@ fn python_mcp_client_lists_and_calls_over_stdio_and_http() {
     let calls = json!([
         {"tool": "flow.list"},
         {"tool": "flow.validate", "arguments": {"template_id": "hardware_v1"}},
-        {"tool": "flow.validate", "arguments": {}}
+        {"tool": "flow.validate", "arguments": {}},
+        // needs_input → elicitation/create → the answers → a held proposal.
+        {"tool": "flow.propose", "arguments": {"template_id": "mech_v1", "operations": [
+            {"op": "add_deliverable", "phase": "design", "value": "test_plan",
+             "rationale": "load-tested before release"}]},
+         "answers": {"manufacturing_route": "vendor", "target_maturity": "concept",
+                     "loads_and_use": "unknown"}}
     ]);
-    let sidecar = Sidecar::start(&[]);
+    let home = tempfile::tempdir().unwrap();
+    let home_str = home.path().display().to_string();
+    let sidecar = Sidecar::start(&[("METAFORGE_HOME", &home_str)]);
     for (mode, target) in [("stdio", BIN), ("http", sidecar.url.as_str())] {
-        let out = python_client(mode, target, &calls);
+        let out = python_client(mode, target, &calls, home.path());
         assert_eq!(out["server"], "metaforge");
         assert_eq!(out["protocolVersion"], "2025-11-25");
         let tools: Vec<String> = serde_json::from_value(out["tools"].clone()).unwrap();
@@ -211,16 +268,26 @@ fn python_mcp_client_lists_and_calls_over_stdio_and_http() {
         // A bad call is a tool-level error naming the field, not a protocol failure.
         assert_eq!(out["results"][2]["isError"], true);
         assert_eq!(out["results"][2]["structured"]["error"], "invalid_arguments");
+        // The Python client declared elicitation, so it was asked, and the proposal was held.
+        assert_eq!(out["elicitations"].as_array().unwrap().len(), 1, "{out}");
+        assert_eq!(out["results"][3]["structured"]["status"], "proposed", "{out}");
     }
 }
 
 #[test]
-fn http_refuses_a_non_loopback_address_with_exit_2() {
+fn http_refuses_a_non_loopback_address_with_exit_2_and_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .args(["mcp", "serve", "--http", "0.0.0.0:8765"])
+        .env("METAFORGE_HOME", home.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_dir(home.path()).unwrap().count(),
+        0,
+        "nothing may be written for a refused address"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("--http") && stderr.contains("0.0.0.0:8765"),

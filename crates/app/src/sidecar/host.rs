@@ -9,7 +9,12 @@ use metaforge_ports::{
 };
 use serde_json::{Map, Value};
 
-use metaforge_domain::tool_gating::{invalid_arguments_envelope, validate_arguments};
+use metaforge_domain::tool_gating::{
+    Annotation, Caller, CallerClass as GateClass, Decision, ToolSpec, decide, invalid_arguments_envelope,
+    validate_arguments,
+};
+
+use super::held::{HeldOutcome, HeldWrites};
 
 /// One tool the sidecar exposes.
 #[async_trait::async_trait]
@@ -21,6 +26,33 @@ pub trait SidecarTool: Send + Sync {
     fn offered_to(&self, class: CallerClass) -> bool {
         let _ = class;
         true
+    }
+
+    /// How the domain's gating rules see this tool. The default reads the MCP hints: read-only
+    /// → `READ_ONLY`, explicitly non-destructive → `ADDITIVE`, anything else → `DESTRUCTIVE`.
+    fn gate_spec(&self) -> ToolSpec {
+        let d = self.descriptor();
+        let annotation = if d.hints.read_only_hint == Some(true) {
+            Annotation::ReadOnly
+        } else if d.hints.destructive_hint == Some(false) {
+            Annotation::Additive
+        } else {
+            Annotation::Destructive
+        };
+        ToolSpec {
+            name: d.name,
+            origin: "native".to_owned(),
+            input_schema: Some(d.input_schema),
+            required_gates: Vec::new(),
+            requires_approval: false,
+            annotation,
+        }
+    }
+
+    /// True for a tool whose effect is itself a hold for a person (e.g. `flow.propose`, whose
+    /// version is held while the call returns): the host does not hold the call a second time.
+    fn holds_its_own_effect(&self) -> bool {
+        false
     }
 
     /// Runs the call; arguments were validated against the descriptor's schema.
@@ -41,11 +73,30 @@ pub trait SidecarResource: Send + Sync {
     async fn read(&self, uri: &str) -> Option<Result<ResourceText, PortError>>;
 }
 
-/// The sidecar's tools and resources.
+/// The sidecar's tools and resources, and where a held write waits.
 #[derive(Default)]
 pub struct SidecarHost {
     tools: BTreeMap<String, Arc<dyn SidecarTool>>,
     resources: Vec<Arc<dyn SidecarResource>>,
+    held: Option<HeldWrites>,
+}
+
+/// The gating class of a sidecar caller.
+pub(crate) fn gate_class(class: CallerClass) -> GateClass {
+    match class {
+        CallerClass::Local => GateClass::Local,
+        CallerClass::Remote => GateClass::Remote,
+        CallerClass::Service => GateClass::Service,
+        CallerClass::ClientTask => GateClass::ClientTask,
+        _ => GateClass::Untrusted,
+    }
+}
+
+fn envelope(status: &str, tool: &str, reason: &str, approval_id: Option<&str>) -> HostCallOutcome {
+    HostCallOutcome::Done(ToolOutput::error(serde_json::json!({
+        "status": status, "error": status, "tool": tool, "reason": reason,
+        "approval_id": approval_id,
+    })))
 }
 
 impl SidecarHost {
@@ -57,6 +108,13 @@ impl SidecarHost {
     /// Adds a tool (a later tool with the same id replaces the earlier one).
     pub fn with_tool(mut self, tool: Arc<dyn SidecarTool>) -> Self {
         self.tools.insert(tool.descriptor().name, tool);
+        self
+    }
+
+    /// Where held writes wait: without it a write that must be held is refused (fail closed),
+    /// never run unheld.
+    pub fn with_held_writes(mut self, held: HeldWrites) -> Self {
+        self.held = Some(held);
         self
     }
 
@@ -101,7 +159,57 @@ impl ToolHost for SidecarHost {
                 invalid_arguments_envelope(tool, &problems),
             )));
         }
-        tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str(),);
+        if !handler.holds_its_own_effect() {
+            let verdict = decide(
+                &handler.gate_spec(),
+                &Caller::from(gate_class(caller.class)),
+                &as_value,
+            );
+            tracing::info!(
+                event = "mcp_sidecar_call",
+                tool,
+                caller = caller.class.as_str(),
+                decision = ?verdict.decision,
+            );
+            match verdict.decision {
+                Decision::Run => {}
+                Decision::Hold => {
+                    let Some(held) = &self.held else {
+                        return Ok(envelope(
+                            "refused",
+                            tool,
+                            "this call must be held for a person, and no approval ledger is configured",
+                            None,
+                        ));
+                    };
+                    match held
+                        .hold_and_wait(tool, as_value, caller.class.as_str(), &verdict.reason)
+                        .await?
+                    {
+                        HeldOutcome::Approved(_) => {}
+                        HeldOutcome::TimedOut(record) => {
+                            return Ok(envelope(
+                                "timed_out",
+                                tool,
+                                record.reason.as_deref().unwrap_or("no decision in time"),
+                                Some(&record.id),
+                            ));
+                        }
+                        HeldOutcome::NotApproved(record) => {
+                            return Ok(envelope(
+                                record.status.as_str(),
+                                tool,
+                                record.reason.as_deref().unwrap_or("not approved"),
+                                Some(&record.id),
+                            ));
+                        }
+                    }
+                }
+                _ => return Ok(envelope("refused", tool, &verdict.reason, None)),
+            }
+        } else {
+            tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str());
+        }
         handler.call(caller, arguments).await
     }
 

@@ -10,6 +10,7 @@ JSON object: the listed tool names and, per call, the result's structuredContent
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters, types
@@ -51,7 +52,8 @@ async def main():
     with open(calls_path) as f:
         calls = json.load(f)
     if mode == "stdio":
-        params = StdioServerParameters(command=target, args=["mcp", "serve", "--stdio"])
+        env = {k: v for k, v in os.environ.items() if k in ("METAFORGE_HOME", "RUST_LOG", "HOME", "PATH")}
+        params = StdioServerParameters(command=target, args=["mcp", "serve", "--stdio"], env=env)
         async with stdio_client(params) as (read, write):
             out = await drive(read, write, calls)
     else:
