@@ -1,5 +1,25 @@
-//! MCP transports for MetaForge.
+//! MCP transports for MetaForge, built on rmcp.
 //!
-//! What lands here (issue 6): the MCP client (stdio and streamable HTTP, built on rmcp) that the
-//! central tool registry uses to reach tool servers, and the transport half of the
-//! `metaforge mcp serve` sidecar. Adapters depend on `metaforge-ports` only.
+//! Two directions, one crate: the MCP *client* ([`McpToolServer`], a [`metaforge_ports::ToolSource`]
+//! per configured server, stdio or streamable HTTP) that the central tool registry reaches tool
+//! servers through, and the *server* half of the `metaforge mcp serve` sidecar
+//! ([`SidecarServer`], [`serve_stdio`], [`bind_http`]) that hands every call to a
+//! [`metaforge_ports::ToolHost`]. Protocol details (eras, elicitation, sessions) stay here;
+//! adapters depend on `metaforge-ports` only.
+
+mod client;
+pub mod config;
+mod convert;
+mod glob;
+mod http_client;
+mod serve;
+mod server;
+
+pub use client::{ClientStats, McpToolServer};
+pub use config::{
+    ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
+};
+pub use serve::{HttpSidecar, MCP_PATH, ServeError, bind_http, serve_stdio};
+pub use server::{
+    ANSWERS_ARGUMENT, Connection, SERVICE_KEY_HEADER, SESSION_HEADER, SidecarServer, classify_http,
+};

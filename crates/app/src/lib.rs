@@ -8,3 +8,5 @@ pub mod approvals;
 pub mod flows;
 pub mod gateway;
 pub mod pipeline;
+pub mod sidecar;
+pub mod tools;

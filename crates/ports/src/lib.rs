@@ -18,6 +18,7 @@ pub mod provider;
 pub mod run_ledger;
 pub mod selection_store;
 pub mod session_store;
+pub mod tools;
 pub mod twin_store;
 pub mod usage;
 pub mod usage_store;
@@ -42,6 +43,10 @@ pub use provider::ApiFamily;
 pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
 pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore};
+pub use tools::{
+    CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, ResourceTemplateDescriptor,
+    ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
+};
 pub use twin_store::{
     EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,
     TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinNodeType, TwinStore, canonical_json,

@@ -3,6 +3,7 @@
 pub(crate) mod check;
 pub(crate) mod flow;
 pub(crate) mod llm;
+pub(crate) mod mcp;
 pub(crate) mod serve;
 
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ pub(crate) enum Command {
     /// Inspect the provider registry.
     #[command(subcommand)]
     Providers(llm::ProvidersCommand),
+    /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
+    Mcp(mcp::McpArgs),
 }
 
 /// Runs the parsed command and returns the process exit code.
@@ -44,5 +47,6 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Gateway(args) => serve::run(&args),
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
+        Command::Mcp(args) => mcp::run(args),
     }
 }

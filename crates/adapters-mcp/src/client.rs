@@ -1,0 +1,544 @@
+//! The MCP client: one configured tool server as a [`ToolSource`].
+//!
+//! What it hardens, because users of other harnesses hit each of these:
+//! - a stale tool list: `notifications/tools/list_changed` marks the cached list stale and
+//!   re-lists it in the background, so the next `list_tools` sees the server's current tools;
+//! - a stale session: rmcp's streamable HTTP transport re-initialises once on HTTP 404 and retries
+//!   the POST; when the connection itself is gone (server killed, child exited) this client
+//!   reconnects once and retries the call, transparently, and logs `mcp_session_reinitialised`;
+//! - timeouts that ignore progress: the call timeout is an idle timeout, reset by every
+//!   `notifications/progress` for the call;
+//! - abandoned calls: a caller that drops the call future makes the client send
+//!   `notifications/cancelled` for it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use metaforge_ports::{PortError, PortErrorKind, ToolDescriptor, ToolOutput, ToolSource};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig as ClientInfo, ClientRequest, ErrorCode, Implementation,
+    ProtocolVersion, RequestId, ServerResult,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions, RunningService,
+};
+use rmcp::{ClientHandler, RoleClient, ServiceError};
+use serde_json::{Map, Value};
+use tokio::sync::{Mutex, RwLock};
+
+use crate::config::{ProtocolChoice, ServerConfig, ServerTransport};
+use crate::convert::{descriptor_from_tool, output_from_result};
+use crate::glob::tool_passes;
+
+/// Shared between the client and its notification handler.
+#[derive(Default)]
+struct ToolCache {
+    /// The filtered list; `None` when it must be fetched again.
+    tools: RwLock<Option<Vec<ToolDescriptor>>>,
+    /// How many `tools/list_changed` notifications arrived (observability and tests).
+    list_changed: AtomicU64,
+    /// How many times the list was fetched from the server.
+    fetches: AtomicU64,
+}
+
+/// The rmcp client handler: our identity, and the `tools/list_changed` reaction.
+struct Handler {
+    info: ClientInfo,
+    server: String,
+    filters: Arc<(Vec<String>, Vec<String>)>,
+    cache: Arc<ToolCache>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientInfo {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        on_list_changed(&self.server, &self.cache, &self.filters, context.peer.clone()).await;
+    }
+}
+
+async fn on_list_changed(
+    server: &str,
+    cache: &Arc<ToolCache>,
+    filters: &Arc<(Vec<String>, Vec<String>)>,
+    peer: Peer<RoleClient>,
+) {
+    cache.list_changed.fetch_add(1, Ordering::SeqCst);
+    *cache.tools.write().await = None;
+    tracing::info!(
+        event = "mcp_tools_list_changed",
+        server,
+        "tool list changed; re-listing"
+    );
+    // Re-list off the notification path: a request issued from inside the handler must not
+    // hold up the service loop that would deliver its response.
+    let cache = Arc::clone(cache);
+    let filters = Arc::clone(filters);
+    let server = server.to_owned();
+    tokio::spawn(async move {
+        if let Err(e) = fetch_tools(&peer, &cache, &filters).await {
+            tracing::warn!(event = "mcp_tools_refresh_failed", server, error = %e);
+        }
+    });
+}
+
+async fn fetch_tools(
+    peer: &Peer<RoleClient>,
+    cache: &ToolCache,
+    filters: &(Vec<String>, Vec<String>),
+) -> Result<Vec<ToolDescriptor>, ServiceError> {
+    // A list fetched while a list_changed notification arrived may already be stale: keep it
+    // for this answer but do not cache it (the notification's own refresh will).
+    let changes_before = cache.list_changed.load(Ordering::SeqCst);
+    let tools = peer.list_all_tools().await?;
+    cache.fetches.fetch_add(1, Ordering::SeqCst);
+    let list: Vec<ToolDescriptor> = tools
+        .iter()
+        .filter(|t| tool_passes(&filters.0, &filters.1, &t.name))
+        .map(descriptor_from_tool)
+        .collect();
+    let mut slot = cache.tools.write().await;
+    if cache.list_changed.load(Ordering::SeqCst) == changes_before {
+        *slot = Some(list.clone());
+    }
+    Ok(list)
+}
+
+/// One live session with the server.
+struct Connection {
+    service: RunningService<RoleClient, Handler>,
+    generation: u64,
+    /// Holds the 2026-07-28 `subscriptions/listen` task, stopped when the session is dropped.
+    _listener: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A configured MCP tool server, connected lazily and reconnected when its session is gone.
+pub struct McpToolServer {
+    config: ServerConfig,
+    cache: Arc<ToolCache>,
+    filters: Arc<(Vec<String>, Vec<String>)>,
+    connection: RwLock<Option<Arc<Connection>>>,
+    connect_lock: Mutex<()>,
+    generation: AtomicU64,
+    reinitialisations: AtomicU64,
+    /// Sessions the HTTP transport re-initialised itself (404 or an equivalent answer).
+    transport_reinitialisations: Arc<AtomicU64>,
+}
+
+/// Counters describing what the client has done, for logs, health and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Sessions opened (1 after the first connect).
+    pub sessions: u64,
+    /// Times a lost session was re-initialised to retry a call (by this client after the
+    /// connection died, or by the HTTP transport after the server forgot the session).
+    pub reinitialisations: u64,
+    /// `tools/list_changed` notifications received.
+    pub list_changed: u64,
+    /// Tool-list fetches from the server.
+    pub tool_fetches: u64,
+}
+
+impl McpToolServer {
+    /// A client for `config`; nothing connects until the first list or call.
+    pub fn new(config: ServerConfig) -> Self {
+        let filters = Arc::new((config.include.clone(), config.exclude.clone()));
+        Self {
+            config,
+            cache: Arc::new(ToolCache::default()),
+            filters,
+            connection: RwLock::new(None),
+            connect_lock: Mutex::new(()),
+            generation: AtomicU64::new(0),
+            reinitialisations: AtomicU64::new(0),
+            transport_reinitialisations: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Connects now (instead of on first use), so a bad server fails at start-up.
+    pub async fn connect(&self) -> Result<(), PortError> {
+        self.live_connection().await.map(|_| ())
+    }
+
+    /// What the client has done so far.
+    pub fn stats(&self) -> ClientStats {
+        ClientStats {
+            sessions: self.generation.load(Ordering::SeqCst),
+            reinitialisations: self.reinitialisations.load(Ordering::SeqCst)
+                + self.transport_reinitialisations.load(Ordering::SeqCst),
+            list_changed: self.cache.list_changed.load(Ordering::SeqCst),
+            tool_fetches: self.cache.fetches.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The protocol version negotiated with the server, when connected.
+    pub async fn protocol_version(&self) -> Option<String> {
+        let conn = self.connection.read().await.clone()?;
+        conn.service
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.as_str().to_owned())
+    }
+
+    /// Closes the session (stops a stdio child).
+    pub async fn close(&self) {
+        let taken = self.connection.write().await.take();
+        if let Some(Ok(conn)) = taken.map(Arc::try_unwrap) {
+            let mut service = conn.service;
+            let _closed = service.close().await;
+        }
+    }
+
+    async fn live_connection(&self) -> Result<Arc<Connection>, PortError> {
+        if let Some(conn) = self.current().await {
+            return Ok(conn);
+        }
+        let _guard = self.connect_lock.lock().await;
+        if let Some(conn) = self.current().await {
+            return Ok(conn);
+        }
+        let conn = Arc::new(self.open().await?);
+        *self.connection.write().await = Some(Arc::clone(&conn));
+        *self.cache.tools.write().await = None;
+        Ok(conn)
+    }
+
+    /// The current session, unless it has closed.
+    async fn current(&self) -> Option<Arc<Connection>> {
+        self.connection
+            .read()
+            .await
+            .clone()
+            .filter(|conn| !conn.service.is_closed())
+    }
+
+    /// Drops the session `generation` (if it is still current), so the next use reconnects.
+    async fn forget(&self, generation: u64) {
+        let mut slot = self.connection.write().await;
+        if slot.as_ref().is_some_and(|c| c.generation == generation) {
+            *slot = None;
+        }
+    }
+
+    async fn open(&self) -> Result<Connection, PortError> {
+        let name = self.config.name.clone();
+        let mut info = ClientInfo::new(
+            ClientCapabilities::default(),
+            Implementation::new("metaforge", env!("CARGO_PKG_VERSION")),
+        );
+        let lifecycle = match self.config.protocol {
+            ProtocolChoice::Initialize => {
+                info.protocol_version = ProtocolVersion::V_2025_11_25;
+                ClientLifecycleMode::Initialize
+            }
+            ProtocolChoice::Discover => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+            ProtocolChoice::Auto => {
+                info.protocol_version = ProtocolVersion::V_2025_11_25;
+                ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                }
+            }
+        };
+        let handler = Handler {
+            info,
+            server: name.clone(),
+            filters: Arc::clone(&self.filters),
+            cache: Arc::clone(&self.cache),
+        };
+        let unavailable = |what: &str, e: &dyn std::fmt::Display| {
+            PortError::new(
+                PortErrorKind::Unavailable,
+                format!("mcp server {name}: {what}: {e}"),
+            )
+        };
+        let connecting = async {
+            match &self.config.transport {
+                ServerTransport::Stdio { command, args, env } => {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args).envs(env);
+                    let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                        .stderr(std::process::Stdio::null())
+                        .spawn()
+                        .map_err(|e| unavailable(&format!("cannot start {command}"), &e))?;
+                    handler
+                        .serve_with_lifecycle(transport, lifecycle)
+                        .await
+                        .map_err(|e| unavailable("handshake failed", &e))
+                }
+                ServerTransport::Http { url, headers } => {
+                    let mut custom = std::collections::HashMap::new();
+                    for (k, v) in headers {
+                        let key = http::HeaderName::from_bytes(k.as_bytes())
+                            .map_err(|e| unavailable("bad header name", &e))?;
+                        let value = http::HeaderValue::from_str(v)
+                            .map_err(|e| unavailable("bad header value", &e))?;
+                        custom.insert(key, value);
+                    }
+                    let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                        url.as_str(),
+                    )
+                    .custom_headers(custom)
+                    .reinit_on_expired_session(true);
+                    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
+                        crate::http_client::SessionAwareClient::new(
+                            &name,
+                            Arc::clone(&self.transport_reinitialisations),
+                        ),
+                        config,
+                    );
+                    handler
+                        .serve_with_lifecycle(transport, lifecycle)
+                        .await
+                        .map_err(|e| unavailable("handshake failed", &e))
+                }
+            }
+        };
+        let service = tokio::time::timeout(self.config.connect_timeout, connecting)
+            .await
+            .map_err(|_elapsed| {
+                PortError::new(
+                    PortErrorKind::Unavailable,
+                    format!(
+                        "mcp server {name}: no handshake within {:?}",
+                        self.config.connect_timeout
+                    ),
+                )
+            })??;
+        let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        let version = service
+            .peer()
+            .peer_info()
+            .map(|info| info.protocol_version.clone());
+        tracing::info!(
+            event = "mcp_server_connected",
+            server = %name,
+            protocol = version.as_ref().map(|v| v.as_str()).unwrap_or("unknown"),
+            generation,
+        );
+        let listener = if version.as_ref().is_some_and(|v| !v.has_initialize()) {
+            Some(self.spawn_list_changed_listener(service.peer().clone()))
+        } else {
+            None
+        };
+        Ok(Connection {
+            service,
+            generation,
+            _listener: listener,
+        })
+    }
+
+    /// On a 2026-07-28 session list changes arrive only on a `subscriptions/listen` stream.
+    fn spawn_list_changed_listener(&self, peer: Peer<RoleClient>) -> tokio::task::JoinHandle<()> {
+        let cache = Arc::clone(&self.cache);
+        let filters = Arc::clone(&self.filters);
+        let server = self.config.name.clone();
+        tokio::spawn(async move {
+            let filter = rmcp::model::SubscriptionFilter::builder()
+                .tools_list_changed()
+                .build();
+            let mut subscription = match peer.listen(filter).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(event = "mcp_subscription_failed", server, error = %e);
+                    return;
+                }
+            };
+            while let Ok(Some(notification)) = subscription.next().await {
+                if matches!(
+                    notification,
+                    rmcp::model::ServerNotification::ToolListChangedNotification(_)
+                ) {
+                    on_list_changed(&server, &cache, &filters, peer.clone()).await;
+                }
+            }
+        })
+    }
+
+    async fn call_once(
+        &self,
+        conn: &Connection,
+        tool: &str,
+        arguments: &Map<String, Value>,
+    ) -> Result<ToolOutput, CallFailure> {
+        let peer = conn.service.peer();
+        let request = CallToolRequest::new(
+            CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.clone()),
+        );
+        let mut options = PeerRequestOptions::with_timeout(self.config.call_timeout);
+        options.reset_timeout_on_progress = true;
+        let handle = peer
+            .send_request_with_option(ClientRequest::CallToolRequest(request), options)
+            .await
+            .map_err(CallFailure::from_service)?;
+        let guard = CancelOnDrop {
+            peer: Some(peer.clone()),
+            id: handle.id.clone(),
+        };
+        let response = handle.await_response().await;
+        guard.disarm();
+        match response.map_err(CallFailure::from_service)? {
+            ServerResult::CallToolResult(result) => output_from_result(result).map_err(CallFailure::Final),
+            other => Err(CallFailure::Final(PortError::new(
+                PortErrorKind::Internal,
+                format!(
+                    "mcp server {}: unexpected answer to tools/call: {other:?}",
+                    self.config.name
+                ),
+            ))),
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller stopped waiting.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.peer = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(peer) = self.peer.take() else {
+            return;
+        };
+        let id = self.id.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let notification = CancelledNotification::new(CancelledNotificationParam::new(
+                    Some(id),
+                    Some("caller gave up".to_owned()),
+                ));
+                if let Err(e) = peer.send_notification(notification.into()).await {
+                    tracing::debug!(event = "mcp_cancel_not_sent", error = %e);
+                }
+            });
+        }
+    }
+}
+
+enum CallFailure {
+    /// The session is gone; reconnecting may help.
+    ConnectionLost(PortError),
+    /// Retrying would not help.
+    Final(PortError),
+}
+
+impl CallFailure {
+    fn from_service(e: ServiceError) -> Self {
+        match e {
+            ServiceError::TransportSend(_) | ServiceError::TransportClosed => Self::ConnectionLost(
+                PortError::with_source(PortErrorKind::Unavailable, "mcp session lost", e),
+            ),
+            ServiceError::McpError(data) => {
+                let kind = if data.code == ErrorCode::METHOD_NOT_FOUND {
+                    PortErrorKind::NotFound
+                } else if data.code == ErrorCode::INVALID_PARAMS {
+                    PortErrorKind::Invalid
+                } else {
+                    PortErrorKind::Internal
+                };
+                let mut message = data.message.to_string();
+                if let Some(extra) = &data.data {
+                    message.push_str(&format!(" (data: {extra})"));
+                }
+                Self::Final(PortError::new(kind, message))
+            }
+            ServiceError::Timeout { timeout } => Self::Final(PortError::new(
+                PortErrorKind::Unavailable,
+                format!("no response or progress within {timeout:?}; the call was cancelled"),
+            )),
+            other => Self::Final(PortError::with_source(
+                PortErrorKind::Internal,
+                "mcp call failed",
+                other,
+            )),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolSource for McpToolServer {
+    fn server_name(&self) -> &str {
+        &self.config.name
+    }
+
+    async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError> {
+        if let Some(tools) = self.cache.tools.read().await.clone() {
+            return Ok(tools);
+        }
+        for attempt in 0..2 {
+            let conn = self.live_connection().await?;
+            match fetch_tools(conn.service.peer(), &self.cache, &self.filters).await {
+                Ok(list) => return Ok(list),
+                Err(e) => match CallFailure::from_service(e) {
+                    CallFailure::ConnectionLost(_) if attempt == 0 => {
+                        self.reinitialise(conn.generation, "tools/list").await;
+                    }
+                    CallFailure::ConnectionLost(e) | CallFailure::Final(e) => {
+                        return Err(self.named(e));
+                    }
+                },
+            }
+        }
+        Err(PortError::new(
+            PortErrorKind::Unavailable,
+            format!(
+                "mcp server {}: tools/list failed after re-initialising",
+                self.config.name
+            ),
+        ))
+    }
+
+    async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        for attempt in 0..2 {
+            let conn = self.live_connection().await?;
+            match self.call_once(&conn, tool, &arguments).await {
+                Ok(out) => return Ok(out),
+                Err(CallFailure::ConnectionLost(_)) if attempt == 0 => {
+                    self.reinitialise(conn.generation, tool).await;
+                }
+                Err(CallFailure::ConnectionLost(e) | CallFailure::Final(e)) => {
+                    return Err(self.named(e));
+                }
+            }
+        }
+        Err(PortError::new(
+            PortErrorKind::Unavailable,
+            format!(
+                "mcp server {}: {tool} failed after re-initialising",
+                self.config.name
+            ),
+        ))
+    }
+}
+
+impl McpToolServer {
+    async fn reinitialise(&self, generation: u64, during: &str) {
+        self.reinitialisations.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(
+            event = "mcp_session_reinitialised",
+            server = %self.config.name,
+            during,
+            "session lost; re-initialising once and retrying"
+        );
+        self.forget(generation).await;
+    }
+
+    fn named(&self, e: PortError) -> PortError {
+        PortError {
+            message: format!("mcp server {}: {}", self.config.name, e.message),
+            ..e
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Running the sidecar: stdio for a harness that spawns it, streamable HTTP (axum) for one that
+//! connects to it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use metaforge_ports::ToolHost;
+use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::{Connection, SidecarServer};
+
+/// The path the sidecar serves MCP on.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Why the sidecar could not serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The address is not a loopback address; the sidecar never listens beyond this machine.
+    #[error("refusing to listen on {0}: the MCP sidecar binds loopback addresses only (127.0.0.1 or ::1)")]
+    NotLoopback(SocketAddr),
+    /// Binding or serving failed.
+    #[error("mcp sidecar on {addr}: {source}")]
+    Io {
+        /// Where.
+        addr: String,
+        /// What.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The MCP session over stdio failed.
+    #[error("mcp sidecar on stdio: {0}")]
+    Stdio(String),
+}
+
+/// Serves one MCP session on stdin/stdout until the client closes it. The caller is `local`.
+pub async fn serve_stdio(host: Arc<dyn ToolHost>) -> Result<(), ServeError> {
+    let server = SidecarServer::new(host, Connection::Stdio);
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+    running
+        .waiting()
+        .await
+        .map_err(|e| ServeError::Stdio(e.to_string()))?;
+    Ok(())
+}
+
+/// A bound HTTP sidecar: its address, and the future that serves it until `shutdown`.
+pub struct HttpSidecar {
+    /// The bound address (useful when the requested port was 0).
+    pub local_addr: SocketAddr,
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+}
+
+/// Binds the HTTP sidecar on a loopback `addr`; `service_key` is `METAFORGE_MCP_SERVICE_KEY`.
+pub async fn bind_http(
+    host: Arc<dyn ToolHost>,
+    addr: SocketAddr,
+    service_key: Option<String>,
+    shutdown: CancellationToken,
+) -> Result<HttpSidecar, ServeError> {
+    if !addr.ip().is_loopback() {
+        return Err(ServeError::NotLoopback(addr));
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Io {
+            addr: addr.to_string(),
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| ServeError::Io {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let service_key: Option<Arc<str>> = service_key.filter(|k| !k.is_empty()).map(Arc::from);
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = shutdown.child_token();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(SidecarServer::new(
+                Arc::clone(&host),
+                Connection::Http {
+                    service_key: service_key.clone(),
+                },
+            ))
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let router = axum::Router::new().nest_service(MCP_PATH, service);
+    Ok(HttpSidecar {
+        local_addr,
+        listener,
+        router,
+        shutdown,
+    })
+}
+
+impl HttpSidecar {
+    /// Serves until the shutdown token is cancelled.
+    pub async fn run(self) -> Result<(), ServeError> {
+        let addr = self.local_addr.to_string();
+        let shutdown = self.shutdown;
+        axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
+            .await
+            .map_err(|source| ServeError::Io { addr, source })
+    }
+}

@@ -1,0 +1,421 @@
+//! The sidecar's MCP server: protocol plumbing over a [`ToolHost`].
+//!
+//! The host (in `metaforge-app`) decides what a tool does; this module decides who is calling
+//! (from the connection, never from arguments) and how a question for a person reaches them:
+//! a 2025-11-25 client that declared elicitation is asked with `elicitation/create`, a 2026-07-28
+//! client gets an `InputRequiredResult` and answers on its retry, any other client receives the
+//! questions as the tool result.
+
+use std::sync::Arc;
+
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, PortError, PortErrorKind,
+    ToolHost,
+};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitationAction,
+    ElicitationSchema, Implementation, InputRequest, InputRequiredResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+
+use crate::convert::{result_from_output, tool_from_descriptor};
+
+/// The header a MetaForge service presents its key in (also accepted as `Authorization: Bearer`).
+pub const SERVICE_KEY_HEADER: &str = "x-metaforge-service-key";
+/// The header carrying a stable MetaForge session id across MCP sessions (FORGE-584).
+pub const SESSION_HEADER: &str = "x-metaforge-session";
+/// The key the answers to a tool's questions are merged under in its re-submitted arguments.
+pub const ANSWERS_ARGUMENT: &str = "answers";
+/// The `inputRequests` key the sidecar uses for its one elicitation.
+const INPUT_REQUEST_KEY: &str = "answers";
+
+/// How this server instance was reached, which bounds the caller classes it can grant.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Connection {
+    /// stdio: the caller is the local user.
+    Stdio,
+    /// Streamable HTTP: remote, or service when the request carries the configured key.
+    Http {
+        /// `METAFORGE_MCP_SERVICE_KEY`, when set.
+        service_key: Option<Arc<str>>,
+    },
+}
+
+/// The rmcp server handler for one connection (stdio) or one HTTP session.
+#[derive(Clone)]
+pub struct SidecarServer {
+    host: Arc<dyn ToolHost>,
+    connection: Connection,
+}
+
+impl SidecarServer {
+    /// A server handing every call to `host`.
+    pub fn new(host: Arc<dyn ToolHost>, connection: Connection) -> Self {
+        Self { host, connection }
+    }
+
+    fn caller_class(&self, context: &RequestContext<RoleServer>) -> CallerClass {
+        match &self.connection {
+            Connection::Stdio => CallerClass::Local,
+            Connection::Http { service_key } => {
+                let parts = context.extensions.get::<http::request::Parts>();
+                classify_http(service_key.as_deref(), parts.map(|p| &p.headers))
+            }
+        }
+    }
+
+    fn caller(&self, context: &RequestContext<RoleServer>) -> CallerContext {
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| {
+                p.headers
+                    .get(SESSION_HEADER)
+                    .or_else(|| p.headers.get("mcp-session-id"))
+            })
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        CallerContext {
+            class: self.caller_class(context),
+            session,
+            input_channel: input_channel(context),
+        }
+    }
+}
+
+/// The caller class an HTTP request earns: the right service key makes it `service`; a wrong key
+/// makes it `untrusted` (it claimed something it could not prove); no key is `remote`.
+pub fn classify_http(service_key: Option<&str>, headers: Option<&http::HeaderMap>) -> CallerClass {
+    let presented = headers.and_then(|h| {
+        h.get(SERVICE_KEY_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| {
+                h.get(http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(str::to_owned)
+            })
+    });
+    match (service_key, presented) {
+        (_, None) => CallerClass::Remote,
+        (Some(key), Some(given)) if constant_time_eq(key.as_bytes(), given.as_bytes()) => {
+            CallerClass::Service
+        }
+        (_, Some(_)) => CallerClass::Untrusted,
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn input_channel(context: &RequestContext<RoleServer>) -> InputChannel {
+    let modern = context.protocol_version().is_some_and(|v| !v.has_initialize());
+    if modern {
+        let declares = context
+            .meta
+            .client_capabilities()
+            .is_some_and(|c| c.elicitation.is_some());
+        return if declares {
+            InputChannel::InputRequired
+        } else {
+            InputChannel::None
+        };
+    }
+    let declares = context
+        .peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some());
+    if declares {
+        InputChannel::Elicitation
+    } else {
+        InputChannel::None
+    }
+}
+
+fn mcp_error(e: PortError) -> McpError {
+    match e.kind {
+        PortErrorKind::NotFound => McpError::invalid_params(e.message, None),
+        PortErrorKind::Invalid => McpError::invalid_params(e.message, None),
+        _ => McpError::internal_error(e.message, None),
+    }
+}
+
+/// The form a person fills in: one string field per question (an enum when it is a choice).
+fn elicitation_schema(questions: &[InputQuestion]) -> Result<ElicitationSchema, McpError> {
+    let mut properties = Map::new();
+    for q in questions {
+        let mut field = serde_json::json!({"type": "string", "title": q.id, "description": q.prompt});
+        if !q.choices.is_empty() {
+            field["enum"] = Value::from(q.choices.clone());
+        }
+        properties.insert(q.id.clone(), field);
+    }
+    let required: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+    serde_json::from_value(serde_json::json!({
+        "type": "object", "properties": properties, "required": required
+    }))
+    .map_err(|e| McpError::internal_error(format!("elicitation schema: {e}"), None))
+}
+
+fn with_answers(mut arguments: Map<String, Value>, answers: Value) -> Map<String, Value> {
+    arguments.insert(ANSWERS_ARGUMENT.to_owned(), answers);
+    arguments
+}
+
+impl ServerHandler for SidecarServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::default();
+        info.capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        info.server_info = Implementation::new("metaforge", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "MetaForge design flows. Writes are held for a person; no tool here approves anything."
+                .to_owned(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let class = self.caller_class(&context);
+        let tools = self
+            .host
+            .tools(class)
+            .iter()
+            .map(tool_from_descriptor)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(mcp_error)?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = self.caller(&context);
+        let tool = request.name.to_string();
+        let mut arguments = request.arguments.clone().unwrap_or_default();
+        // A 2026-07-28 retry carries the person's answers as the elicitation's result.
+        if let Some(answer) = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(INPUT_REQUEST_KEY))
+        {
+            let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
+            if let (true, Some(content)) = (accepted, answer.get("content")) {
+                arguments = with_answers(arguments, content.clone());
+            }
+        }
+        // A client that gives up sends notifications/cancelled; dropping the host's future then
+        // stops the work (and a held call resolves its hold as canceled).
+        let outcome = tokio::select! {
+            outcome = self.host.call(&caller, &tool, arguments.clone()) => outcome.map_err(mcp_error)?,
+            () = context.ct.cancelled() => {
+                tracing::info!(event = "mcp_call_cancelled_by_client", tool);
+                return Err(McpError::internal_error("request cancelled by the client", None));
+            }
+        };
+        let (message, questions, fallback) = match outcome {
+            HostCallOutcome::Done(output) => {
+                return Ok(CallToolResponse::Complete(
+                    result_from_output(&output).map_err(mcp_error)?,
+                ));
+            }
+            HostCallOutcome::NeedsInput {
+                message,
+                questions,
+                result,
+            } => (message, questions, result),
+            other => {
+                return Err(McpError::internal_error(
+                    format!("tool {tool}: unsupported outcome {other:?}"),
+                    None,
+                ));
+            }
+        };
+        match caller.input_channel {
+            InputChannel::InputRequired if request.input_responses.is_none() => {
+                let params = ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message,
+                    requested_schema: elicitation_schema(&questions)?,
+                };
+                let mut requests = std::collections::BTreeMap::new();
+                requests.insert(
+                    INPUT_REQUEST_KEY.to_owned(),
+                    InputRequest::Elicitation(ElicitRequest::new(params)),
+                );
+                Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    Some(format!("{tool}:needs_input")),
+                )))
+            }
+            InputChannel::Elicitation => {
+                let params = ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message,
+                    requested_schema: elicitation_schema(&questions)?,
+                };
+                let answer = context.peer.create_elicitation(params).await;
+                match answer {
+                    Ok(result) if result.action == ElicitationAction::Accept => {
+                        let answers = result.content.unwrap_or(Value::Object(Map::new()));
+                        let again = self
+                            .host
+                            .call(&caller, &tool, with_answers(arguments, answers))
+                            .await
+                            .map_err(mcp_error)?;
+                        let output = match again {
+                            HostCallOutcome::Done(output) => output,
+                            HostCallOutcome::NeedsInput { result, .. } => result,
+                            other => {
+                                return Err(McpError::internal_error(
+                                    format!("tool {tool}: unsupported outcome {other:?}"),
+                                    None,
+                                ));
+                            }
+                        };
+                        Ok(CallToolResponse::Complete(
+                            result_from_output(&output).map_err(mcp_error)?,
+                        ))
+                    }
+                    Ok(_declined) => Ok(CallToolResponse::Complete(
+                        result_from_output(&fallback).map_err(mcp_error)?,
+                    )),
+                    Err(e) => {
+                        tracing::warn!(event = "mcp_elicitation_failed", tool, error = %e);
+                        Ok(CallToolResponse::Complete(
+                            result_from_output(&fallback).map_err(mcp_error)?,
+                        ))
+                    }
+                }
+            }
+            _ => Ok(CallToolResponse::Complete(
+                result_from_output(&fallback).map_err(mcp_error)?,
+            )),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::default())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let templates = self
+            .host
+            .resource_templates()
+            .into_iter()
+            .map(|t| {
+                ResourceTemplate::new(t.uri_template, t.name)
+                    .with_description(t.description)
+                    .with_mime_type(t.mime_type)
+            })
+            .collect();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        match self.host.read_resource(&request.uri).await {
+            Ok(text) => Ok(ReadResourceResponse::Complete(ReadResourceResult::new(vec![
+                ResourceContents::TextResourceContents {
+                    uri: text.uri,
+                    mime_type: Some(text.mime_type),
+                    text: text.text,
+                    meta: None,
+                },
+            ]))),
+            Err(e) if e.kind == PortErrorKind::NotFound => Err(McpError::resource_not_found(
+                e.message,
+                Some(serde_json::json!({"uri": request.uri})),
+            )),
+            Err(e) => Err(mcp_error(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn http_caller_class_comes_from_the_service_key_only() {
+        type Case<'a> = (Option<&'a str>, &'a [(&'a str, &'a str)], CallerClass);
+        let table: [Case<'_>; 7] = [
+            (None, &[], CallerClass::Remote),
+            (Some("k1"), &[], CallerClass::Remote),
+            (Some("k1"), &[(SERVICE_KEY_HEADER, "k1")], CallerClass::Service),
+            (
+                Some("k1"),
+                &[("authorization", "Bearer k1")],
+                CallerClass::Service,
+            ),
+            (Some("k1"), &[(SERVICE_KEY_HEADER, "k2")], CallerClass::Untrusted),
+            (Some("k1"), &[(SERVICE_KEY_HEADER, "k1x")], CallerClass::Untrusted),
+            (None, &[(SERVICE_KEY_HEADER, "k1")], CallerClass::Untrusted),
+        ];
+        for (key, pairs, expected) in table {
+            let h = headers(pairs);
+            assert_eq!(classify_http(key, Some(&h)), expected, "{key:?} {pairs:?}");
+        }
+    }
+
+    #[test]
+    fn elicitation_form_has_one_required_field_per_question() {
+        let schema = elicitation_schema(&[
+            InputQuestion {
+                id: "target".into(),
+                prompt: "Which board?".into(),
+                choices: vec!["a".into(), "b".into()],
+            },
+            InputQuestion {
+                id: "why".into(),
+                prompt: "Why?".into(),
+                choices: vec![],
+            },
+        ])
+        .unwrap();
+        let json = serde_json::to_value(&schema).unwrap();
+        assert_eq!(json["required"], serde_json::json!(["target", "why"]));
+        assert_eq!(
+            json["properties"]["target"]["enum"],
+            serde_json::json!(["a", "b"])
+        );
+    }
+}

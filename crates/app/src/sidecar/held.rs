@@ -1,0 +1,135 @@
+//! Where a held write waits (FORGE-406/466): in the one approval ledger, for at most its timeout.
+//!
+//! The call parks a hold (deadline = timeout + the ledger's grace), then polls the ledger. A
+//! person's decision ends the wait; when the window closes the waiter resolves the hold
+//! `timed_out` itself — and if a person decided in that same instant, the ledger answers with a
+//! conflict and the decision is read back and honoured, never overwritten. A call that is
+//! cancelled while waiting resolves its hold `canceled`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaforge_ports::{ApprovalRecord, ApprovalStatus, PortError, PortErrorKind, WaiterResolution};
+use serde_json::Value;
+
+use crate::approvals::{ApprovalService, ParkRequest};
+
+/// How long a held call waits, and how often it looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldPolicy {
+    /// The waiter's window.
+    pub timeout: Duration,
+    /// The poll interval.
+    pub poll: Duration,
+}
+
+/// The approvals service a held call parks in, and its window.
+#[derive(Clone)]
+pub struct HeldWrites {
+    /// The approvals service over the one ledger.
+    pub approvals: Arc<ApprovalService>,
+    /// The window.
+    pub policy: HoldPolicy,
+}
+
+/// How a held call's wait ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum HeldOutcome {
+    /// A person approved: run the call.
+    Approved(ApprovalRecord),
+    /// A person rejected it, or it closed another way (deadline, restart): do not run it.
+    NotApproved(ApprovalRecord),
+    /// The window closed and the waiter resolved the hold `timed_out`.
+    TimedOut(ApprovalRecord),
+}
+
+/// Resolves the hold `canceled` if the waiting future is dropped before it finished.
+struct CancelOnDrop {
+    approvals: Option<Arc<ApprovalService>>,
+    id: String,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(approvals) = self.approvals.take() else {
+            return;
+        };
+        let id = std::mem::take(&mut self.id);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = approvals
+                    .resolve(
+                        &id,
+                        WaiterResolution::Canceled,
+                        Some("the held call was cancelled".into()),
+                    )
+                    .await
+                {
+                    tracing::warn!(event = "tool_approval_resolution_failed", approval_id = %id, error = %e);
+                }
+            });
+        }
+    }
+}
+
+impl HeldWrites {
+    /// Parks `tool`'s call and waits for a person, at most the policy's timeout.
+    pub async fn hold_and_wait(
+        &self,
+        tool: &str,
+        arguments: Value,
+        caller: &str,
+        reason: &str,
+    ) -> Result<HeldOutcome, PortError> {
+        let parked = self
+            .approvals
+            .park(ParkRequest {
+                tool: tool.to_owned(),
+                arguments,
+                caller: caller.to_owned(),
+                timeout_seconds: Some(self.policy.timeout.as_secs().max(1)),
+            })
+            .await?;
+        tracing::info!(event = "tool_call_held", tool, approval_id = %parked.id, caller, reason);
+        let mut guard = CancelOnDrop {
+            approvals: Some(Arc::clone(&self.approvals)),
+            id: parked.id.clone(),
+        };
+        let started = tokio::time::Instant::now();
+        loop {
+            let current = self.approvals.get(&parked.id).await?;
+            if current.status.is_final() {
+                guard.approvals = None;
+                return Ok(match current.status {
+                    ApprovalStatus::Approved => HeldOutcome::Approved(current),
+                    _ => HeldOutcome::NotApproved(current),
+                });
+            }
+            if started.elapsed() >= self.policy.timeout {
+                guard.approvals = None;
+                let resolved = self
+                    .approvals
+                    .resolve(
+                        &parked.id,
+                        WaiterResolution::TimedOut,
+                        Some(format!("no decision within {}s", self.policy.timeout.as_secs())),
+                    )
+                    .await;
+                return match resolved {
+                    Ok(outcome) => Ok(HeldOutcome::TimedOut(outcome.record().clone())),
+                    // A person decided as the window closed: read it back and honour it.
+                    Err(e) if e.kind == PortErrorKind::Conflict => {
+                        let decided = self.approvals.get(&parked.id).await?;
+                        Ok(match decided.status {
+                            ApprovalStatus::Approved => HeldOutcome::Approved(decided),
+                            _ => HeldOutcome::NotApproved(decided),
+                        })
+                    }
+                    Err(e) => Err(e),
+                };
+            }
+            tokio::time::sleep(self.policy.poll).await;
+        }
+    }
+}

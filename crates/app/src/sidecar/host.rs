@@ -1,0 +1,231 @@
+//! The sidecar's tool host: a fixed set of tools and resources behind the [`ToolHost`] port.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
+    ResourceText, ToolDescriptor, ToolHost, ToolOutput,
+};
+use serde_json::{Map, Value};
+
+use metaforge_domain::tool_gating::{
+    Annotation, Caller, CallerClass as GateClass, Decision, ToolSpec, decide, invalid_arguments_envelope,
+    validate_arguments,
+};
+
+use super::held::{HeldOutcome, HeldWrites};
+
+/// One tool the sidecar exposes.
+#[async_trait::async_trait]
+pub trait SidecarTool: Send + Sync {
+    /// Its descriptor (`name` is the dotted id, e.g. `flow.list`).
+    fn descriptor(&self) -> ToolDescriptor;
+
+    /// Whether callers of `class` see it at all (a tool a class may never call is not listed).
+    fn offered_to(&self, class: CallerClass) -> bool {
+        let _ = class;
+        true
+    }
+
+    /// How the domain's gating rules see this tool. The default reads the MCP hints: read-only
+    /// → `READ_ONLY`, explicitly non-destructive → `ADDITIVE`, anything else → `DESTRUCTIVE`.
+    fn gate_spec(&self) -> ToolSpec {
+        let d = self.descriptor();
+        let annotation = if d.hints.read_only_hint == Some(true) {
+            Annotation::ReadOnly
+        } else if d.hints.destructive_hint == Some(false) {
+            Annotation::Additive
+        } else {
+            Annotation::Destructive
+        };
+        ToolSpec {
+            name: d.name,
+            origin: "native".to_owned(),
+            input_schema: Some(d.input_schema),
+            required_gates: Vec::new(),
+            requires_approval: false,
+            annotation,
+        }
+    }
+
+    /// True for a tool whose effect is itself a hold for a person (e.g. `flow.propose`, whose
+    /// version is held while the call returns): the host does not hold the call a second time.
+    fn holds_its_own_effect(&self) -> bool {
+        false
+    }
+
+    /// Runs the call; arguments were validated against the descriptor's schema.
+    async fn call(
+        &self,
+        caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError>;
+}
+
+/// One resource family the sidecar serves.
+#[async_trait::async_trait]
+pub trait SidecarResource: Send + Sync {
+    /// Its template.
+    fn template(&self) -> ResourceTemplateDescriptor;
+
+    /// Reads `uri` when it belongs to this family (`None` when it does not).
+    async fn read(&self, uri: &str) -> Option<Result<ResourceText, PortError>>;
+}
+
+/// The sidecar's tools and resources, and where a held write waits.
+#[derive(Default)]
+pub struct SidecarHost {
+    tools: BTreeMap<String, Arc<dyn SidecarTool>>,
+    resources: Vec<Arc<dyn SidecarResource>>,
+    held: Option<HeldWrites>,
+}
+
+/// The gating class of a sidecar caller.
+pub(crate) fn gate_class(class: CallerClass) -> GateClass {
+    match class {
+        CallerClass::Local => GateClass::Local,
+        CallerClass::Remote => GateClass::Remote,
+        CallerClass::Service => GateClass::Service,
+        CallerClass::ClientTask => GateClass::ClientTask,
+        _ => GateClass::Untrusted,
+    }
+}
+
+fn envelope(status: &str, tool: &str, reason: &str, approval_id: Option<&str>) -> HostCallOutcome {
+    HostCallOutcome::Done(ToolOutput::error(serde_json::json!({
+        "status": status, "error": status, "tool": tool, "reason": reason,
+        "approval_id": approval_id,
+    })))
+}
+
+impl SidecarHost {
+    /// An empty host.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool (a later tool with the same id replaces the earlier one).
+    pub fn with_tool(mut self, tool: Arc<dyn SidecarTool>) -> Self {
+        self.tools.insert(tool.descriptor().name, tool);
+        self
+    }
+
+    /// Where held writes wait: without it a write that must be held is refused (fail closed),
+    /// never run unheld.
+    pub fn with_held_writes(mut self, held: HeldWrites) -> Self {
+        self.held = Some(held);
+        self
+    }
+
+    /// Adds a resource family.
+    pub fn with_resource(mut self, resource: Arc<dyn SidecarResource>) -> Self {
+        self.resources.push(resource);
+        self
+    }
+
+    /// Every tool descriptor, whoever the caller (for catalogue-wide checks).
+    pub fn all_tools(&self) -> Vec<ToolDescriptor> {
+        self.tools.values().map(|t| t.descriptor()).collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolHost for SidecarHost {
+    fn tools(&self, caller: CallerClass) -> Vec<ToolDescriptor> {
+        self.tools
+            .values()
+            .filter(|t| t.offered_to(caller))
+            .map(|t| t.descriptor())
+            .collect()
+    }
+
+    async fn call(
+        &self,
+        caller: &CallerContext,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        let Some(handler) = self.tools.get(tool).filter(|t| t.offered_to(caller.class)) else {
+            return Err(PortError::new(
+                PortErrorKind::NotFound,
+                format!("unknown tool: {tool}"),
+            ));
+        };
+        let as_value = Value::Object(arguments.clone());
+        let problems = validate_arguments(Some(&handler.descriptor().input_schema), &as_value);
+        if !problems.is_empty() {
+            return Ok(HostCallOutcome::Done(ToolOutput::error(
+                invalid_arguments_envelope(tool, &problems),
+            )));
+        }
+        if !handler.holds_its_own_effect() {
+            let verdict = decide(
+                &handler.gate_spec(),
+                &Caller::from(gate_class(caller.class)),
+                &as_value,
+            );
+            tracing::info!(
+                event = "mcp_sidecar_call",
+                tool,
+                caller = caller.class.as_str(),
+                decision = ?verdict.decision,
+            );
+            match verdict.decision {
+                Decision::Run => {}
+                Decision::Hold => {
+                    let Some(held) = &self.held else {
+                        return Ok(envelope(
+                            "refused",
+                            tool,
+                            "this call must be held for a person, and no approval ledger is configured",
+                            None,
+                        ));
+                    };
+                    match held
+                        .hold_and_wait(tool, as_value, caller.class.as_str(), &verdict.reason)
+                        .await?
+                    {
+                        HeldOutcome::Approved(_) => {}
+                        HeldOutcome::TimedOut(record) => {
+                            return Ok(envelope(
+                                "timed_out",
+                                tool,
+                                record.reason.as_deref().unwrap_or("no decision in time"),
+                                Some(&record.id),
+                            ));
+                        }
+                        HeldOutcome::NotApproved(record) => {
+                            return Ok(envelope(
+                                record.status.as_str(),
+                                tool,
+                                record.reason.as_deref().unwrap_or("not approved"),
+                                Some(&record.id),
+                            ));
+                        }
+                    }
+                }
+                _ => return Ok(envelope("refused", tool, &verdict.reason, None)),
+            }
+        } else {
+            tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str());
+        }
+        handler.call(caller, arguments).await
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
+        self.resources.iter().map(|r| r.template()).collect()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
+        for resource in &self.resources {
+            if let Some(result) = resource.read(uri).await {
+                return result;
+            }
+        }
+        Err(PortError::new(
+            PortErrorKind::NotFound,
+            format!("unknown resource: {uri}"),
+        ))
+    }
+}

@@ -1,0 +1,260 @@
+//! Tools at the edges: what an MCP tool server offers (`ToolSource`) and what the MetaForge
+//! sidecar exposes to external harnesses (`ToolHost`).
+//!
+//! Invariant 1 of the architecture is that agents never call tools directly: every tool call
+//! goes through MCP. These types are the vocabulary both directions share, so the registry in
+//! `metaforge-app` can treat a native tool and a tool from a remote MCP server alike, and the
+//! sidecar transport in `metaforge-adapters-mcp` can serve the app's handlers without knowing
+//! what they do.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::PortError;
+
+/// The MCP tool annotations a server declares; every hint is optional because servers omit them.
+///
+/// The gating rules read them (a destructive hint tightens, a read-only hint relaxes), so an
+/// absent hint must stay absent rather than default to a guess.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolHints {
+    /// The tool does not modify its environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Calling the tool again with the same arguments has no additional effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool interacts with an open world of external entities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// One tool as its server describes it: the name the server knows it by, plus its schema.
+///
+/// The provider-facing name and the registry id are derived from this by the registry; the
+/// descriptor keeps the server's own spelling so a call goes back under the exact name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescriptor {
+    /// The tool's name on its server (for native tools, the full dotted id, e.g. `flow.list`).
+    pub name: String,
+    /// A short human title, when the server gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the tool does, as the model will read it.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments; `{"type":"object"}` when the server declares none.
+    pub input_schema: Value,
+    /// The server's behaviour hints.
+    #[serde(default)]
+    pub hints: ToolHints,
+}
+
+/// What a tool call produced, kept as the server sent it.
+///
+/// `is_error` is the MCP `isError` flag: the tool ran and reported a failure. Its `content` and
+/// `structured` payload are the server's own words (status, message, hint), which the model
+/// needs to tell "stop trying" from "fix the argument" (MET-569: structured error pass-through).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutput {
+    /// MCP content blocks, verbatim JSON (text, image, resource links, …).
+    pub content: Vec<Value>,
+    /// The server's `structuredContent`, when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// The tool reported a failure.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result carrying one JSON value as both text and structured content.
+    pub fn json(value: Value) -> Self {
+        Self {
+            content: vec![serde_json::json!({"type": "text", "text": value.to_string()})],
+            structured: Some(value),
+            is_error: false,
+        }
+    }
+
+    /// A tool-level failure carrying the handler's own envelope, so the model reads it.
+    pub fn error(envelope: Value) -> Self {
+        Self {
+            is_error: true,
+            ..Self::json(envelope)
+        }
+    }
+
+    /// The concatenated text blocks, for logs and for callers that only read text.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|block| block.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// One MCP tool server as the registry sees it: a name, a live tool list, and calls.
+///
+/// The adapter keeps the list current (it re-lists on `notifications/tools/list_changed`) and
+/// hides transport recovery (an HTTP session that is gone is re-initialised once, transparently).
+#[async_trait::async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The configured server name; registry ids are `<server>.<tool>`.
+    fn server_name(&self) -> &str;
+
+    /// The tools the server offers now, after the configured include/exclude filters.
+    async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError>;
+
+    /// Calls `tool` (the server's own name) with `arguments`.
+    ///
+    /// A tool that ran and failed is `Ok` with `is_error`; `Err` means the call did not reach
+    /// a result (timeout → `Unavailable`, unknown tool → `NotFound`, refused arguments →
+    /// `Invalid`). Dropping the returned future cancels the call on the server.
+    async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
+}
+
+/// Who is calling the sidecar, decided by the connection and never by the caller's arguments.
+///
+/// The names match the seed's caller classes so logs and approval records read the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum CallerClass {
+    /// The same machine and user over stdio.
+    Local,
+    /// An HTTP client presenting no credential.
+    Remote,
+    /// A caller the sidecar cannot vouch for at all.
+    Untrusted,
+    /// A MetaForge service presenting `METAFORGE_MCP_SERVICE_KEY` (FORGE-487).
+    Service,
+    /// An MCP session running a claimed client-mode phase (FORGE-584).
+    ClientTask,
+}
+
+impl CallerClass {
+    /// The snake_case name used in approval records and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Remote => "remote",
+            Self::Untrusted => "untrusted",
+            Self::Service => "service",
+            Self::ClientTask => "client_task",
+        }
+    }
+}
+
+/// How the connected client can be asked a person's question mid-call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InputChannel {
+    /// A 2025-11-25 client that declared the elicitation capability: ask with `elicitation/create`.
+    Elicitation,
+    /// A 2026-07-28 client: answer the call with an `InputRequiredResult` (multi round-trip).
+    InputRequired,
+    /// Neither: the questions go back as the tool result.
+    None,
+}
+
+/// Everything the sidecar knows about the caller of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerContext {
+    /// The caller class, from the connection.
+    pub class: CallerClass,
+    /// The MCP session id, when the transport has one.
+    pub session: Option<String>,
+    /// How a question for a person can reach them through this client.
+    pub input_channel: InputChannel,
+}
+
+/// One question a tool needs a person to answer before it can continue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputQuestion {
+    /// The answer's key in the re-submitted arguments' `answers` object.
+    pub id: String,
+    /// The question as the person reads it.
+    pub prompt: String,
+    /// The allowed answers, when the question is a choice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+}
+
+/// What a sidecar tool call came to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HostCallOutcome {
+    /// The call finished (successfully or with a tool-level error envelope).
+    Done(ToolOutput),
+    /// The call cannot continue without a person's answers. The transport asks them through
+    /// the client's [`InputChannel`] and calls again with `answers` added to the arguments; a
+    /// client with no channel gets `result` (the questions) as the tool result.
+    NeedsInput {
+        /// Why the answers are needed.
+        message: String,
+        /// The questions.
+        questions: Vec<InputQuestion>,
+        /// The tool result to return when the client has no way to ask.
+        result: ToolOutput,
+    },
+}
+
+/// A readable resource family the sidecar serves (e.g. `metaforge://flow/version/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceTemplateDescriptor {
+    /// RFC 6570 URI template.
+    pub uri_template: String,
+    /// Short name.
+    pub name: String,
+    /// What the resource is.
+    pub description: String,
+    /// The MIME type of its contents.
+    pub mime_type: String,
+}
+
+/// The contents of one read resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceText {
+    /// The URI that was read.
+    pub uri: String,
+    /// The MIME type of `text`.
+    pub mime_type: String,
+    /// The contents.
+    pub text: String,
+}
+
+/// The use-case side of the MCP sidecar: the tools, and resources it exposes.
+///
+/// The transport (rmcp, in the MCP adapter) decides the caller context from the connection and
+/// turns a [`HostCallOutcome::NeedsInput`] into elicitation or an `InputRequiredResult`; the
+/// host never sees the protocol.
+#[async_trait::async_trait]
+pub trait ToolHost: Send + Sync {
+    /// The tools offered to a caller of this class (a tool a class may never call is not listed).
+    fn tools(&self, caller: CallerClass) -> Vec<ToolDescriptor>;
+
+    /// Runs one call. `Err` is a protocol-level failure (unknown tool → `NotFound`); a tool
+    /// that ran and refused is `Ok(Done(..))` with an error envelope.
+    async fn call(
+        &self,
+        caller: &CallerContext,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError>;
+
+    /// The resource templates served.
+    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor>;
+
+    /// Reads one resource by URI (`NotFound` for an unknown URI or record).
+    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError>;
+}
