@@ -14,7 +14,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
 use metaforge_app::sidecar::{FlowStores, HoldPolicy, host_with_stores};
-use metaforge_ports::{Clock, IdGen, Timestamp, ToolHost};
+use metaforge_ports::{Clock, ToolHost};
+
+use crate::system::{SystemClock, UuidV7Ids};
 
 /// The env variable carrying the service key (FORGE-487); only this binary reads it.
 const SERVICE_KEY_ENV: &str = "METAFORGE_MCP_SERVICE_KEY";
@@ -102,24 +104,6 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
 const HOLD_TIMEOUT: Duration = Duration::from_secs(1800);
 const HOLD_POLL: Duration = Duration::from_millis(500);
 
-/// Wall-clock time for the ledgers.
-struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        chrono::Utc::now()
-    }
-}
-
-/// uuid v7 ids.
-struct UuidV7;
-
-impl IdGen for UuidV7 {
-    fn new_id(&self) -> String {
-        uuid::Uuid::now_v7().to_string()
-    }
-}
-
 /// The sidecar's host over the SQLite approval ledger and flow-version store under
 /// `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger). With the ledgers
 /// disabled the sidecar serves the reads only and says so: nothing is written without a ledger.
@@ -157,7 +141,7 @@ async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
         approvals: Arc::new(approvals),
         versions: Arc::new(versions),
         clock,
-        ids: Arc::new(UuidV7),
+        ids: Arc::new(UuidV7Ids),
     };
     Ok(Arc::new(host_with_stores(
         stores,
