@@ -151,3 +151,74 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     );
     assert_eq!(status, 409, "{conflict}");
 }
+
+#[test]
+fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"])
+        .env("METAFORGE_HOME", home.path())
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn up");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
+    let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
+    let gw = Gateway {
+        addr: gateway_line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .expect("addr")
+            .to_owned(),
+        child,
+    };
+    let mcp_url = mcp_line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("mcp url")
+        .to_owned();
+    let (status, health) = http(&gw, "GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+
+    // An MCP initialize over streamable HTTP answers with the server's info.
+    let authority = mcp_url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("authority")
+        .to_owned();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "metaforge-up-test", "version": "0"}}});
+    let payload = init.to_string();
+    let mut stream = TcpStream::connect(&authority).expect("connect mcp");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+    assert!(raw.contains("serverInfo"), "{raw}");
+}
+
+#[test]
+fn up_refuses_a_sidecar_off_loopback() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["up", "--bind", "127.0.0.1:0", "--mcp-bind", "0.0.0.0:0"])
+        .env("METAFORGE_HOME", home.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+}

@@ -12,12 +12,12 @@ use metaforge_domain::flow::{
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiQuery};
 use crate::flows::{FlowServiceError, ProposedBy};
 
 /// The catalogue: every launchable flow as the gateway will run it.
@@ -126,6 +126,35 @@ pub(crate) async fn save_version(
             diff,
         }),
     ))
+}
+
+/// Which versions to list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct VersionsQuery {
+    /// Only versions of this template.
+    #[serde(default)]
+    template_id: Option<String>,
+}
+
+/// Stored versions, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct VersionList {
+    /// Every verified version (corrupt rows are never listed).
+    versions: Vec<FlowVersionRecord>,
+}
+
+/// Lists stored flow versions with their approval state.
+#[utoipa::path(get, path = "/v1/design-flows/versions", tag = "design-flows", params(VersionsQuery),
+    responses((status = 200, body = VersionList), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn list_versions(
+    State(state): State<Arc<GatewayState>>,
+    ApiQuery(query): ApiQuery<VersionsQuery>,
+) -> Result<Json<VersionList>, ApiError> {
+    Ok(Json(VersionList {
+        versions: state.flows.versions(query.template_id.as_deref()).await?,
+    }))
 }
 
 /// Fetches a stored version (hash-verified; a corrupt row is never served).

@@ -142,7 +142,7 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(health::metrics))
         .routes(routes!(flows::catalogue))
         .routes(routes!(flows::validate))
-        .routes(routes!(flows::save_version))
+        .routes(routes!(flows::save_version, flows::list_versions))
         .routes(routes!(flows::get_version))
         .routes(routes!(flows::propose))
         .routes(routes!(

@@ -101,8 +101,8 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
 }
 
 /// The seed's deny-by-default window for a held call (`chat_approval_timeout_seconds`).
-const HOLD_TIMEOUT: Duration = Duration::from_secs(1800);
-const HOLD_POLL: Duration = Duration::from_millis(500);
+pub(crate) const HOLD_TIMEOUT: Duration = Duration::from_secs(1800);
+pub(crate) const HOLD_POLL: Duration = Duration::from_millis(500);
 
 /// The sidecar's host over the SQLite approval ledger and flow-version store under
 /// `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger). With the ledgers

@@ -29,6 +29,8 @@ pub(crate) enum Command {
     Check(check::CheckArgs),
     /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
     Gateway(serve::GatewayArgs),
+    /// Everything in one process: the gateway and the HTTP MCP sidecar, one ledger.
+    Up(serve::UpArgs),
     /// Call a model through the provider pipeline.
     #[command(subcommand)]
     Llm(llm::LlmCommand),
@@ -45,6 +47,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Flow(args) => flow::run(args),
         Command::Check(args) => check::run(&args),
         Command::Gateway(args) => serve::run(&args),
+        Command::Up(args) => serve::run_up(&args),
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
         Command::Mcp(args) => mcp::run(args),

@@ -14,6 +14,9 @@ use metaforge_adapters_store::{
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
 use metaforge_app::gateway::harness::HarnessConfig;
+use metaforge_app::sidecar::{FlowStores, HoldPolicy, host_with_stores};
+
+use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 use metaforge_app::gateway::{self, AuthState, GatewayState};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
@@ -50,6 +53,14 @@ pub(crate) enum StartError {
 pub(crate) struct Composition {
     pub(crate) state: Arc<GatewayState>,
     pub(crate) auth: Arc<AuthState>,
+    /// The one approval ledger (shared with the in-process sidecar of `metaforge up`).
+    pub(crate) ledger: Arc<dyn ApprovalLedger>,
+    /// The flow-version store.
+    pub(crate) versions: Arc<dyn FlowVersionStore>,
+    /// Time.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Ids.
+    pub(crate) ids: Arc<dyn IdGen>,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -127,12 +138,19 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
             .await
             .map_err(|e| StartError::Runtime(e.to_string()))?,
     );
-    let flows = Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids));
+    let flows = Arc::new(FlowService::new(
+        Arc::clone(&versions),
+        Arc::clone(&ledger),
+        Arc::clone(&clock),
+        Arc::clone(&ids),
+    ));
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
     let harness = harness_config(&paths).await?;
     let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
+    let clock_for_up = Arc::clone(&clock);
+    let ids_for_up = Arc::clone(&ids);
     let state = Arc::new(GatewayState {
         metrics: Some(metrics),
         approvals,
@@ -144,6 +162,10 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     Ok(Composition {
         state,
         auth,
+        ledger,
+        versions,
+        clock: Arc::clone(&clock_for_up),
+        ids: ids_for_up,
         _scratch: scratch,
     })
 }
@@ -247,4 +269,102 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     gateway::serve(listener, router, shutdown_signal())
         .await
         .map_err(|e| StartError::Runtime(format!("server error: {e}")))
+}
+
+/// Options of `metaforge up`: the gateway's, plus where the MCP sidecar listens.
+#[derive(Debug, clap::Args)]
+pub(crate) struct UpArgs {
+    /// The gateway's options.
+    #[command(flatten)]
+    pub(crate) gateway: GatewayArgs,
+    /// Loopback address of the MCP sidecar (streamable HTTP on /mcp).
+    #[arg(long, env = "METAFORGE_MCP_BIND", default_value = "127.0.0.1:8765")]
+    pub(crate) mcp_bind: SocketAddr,
+}
+
+/// Runs `metaforge up`: the gateway and the HTTP MCP sidecar in one process, sharing one
+/// approval ledger and one flow-version store (the in-process bindings are correct here, because
+/// the sidecar runs inside the gateway).
+pub(crate) fn run_up(args: &UpArgs) -> ExitCode {
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("metaforge up: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(up(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(StartError::Config(message)) => {
+            eprintln!("metaforge up: {message}");
+            ExitCode::from(2)
+        }
+        Err(StartError::Runtime(message)) => {
+            eprintln!("metaforge up: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn up(args: &UpArgs) -> Result<(), StartError> {
+    if !args.mcp_bind.ip().is_loopback() {
+        return Err(StartError::Config(format!(
+            "--mcp-bind {}: the MCP sidecar listens on loopback only",
+            args.mcp_bind
+        )));
+    }
+    let composition = compose(&args.gateway).await?;
+    let router = gateway::build(
+        Arc::clone(&composition.state),
+        Arc::clone(&composition.auth),
+        args.gateway.body_limit_bytes,
+    );
+    let listener = tokio::net::TcpListener::bind(args.gateway.bind)
+        .await
+        .map_err(|e| StartError::Runtime(format!("cannot bind {}: {e}", args.gateway.bind)))?;
+    let gateway_addr = listener
+        .local_addr()
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    let stores = FlowStores {
+        approvals: Arc::clone(&composition.ledger),
+        versions: Arc::clone(&composition.versions),
+        clock: Arc::clone(&composition.clock),
+        ids: Arc::clone(&composition.ids),
+    };
+    let host = host_with_stores(
+        stores,
+        HoldPolicy {
+            timeout: HOLD_TIMEOUT,
+            poll: HOLD_POLL,
+        },
+    );
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let service_key = env("METAFORGE_MCP_SERVICE_KEY");
+    let sidecar =
+        metaforge_adapters_mcp::bind_http(Arc::new(host), args.mcp_bind, service_key, cancel.clone())
+            .await
+            .map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))?;
+    let mcp_url = format!(
+        "http://{}{}",
+        sidecar.local_addr,
+        metaforge_adapters_mcp::MCP_PATH
+    );
+    println!(
+        "metaforge gateway listening on http://{gateway_addr}  (OpenAPI: http://{gateway_addr}/openapi.json)"
+    );
+    println!("metaforge MCP sidecar listening on {mcp_url}  (in-process ledger, shared with the gateway)");
+    tracing::info!(event = "metaforge_up", gateway = %gateway_addr, mcp = %mcp_url);
+    let stop = cancel.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        stop.cancel();
+    };
+    let (gateway_result, sidecar_result) = tokio::join!(gateway::serve(listener, router, shutdown), async {
+        let result = sidecar.run().await;
+        cancel.cancel();
+        result
+    });
+    gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
+    sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))
 }
