@@ -126,7 +126,17 @@ impl HeldWrites {
                             _ => HeldOutcome::NotApproved(decided),
                         })
                     }
-                    Err(e) => Err(e),
+                    // Closing is best-effort (FORGE-466): the failure is logged and counted
+                    // (`result="failed"`), never raised into the tool call; the ledger's
+                    // deadline expires the hold as a backstop.
+                    Err(e) => {
+                        tracing::warn!(
+                            event = "tool_approval_resolution_failed",
+                            approval_id = %parked.id,
+                            error = %e,
+                        );
+                        Ok(HeldOutcome::TimedOut(parked))
+                    }
                 };
             }
             tokio::time::sleep(self.policy.poll).await;
