@@ -512,3 +512,53 @@ async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gatew
         "{remote_version}\n{local_version}"
     );
 }
+
+#[tokio::test]
+async fn a_cancelled_held_call_resolves_its_hold_canceled_in_the_gateways_ledger() {
+    let home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(60));
+    let call = tokio::spawn(async move {
+        host.call(&remote_caller(), "test.write", args(json!({"value": "dropped"})))
+            .await
+    });
+    let hold = pending_hold(&addr).await;
+    let id = hold["id"].as_str().unwrap().to_owned();
+    call.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, record) = http(&addr, "GET", &format!("/v1/chat/tool_approvals/{id}"), None);
+        assert_eq!(status, 200, "{record}");
+        if record["status"] == "canceled" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled call did not close its hold: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_gateway_gone_while_waiting_times_the_call_out_without_raising_the_failed_close() {
+    let home = tempfile::tempdir().unwrap();
+    let (gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(2));
+    let call = tokio::spawn(async move {
+        host.call(&remote_caller(), "test.write", args(json!({"value": "orphan"})))
+            .await
+    });
+    pending_hold(&addr).await;
+    drop(gateway);
+    let outcome = tokio::time::timeout(Duration::from_secs(20), call)
+        .await
+        .expect("the wait ends when its window closes")
+        .unwrap()
+        .expect("a failed close is not raised into the tool call");
+    let HostCallOutcome::Done(output) = outcome else {
+        panic!("expected a finished call, got {outcome:?}");
+    };
+    assert!(output.is_error);
+    assert_eq!(output.structured.unwrap()["status"], "timed_out");
+}

@@ -98,8 +98,19 @@ impl HeldWrites {
         };
         let started = tokio::time::Instant::now();
         loop {
-            let current = self.approvals.get(&parked.id).await?;
-            if current.status.is_final() {
+            // A gateway that cannot be reached for a moment does not end the wait: the window
+            // does. Any other failure is raised (and the hold closed `canceled` on the way out).
+            let current = match self.approvals.get(&parked.id).await {
+                Ok(current) => Some(current),
+                Err(e) if e.kind == PortErrorKind::Unavailable => {
+                    tracing::warn!(event = "tool_approval_poll_failed", approval_id = %parked.id, error = %e);
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(current) = current
+                && current.status.is_final()
+            {
                 guard.approvals = None;
                 return Ok(match current.status {
                     ApprovalStatus::Approved => HeldOutcome::Approved(current),
