@@ -35,7 +35,8 @@ pub struct ParkRequest {
 /// Use cases over the approval ledger.
 pub struct ApprovalService {
     ledger: Arc<dyn ApprovalLedger>,
-    versions: Arc<dyn FlowVersionStore>,
+    /// `None` for a waiter-only service (the sidecar in remote mode), which never decides.
+    versions: Option<Arc<dyn FlowVersionStore>>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGen>,
 }
@@ -50,7 +51,18 @@ impl ApprovalService {
     ) -> Self {
         Self {
             ledger,
-            versions,
+            versions: Some(versions),
+            clock,
+            ids,
+        }
+    }
+
+    /// A service that only parks, reads and closes holds: the sidecar in remote mode, whose
+    /// ledger is the gateway's and which never decides (deciding a flow approval fails closed).
+    pub fn waiter(ledger: Arc<dyn ApprovalLedger>, clock: Arc<dyn Clock>, ids: Arc<dyn IdGen>) -> Self {
+        Self {
+            ledger,
+            versions: None,
             clock,
             ids,
         }
@@ -176,13 +188,19 @@ impl ApprovalService {
             ApprovalStatus::Rejected => FlowVersionStatus::Rejected,
             _ => return Ok(()),
         };
-        let current = self.versions.get(version_id).await?;
+        let Some(versions) = &self.versions else {
+            return Err(PortError::new(
+                PortErrorKind::Invalid,
+                "this approvals service only waits; deciding a flow approval needs the flow-version store",
+            ));
+        };
+        let current = versions.get(version_id).await?;
         if current.status == status {
             return Ok(());
         }
         let approver = decided.approver.clone().unwrap_or_default();
         let at = decided.decided_at.unwrap_or_else(|| self.clock.now());
-        self.versions
+        versions
             .decide(
                 version_id,
                 FlowVersionDecision {
@@ -200,11 +218,15 @@ impl ApprovalService {
     /// to its version (repairs a crash between the two writes). Returns (orphaned, carried).
     pub async fn restore(&self) -> Result<(usize, usize), PortError> {
         let orphaned = self.ledger.restore().await?.len();
+        let Some(versions) = &self.versions else {
+            // A waiter-only service restores nothing of its own: the gateway owns the ledger.
+            return Ok((orphaned, 0));
+        };
         let mut carried = 0;
         for record in self.ledger.list_recent(10_000).await? {
             if record.flow_version_id.is_some() && record.status.is_final() {
                 let before = match record.flow_version_id.as_deref() {
-                    Some(v) => self.versions.get(v).await.map(|v| v.status).ok(),
+                    Some(v) => versions.get(v).await.map(|v| v.status).ok(),
                     None => None,
                 };
                 self.carry_to_version(&record).await?;

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod credentials;
 pub mod error;
 pub mod event_bus;
+pub mod flow_bindings;
 pub mod flow_version;
 pub mod flow_version_store;
 pub mod llm;
@@ -33,6 +34,7 @@ pub use clock::{Clock, IdGen, Timestamp};
 pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};
 pub use error::{PortError, PortErrorKind};
 pub use event_bus::{BusEvent, EventBus, PublishReceipt, is_valid_event_kind};
+pub use flow_bindings::{CallerProposal, FlowBindings, HeldProposal, ProposalAnswer};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
 pub use llm::{

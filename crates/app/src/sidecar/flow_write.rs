@@ -59,7 +59,7 @@ impl FlowStores {
     }
 }
 
-fn refused(tool: &str, reason: &str) -> HostCallOutcome {
+pub(crate) fn refused(tool: &str, reason: &str) -> HostCallOutcome {
     HostCallOutcome::Done(ToolOutput::error(json!({
         "status": "refused", "error": "refused", "tool": tool, "reason": reason,
     })))
@@ -78,7 +78,7 @@ fn input_question(q: &Question) -> InputQuestion {
 }
 
 /// Folds a person's answers (keyed by question id) into the tailoring context.
-fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Result<FlowContext, String> {
+pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Result<FlowContext, String> {
     let mut ctx = serde_json::to_value(context.unwrap_or_default()).map_err(|e| e.to_string())?;
     let Some(answers) = answers.as_object() else {
         return Err("answers: must be an object keyed by question id".to_owned());
@@ -122,6 +122,11 @@ pub struct FlowPropose {
     stores: FlowStores,
 }
 
+/// `flow.propose`'s descriptor, shared by the in-process and the gateway-bound tool.
+pub(crate) fn propose_descriptor() -> ToolDescriptor {
+    FlowPropose::describe()
+}
+
 impl FlowPropose {
     /// The tool over `stores`.
     pub fn new(stores: FlowStores) -> Self {
@@ -129,21 +134,53 @@ impl FlowPropose {
     }
 
     fn spec(&self) -> ToolSpec {
-        let d = self.descriptor();
-        ToolSpec {
-            name: d.name,
-            origin: "native".to_owned(),
-            input_schema: Some(d.input_schema),
-            required_gates: Vec::new(),
-            requires_approval: false,
-            annotation: Annotation::Additive,
-        }
+        propose_spec()
+    }
+}
+
+/// `flow.propose`'s gating spec: additive, not approval-gated (its effect is the hold).
+pub(crate) fn propose_spec() -> ToolSpec {
+    let d = propose_descriptor();
+    ToolSpec {
+        name: d.name,
+        origin: "native".to_owned(),
+        input_schema: Some(d.input_schema),
+        required_gates: Vec::new(),
+        requires_approval: false,
+        annotation: Annotation::Additive,
     }
 }
 
 #[async_trait::async_trait]
 impl SidecarTool for FlowPropose {
     fn descriptor(&self) -> ToolDescriptor {
+        Self::describe()
+    }
+
+    fn gate_spec(&self) -> ToolSpec {
+        self.spec()
+    }
+
+    fn holds_its_own_effect(&self) -> bool {
+        true
+    }
+
+    fn offered_to(&self, class: CallerClass) -> bool {
+        // Flow administration is outside a service or client-task caller's bounds (FORGE-487/584).
+        !matches!(class, CallerClass::Service | CallerClass::ClientTask)
+    }
+
+    async fn call(
+        &self,
+        caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        self.propose(caller, arguments).await
+    }
+}
+
+impl FlowPropose {
+    fn describe() -> ToolDescriptor {
         ToolDescriptor {
             name: "flow.propose".to_owned(),
             title: Some("Propose a tailored design flow".to_owned()),
@@ -172,20 +209,7 @@ impl SidecarTool for FlowPropose {
         }
     }
 
-    fn gate_spec(&self) -> ToolSpec {
-        self.spec()
-    }
-
-    fn holds_its_own_effect(&self) -> bool {
-        true
-    }
-
-    fn offered_to(&self, class: CallerClass) -> bool {
-        // Flow administration is outside a service or client-task caller's bounds (FORGE-487/584).
-        !matches!(class, CallerClass::Service | CallerClass::ClientTask)
-    }
-
-    async fn call(
+    async fn propose(
         &self,
         caller: &CallerContext,
         arguments: Map<String, Value>,
@@ -315,24 +339,29 @@ impl FlowVersion {
     }
 }
 
+/// `flow.version`'s descriptor, shared by the in-process and the gateway-bound tool.
+pub(crate) fn version_descriptor() -> ToolDescriptor {
+    ToolDescriptor {
+        name: "flow.version".to_owned(),
+        title: Some("Read a flow version".to_owned()),
+        description: "One stored flow version: status, approval, hash and the flow itself.".to_owned(),
+        input_schema: json!({
+            "type": "object", "required": ["id"],
+            "properties": {"id": {"type": "string", "description": "flow version id"}}
+        }),
+        hints: ToolHints {
+            read_only_hint: Some(true),
+            destructive_hint: Some(false),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(false),
+        },
+    }
+}
+
 #[async_trait::async_trait]
 impl SidecarTool for FlowVersion {
     fn descriptor(&self) -> ToolDescriptor {
-        ToolDescriptor {
-            name: "flow.version".to_owned(),
-            title: Some("Read a flow version".to_owned()),
-            description: "One stored flow version: status, approval, hash and the flow itself.".to_owned(),
-            input_schema: json!({
-                "type": "object", "required": ["id"],
-                "properties": {"id": {"type": "string", "description": "flow version id"}}
-            }),
-            hints: ToolHints {
-                read_only_hint: Some(true),
-                destructive_hint: Some(false),
-                idempotent_hint: Some(true),
-                open_world_hint: Some(false),
-            },
-        }
+        version_descriptor()
     }
 
     async fn call(
@@ -352,8 +381,13 @@ impl SidecarTool for FlowVersion {
 }
 
 async fn read_version(stores: &FlowStores, id: &str) -> Result<Value, PortError> {
-    let record = stores.versions.get(id).await?;
-    let flow = verify_version(&record).map_err(|e| PortError::new(PortErrorKind::Corrupt, e.to_string()))?;
+    version_view(&stores.versions.get(id).await?)
+}
+
+/// The `flow.version` result for one record, its content verified against its hash: one shape
+/// whether the record came from the local store or from the gateway.
+pub(crate) fn version_view(record: &metaforge_ports::FlowVersionRecord) -> Result<Value, PortError> {
+    let flow = verify_version(record).map_err(|e| PortError::new(PortErrorKind::Corrupt, e.to_string()))?;
     Ok(json!({
         "id": record.id,
         "template_id": record.template_id,

@@ -98,8 +98,19 @@ impl HeldWrites {
         };
         let started = tokio::time::Instant::now();
         loop {
-            let current = self.approvals.get(&parked.id).await?;
-            if current.status.is_final() {
+            // A gateway that cannot be reached for a moment does not end the wait: the window
+            // does. Any other failure is raised (and the hold closed `canceled` on the way out).
+            let current = match self.approvals.get(&parked.id).await {
+                Ok(current) => Some(current),
+                Err(e) if e.kind == PortErrorKind::Unavailable => {
+                    tracing::warn!(event = "tool_approval_poll_failed", approval_id = %parked.id, error = %e);
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(current) = current
+                && current.status.is_final()
+            {
                 guard.approvals = None;
                 return Ok(match current.status {
                     ApprovalStatus::Approved => HeldOutcome::Approved(current),
@@ -126,7 +137,17 @@ impl HeldWrites {
                             _ => HeldOutcome::NotApproved(decided),
                         })
                     }
-                    Err(e) => Err(e),
+                    // Closing is best-effort (FORGE-466): the failure is logged and counted
+                    // (`result="failed"`), never raised into the tool call; the ledger's
+                    // deadline expires the hold as a backstop.
+                    Err(e) => {
+                        tracing::warn!(
+                            event = "tool_approval_resolution_failed",
+                            approval_id = %parked.id,
+                            error = %e,
+                        );
+                        Ok(HeldOutcome::TimedOut(parked))
+                    }
                 };
             }
             tokio::time::sleep(self.policy.poll).await;

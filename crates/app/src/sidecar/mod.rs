@@ -5,11 +5,15 @@
 //! person is, through the one approval ledger. Tools see the caller class the transport decided
 //! from the connection; arguments never choose it.
 
+pub mod bound;
 pub mod flow_read;
 pub mod flow_write;
 pub mod held;
 pub mod host;
 
+pub use bound::{
+    BoundFlowPropose, BoundFlowVersion, InProcessFlowBindings, held_proposal_output, host_with_bindings,
+};
 pub use flow_read::{FlowList, FlowValidate};
 pub use flow_write::{ApprovalsList, FlowPropose, FlowStores, FlowVersion, FlowVersionResource};
 pub use held::{HeldOutcome, HeldWrites, HoldPolicy};

@@ -13,13 +13,21 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
-use metaforge_app::sidecar::{FlowStores, HoldPolicy, host_with_stores};
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::sidecar::{FlowStores, HeldWrites, HoldPolicy, host_with_bindings, host_with_stores};
 use metaforge_ports::{Clock, ToolHost};
 
 use crate::system::{SystemClock, UuidV7Ids};
 
 /// The env variable carrying the service key (FORGE-487); only this binary reads it.
 const SERVICE_KEY_ENV: &str = "METAFORGE_MCP_SERVICE_KEY";
+
+/// Selects remote mode (FORGE-406/462): held calls park in this gateway's ledger and the flow
+/// tools call its routes.
+const GATEWAY_URL_ENV: &str = "METAFORGE_GATEWAY_URL";
+
+/// The gateway's API keys (`identity:key,...` or a bare key); the sidecar sends the first key.
+const GATEWAY_API_KEY_ENV: &str = "METAFORGE_GATEWAY_API_KEY";
 
 /// Arguments of `metaforge mcp`.
 #[derive(Debug, Args)]
@@ -104,10 +112,67 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
 pub(crate) const HOLD_TIMEOUT: Duration = Duration::from_secs(1800);
 pub(crate) const HOLD_POLL: Duration = Duration::from_millis(500);
 
-/// The sidecar's host over the SQLite approval ledger and flow-version store under
+/// The sidecar's host: remote mode with `METAFORGE_GATEWAY_URL` set, otherwise the in-process
+/// host over the SQLite approval ledger and flow-version store under
 /// `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger). With the ledgers
 /// disabled the sidecar serves the reads only and says so: nothing is written without a ledger.
 async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
+    if let Some(url) = std::env::var(GATEWAY_URL_ENV)
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    {
+        let key = std::env::var(GATEWAY_API_KEY_ENV)
+            .ok()
+            .and_then(|raw| first_api_key(&raw));
+        return compose_remote_host(&url, key);
+    }
+    tracing::warn!(
+        event = "mcp_flow_bindings_in_process",
+        "METAFORGE_GATEWAY_URL is unset: held calls and flow proposals use this process's own \
+         ledgers under METAFORGE_HOME; correct only inside the gateway, wrong in a sidecar \
+         (a person at the gateway will not see them unless it shares these files)"
+    );
+    compose_local_host().await
+}
+
+/// The key part of the first `identity:key` (or bare `key`) entry.
+fn first_api_key(raw: &str) -> Option<String> {
+    let entry = raw.split(',').map(str::trim).find(|e| !e.is_empty())?;
+    let key = entry.split_once(':').map_or(entry, |(_, key)| key).trim();
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+/// Remote mode: one ledger, the gateway's. Held calls park and are polled over HTTP and the
+/// flow tools call the gateway's routes; nothing is written under this process's home.
+fn compose_remote_host(url: &str, api_key: Option<String>) -> Result<Arc<dyn ToolHost>, String> {
+    let client = metaforge_adapters_gateway::GatewayClient::new(url, api_key.clone())
+        .map_err(|e| format!("{GATEWAY_URL_ENV}: {e}"))?;
+    tracing::info!(
+        event = "mcp_flow_bindings_remote",
+        gateway = client.base_url(),
+        api_key = api_key.is_some(),
+        "held calls park in the gateway's approval ledger; flow tools call the gateway",
+    );
+    let ledger = Arc::new(metaforge_adapters_gateway::RemoteApprovalLedger::new(
+        client.clone(),
+    ));
+    let bindings = Arc::new(metaforge_adapters_gateway::RemoteFlowBindings::new(client));
+    let held = HeldWrites {
+        approvals: Arc::new(ApprovalService::waiter(
+            ledger,
+            Arc::new(SystemClock),
+            Arc::new(UuidV7Ids),
+        )),
+        policy: HoldPolicy {
+            timeout: HOLD_TIMEOUT,
+            poll: HOLD_POLL,
+        },
+    };
+    Ok(Arc::new(host_with_bindings(bindings, held)))
+}
+
+/// In-process mode over the SQLite ledgers under METAFORGE_HOME.
+async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
     let paths = StorePaths::resolve(
         |name| std::env::var(name).ok(),
         std::env::var_os("HOME").map(std::path::PathBuf::from),

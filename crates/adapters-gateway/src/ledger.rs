@@ -1,0 +1,167 @@
+//! [`ApprovalLedger`] over the gateway's `/v1/chat/tool_approvals` routes: the sidecar parks,
+//! polls and closes its holds in the gateway's ledger, which owns ids, deadlines and restoration.
+
+use async_trait::async_trait;
+use metaforge_ports::{
+    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, PortError, PortErrorKind,
+    ResolveOutcome, WaiterResolution,
+};
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::client::{GatewayClient, decode, segment};
+
+/// The gateway's ledger, seen from a sidecar. It never decides: deciding happens where a person
+/// is, and the approver comes off the gateway's record (FORGE-393).
+#[derive(Debug, Clone)]
+pub struct RemoteApprovalLedger {
+    client: GatewayClient,
+}
+
+impl RemoteApprovalLedger {
+    /// The ledger of the gateway `client` talks to.
+    pub fn new(client: GatewayClient) -> Self {
+        Self { client }
+    }
+}
+
+/// `{approvals: [...]}`.
+#[derive(Deserialize)]
+struct ApprovalList {
+    approvals: Vec<ApprovalRecord>,
+}
+
+/// `{outcome, approval}` from `/resolve`.
+#[derive(Deserialize)]
+struct ResolveResponse {
+    outcome: String,
+    approval: ApprovalRecord,
+}
+
+/// The waiter's timeout the gateway should use: the record's deadline minus the grace the
+/// gateway adds back (`None` when the record has no deadline).
+fn timeout_seconds(record: &ApprovalRecord) -> Option<u64> {
+    let deadline = record.deadline?;
+    let total = deadline.signed_duration_since(record.created_at).num_seconds();
+    let waiter = total.saturating_sub(metaforge_ports::APPROVAL_DEADLINE_GRACE_SECONDS);
+    Some(u64::try_from(waiter).unwrap_or(0).max(1))
+}
+
+#[async_trait]
+impl ApprovalLedger for RemoteApprovalLedger {
+    /// Parks through `POST /v1/chat/tool_approvals`. The gateway assigns the id and the deadline:
+    /// the returned record (not the one passed in) is the hold to poll.
+    async fn park(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
+        let body = json!({
+            "tool": record.tool,
+            "arguments": record.arguments,
+            "caller": record.caller,
+            "timeout_seconds": timeout_seconds(&record),
+        });
+        let answer = self
+            .client
+            .send(Method::POST, "/v1/chat/tool_approvals", Some(&body))
+            .await?;
+        decode(answer, "approval record")
+    }
+
+    async fn get(&self, id: &str) -> Result<ApprovalRecord, PortError> {
+        let path = format!("/v1/chat/tool_approvals/{}", segment(id));
+        decode(
+            self.client.send(Method::GET, &path, None).await?,
+            "approval record",
+        )
+    }
+
+    async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+        let answer = self
+            .client
+            .send(Method::GET, "/v1/chat/tool_approvals", None)
+            .await?;
+        Ok(decode::<ApprovalList>(answer, "approval list")?.approvals)
+    }
+
+    async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
+        let answer = self
+            .client
+            .send(Method::GET, "/v1/chat/tool_approvals?status=all", None)
+            .await?;
+        let mut approvals = decode::<ApprovalList>(answer, "approval list")?.approvals;
+        approvals.truncate(limit);
+        Ok(approvals)
+    }
+
+    /// Refused: a sidecar never decides a hold (FORGE-400); a person does, at the gateway.
+    async fn decide(&self, id: &str, _decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
+        Err(PortError::new(
+            PortErrorKind::Invalid,
+            format!(
+                "approval {id}: the sidecar never decides a hold; a person decides it at the gateway \
+                 (POST /v1/approvals/{{id}}/decision)"
+            ),
+        ))
+    }
+
+    async fn resolve(
+        &self,
+        id: &str,
+        resolution: WaiterResolution,
+        reason: Option<String>,
+    ) -> Result<ResolveOutcome, PortError> {
+        let label = match resolution {
+            WaiterResolution::TimedOut => "timed_out",
+            _ => "canceled",
+        };
+        let path = format!("/v1/chat/tool_approvals/{}/resolve", segment(id));
+        let body = json!({"resolution": label, "reason": reason});
+        let answer: ResolveResponse = decode(
+            self.client.send(Method::POST, &path, Some(&body)).await?,
+            "resolve answer",
+        )?;
+        Ok(match answer.outcome.as_str() {
+            "resolved" => ResolveOutcome::Resolved {
+                record: answer.approval,
+            },
+            _ => ResolveOutcome::AlreadyClosed {
+                record: answer.approval,
+            },
+        })
+    }
+
+    /// Nothing to restore here: the gateway orphans its own holds at its start-up.
+    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+        Ok(Vec::new())
+    }
+
+    /// The gateway serves no audit-trail route to waiters; the trail is read at the gateway.
+    async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {
+        Err(PortError::new(
+            PortErrorKind::Invalid,
+            format!("approval {id}: the audit trail is read at the gateway, not through a sidecar"),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// A hold as the sidecar's approvals service builds it before parking.
+#[cfg(test)]
+pub(crate) fn sample_record(deadline_seconds: Option<i64>) -> ApprovalRecord {
+    let now = chrono::Utc::now();
+    ApprovalRecord {
+        id: "local-id".into(),
+        kind: metaforge_ports::ApprovalKind::ToolCall,
+        tool: "test.write".into(),
+        arguments: serde_json::Value::Null,
+        caller: "remote".into(),
+        status: metaforge_ports::ApprovalStatus::AwaitingApproval,
+        reason: None,
+        approver: None,
+        flow_version_id: None,
+        created_at: now,
+        decided_at: None,
+        deadline: deadline_seconds.map(|s| now + chrono::Duration::seconds(s)),
+    }
+}

@@ -1,0 +1,564 @@
+//! Sidecar remote mode end to end (FORGE-406/462): `metaforge gateway` and `metaforge mcp serve
+//! --http` with `METAFORGE_GATEWAY_URL`, each with its OWN `METAFORGE_HOME`, so anything the
+//! person sees at the gateway can only have come through the gateway's one ledger.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns: a peer that cannot start must fail the test loudly"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metaforge_adapters_gateway::{GatewayClient, RemoteApprovalLedger, RemoteFlowBindings};
+use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::sidecar::{
+    FlowStores, HeldWrites, HoldPolicy, SidecarTool, host_with_bindings, host_with_stores,
+};
+use metaforge_ports::{
+    CallerClass, CallerContext, Clock, HostCallOutcome, IdGen, InputChannel, PortError, Timestamp,
+    ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
+};
+use serde_json::{Map, Value, json};
+
+const KEY: &str = "sk-ops-000001";
+
+struct Ids;
+
+impl IdGen for Ids {
+    fn new_id(&self) -> String {
+        uuid::Uuid::now_v7().to_string()
+    }
+}
+
+struct Wall;
+
+impl Clock for Wall {
+    fn now(&self) -> Timestamp {
+        chrono::Utc::now()
+    }
+}
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_gateway(home: &std::path::Path) -> (Process, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["gateway", "--bind", "127.0.0.1:0"])
+        .env("METAFORGE_HOME", home)
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read banner");
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the banner names the address")
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "gateway did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Process(child), addr)
+}
+
+/// The sidecar with the gateway's URL and key and a home of its own; its stderr is kept so the
+/// test can read the mode it logged.
+fn start_sidecar(home: &std::path::Path, gateway: &str, log: &std::path::Path) -> (Process, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+        .env("METAFORGE_HOME", home)
+        .env("METAFORGE_GATEWAY_URL", format!("http://{gateway}"))
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .env("RUST_LOG", "info,rmcp=warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sidecar did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Process(child), format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// A minimal HTTP/1.1 exchange with the gateway, as a person's client would make it.
+fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let status: u16 = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn proposal_arguments() -> Map<String, Value> {
+    args(json!({
+        "template_id": "mech_v1",
+        "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan",
+                        "rationale": "load-tested before release"}],
+        "context": {"manufacturing_context": {"route": "vendor"},
+                    "target_maturity": "sim_validated", "loads_and_use": "20 kg"}
+    }))
+}
+
+#[tokio::test]
+async fn a_plugins_flow_propose_is_held_in_the_gateways_ledger_and_approved_over_http() {
+    let gateway_home = tempfile::tempdir().unwrap();
+    let sidecar_home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(gateway_home.path());
+    let log = sidecar_home.path().join("sidecar.log");
+    let (_sidecar, url) = start_sidecar(sidecar_home.path(), &addr, &log);
+
+    let mut config = ServerConfig::new(
+        "metaforge",
+        ServerTransport::Http {
+            url,
+            headers: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Auto;
+    let client = McpToolServer::new(config);
+    let proposed = client
+        .call_tool("flow.propose", proposal_arguments())
+        .await
+        .unwrap();
+    println!("flow.propose through the remote sidecar: {}", proposed.text());
+    let proposal = proposed.structured.unwrap();
+    assert_eq!(proposal["status"], "proposed", "{proposal}");
+    let approval_id = proposal["approval_id"].as_str().unwrap().to_owned();
+    let version_id = proposal["flow_version_id"].as_str().unwrap().to_owned();
+
+    // The person's side: the gateway's unified queue shows the hold the plugin caused.
+    let (status, pending) = http(&addr, "GET", "/v1/approvals", None);
+    assert_eq!(status, 200, "{pending}");
+    let held: Vec<&Value> = pending["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["id"] == approval_id.as_str())
+        .collect();
+    assert_eq!(
+        held.len(),
+        1,
+        "the proposal's hold is in the gateway's queue: {pending}"
+    );
+    assert_eq!(held[0]["kind"], "design_flow_proposal");
+    assert_eq!(held[0]["flow_version_id"], version_id.as_str());
+
+    let (status, decided) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{approval_id}/decision"),
+        Some(&json!({"decision": "approve", "note": "looks right"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(
+        decided["approver"], "ops",
+        "the approver is the authenticated identity"
+    );
+
+    let (status, version) = http(
+        &addr,
+        "GET",
+        &format!("/v1/design-flows/versions/{version_id}"),
+        None,
+    );
+    assert_eq!(status, 200, "{version}");
+    assert_eq!(version["version"]["status"], "approved", "{version}");
+
+    // The sidecar reads the same version back through the gateway.
+    let read = client
+        .call_tool("flow.version", args(json!({"id": version_id})))
+        .await
+        .unwrap();
+    assert_eq!(read.structured.unwrap()["status"], "approved");
+
+    // Nothing was written under the sidecar's own home: there is one ledger.
+    let written: Vec<_> = walk(sidecar_home.path())
+        .into_iter()
+        .filter(|p| p != &log)
+        .collect();
+    assert!(written.is_empty(), "the sidecar wrote locally: {written:?}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("mcp_flow_bindings_remote"), "{logged}");
+    assert!(!logged.contains("mcp_flow_bindings_in_process"), "{logged}");
+    client.close().await;
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn without_a_gateway_url_the_sidecar_logs_the_in_process_choice_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log = home.path().join("sidecar.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+        .env("METAFORGE_HOME", home.path().join("home"))
+        .env_remove("METAFORGE_GATEWAY_URL")
+        .env("RUST_LOG", "info,rmcp=warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let _sidecar = Process(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sidecar did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let line = logged
+        .lines()
+        .find(|l| l.contains("mcp_flow_bindings_in_process"))
+        .unwrap_or_else(|| panic!("no in-process warning in: {logged}"));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.contains("correct only inside the gateway"), "{line}");
+}
+
+/// A write the gating rules hold for a remote caller: test-only, never in the product binary.
+struct TestWrite;
+
+#[async_trait::async_trait]
+impl SidecarTool for TestWrite {
+    fn descriptor(&self) -> ToolDescriptor {
+        ToolDescriptor {
+            name: "test.write".to_owned(),
+            title: None,
+            description: "a write held for a person".to_owned(),
+            input_schema: json!({"type": "object", "properties": {"value": {"type": "string"}}}),
+            hints: ToolHints {
+                read_only_hint: Some(false),
+                destructive_hint: Some(true),
+                idempotent_hint: Some(false),
+                open_world_hint: Some(false),
+            },
+        }
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        Ok(HostCallOutcome::Done(ToolOutput::json(
+            json!({"status": "written", "value": arguments.get("value")}),
+        )))
+    }
+}
+
+/// The sidecar's host exactly as remote mode composes it, plus the test-only held write.
+fn remote_host(addr: &str, timeout: Duration) -> Arc<dyn ToolHost> {
+    let client = GatewayClient::new(&format!("http://{addr}"), Some(KEY.to_owned())).unwrap();
+    let held = HeldWrites {
+        approvals: Arc::new(ApprovalService::waiter(
+            Arc::new(RemoteApprovalLedger::new(client.clone())),
+            Arc::new(Wall),
+            Arc::new(Ids),
+        )),
+        policy: HoldPolicy {
+            timeout,
+            poll: Duration::from_millis(100),
+        },
+    };
+    Arc::new(
+        host_with_bindings(Arc::new(RemoteFlowBindings::new(client)), held).with_tool(Arc::new(TestWrite)),
+    )
+}
+
+fn remote_caller() -> CallerContext {
+    CallerContext {
+        class: CallerClass::Remote,
+        session: None,
+        input_channel: InputChannel::None,
+    }
+}
+
+/// Polls the gateway's queue until a `test.write` hold appears.
+async fn pending_hold(addr: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, pending) = http(addr, "GET", "/v1/chat/tool_approvals", None);
+        assert_eq!(status, 200, "{pending}");
+        if let Some(hold) = pending["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["tool"] == "test.write")
+        {
+            return hold.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no hold parked at the gateway: {pending}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_held_write_waits_in_the_gateways_ledger_and_runs_once_approved_over_http() {
+    let home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(60));
+    let call = tokio::spawn({
+        let host = Arc::clone(&host);
+        async move {
+            host.call(&remote_caller(), "test.write", args(json!({"value": "v1"})))
+                .await
+        }
+    });
+    let hold = pending_hold(&addr).await;
+    assert_eq!(hold["status"], "awaiting_approval");
+    assert_eq!(hold["caller"], "remote");
+    assert!(!call.is_finished(), "the call waits for a person");
+    let id = hold["id"].as_str().unwrap();
+    let (status, decided) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{id}/decision"),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    let outcome = tokio::time::timeout(Duration::from_secs(10), call)
+        .await
+        .expect("the wait returns once approved")
+        .unwrap()
+        .unwrap();
+    let HostCallOutcome::Done(output) = outcome else {
+        panic!("expected a finished call, got {outcome:?}");
+    };
+    assert!(!output.is_error, "{output:?}");
+    assert_eq!(output.structured.unwrap()["status"], "written");
+}
+
+#[tokio::test]
+async fn a_held_write_whose_window_closes_is_resolved_timed_out_in_the_gateways_ledger() {
+    let home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(1));
+    let outcome = host
+        .call(&remote_caller(), "test.write", args(json!({"value": "late"})))
+        .await
+        .unwrap();
+    let HostCallOutcome::Done(output) = outcome else {
+        panic!("expected a finished call, got {outcome:?}");
+    };
+    assert!(output.is_error);
+    let envelope = output.structured.unwrap();
+    assert_eq!(envelope["status"], "timed_out", "{envelope}");
+    let id = envelope["approval_id"].as_str().unwrap();
+    let (status, record) = http(&addr, "GET", &format!("/v1/chat/tool_approvals/{id}"), None);
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(
+        record["status"], "timed_out",
+        "the sidecar closed its own hold: {record}"
+    );
+    // A person answering it now is told the state.
+    let (status, answer) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{id}/decision"),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 409, "{answer}");
+}
+
+#[tokio::test]
+async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gateway() {
+    let gateway_home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(gateway_home.path());
+    let remote = remote_host(&addr, Duration::from_secs(5));
+
+    let local_home = tempfile::tempdir().unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(Wall);
+    let stores = FlowStores {
+        approvals: Arc::new(
+            SqliteApprovalLedger::open(&local_home.path().join("approvals.db"), Arc::clone(&clock))
+                .await
+                .unwrap(),
+        ),
+        versions: Arc::new(
+            SqliteFlowVersionStore::open(&local_home.path().join("versions.db"))
+                .await
+                .unwrap(),
+        ),
+        clock,
+        ids: Arc::new(Ids),
+    };
+    let local = host_with_stores(
+        stores,
+        HoldPolicy {
+            timeout: Duration::from_secs(5),
+            poll: Duration::from_millis(100),
+        },
+    );
+    let caller = remote_caller();
+    let shape = |v: &Value| -> Vec<(String, &'static str)> {
+        v.as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let kind = match v {
+                    Value::Null => "null",
+                    Value::Bool(_) => "bool",
+                    Value::Number(_) => "number",
+                    Value::String(_) => "string",
+                    Value::Array(_) => "array",
+                    Value::Object(_) => "object",
+                };
+                (k.clone(), kind)
+            })
+            .collect()
+    };
+    let structured = |outcome: HostCallOutcome| match outcome {
+        HostCallOutcome::Done(output) => output.structured.unwrap(),
+        other => panic!("expected a finished call, got {other:?}"),
+    };
+    let from_gateway = structured(
+        remote
+            .call(&caller, "flow.propose", proposal_arguments())
+            .await
+            .unwrap(),
+    );
+    let in_process = structured(
+        local
+            .call(&caller, "flow.propose", proposal_arguments())
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        shape(&from_gateway),
+        shape(&in_process),
+        "{from_gateway}\n{in_process}"
+    );
+    assert_eq!(
+        from_gateway["diff"], in_process["diff"],
+        "same operations, same diff"
+    );
+    assert_eq!(from_gateway["content_hash"], in_process["content_hash"]);
+
+    let version_of = |v: &Value| args(json!({"id": v["flow_version_id"]}));
+    let remote_version = structured(
+        remote
+            .call(&caller, "flow.version", version_of(&from_gateway))
+            .await
+            .unwrap(),
+    );
+    let local_version = structured(
+        local
+            .call(&caller, "flow.version", version_of(&in_process))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        shape(&remote_version),
+        shape(&local_version),
+        "{remote_version}\n{local_version}"
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_held_call_resolves_its_hold_canceled_in_the_gateways_ledger() {
+    let home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(60));
+    let call = tokio::spawn(async move {
+        host.call(&remote_caller(), "test.write", args(json!({"value": "dropped"})))
+            .await
+    });
+    let hold = pending_hold(&addr).await;
+    let id = hold["id"].as_str().unwrap().to_owned();
+    call.abort();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, record) = http(&addr, "GET", &format!("/v1/chat/tool_approvals/{id}"), None);
+        assert_eq!(status, 200, "{record}");
+        if record["status"] == "canceled" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the cancelled call did not close its hold: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_gateway_gone_while_waiting_times_the_call_out_without_raising_the_failed_close() {
+    let home = tempfile::tempdir().unwrap();
+    let (gateway, addr) = start_gateway(home.path());
+    let host = remote_host(&addr, Duration::from_secs(2));
+    let call = tokio::spawn(async move {
+        host.call(&remote_caller(), "test.write", args(json!({"value": "orphan"})))
+            .await
+    });
+    pending_hold(&addr).await;
+    drop(gateway);
+    let outcome = tokio::time::timeout(Duration::from_secs(20), call)
+        .await
+        .expect("the wait ends when its window closes")
+        .unwrap()
+        .expect("a failed close is not raised into the tool call");
+    let HostCallOutcome::Done(output) = outcome else {
+        panic!("expected a finished call, got {outcome:?}");
+    };
+    assert!(output.is_error);
+    assert_eq!(output.structured.unwrap()["status"], "timed_out");
+}

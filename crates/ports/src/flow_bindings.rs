@@ -1,0 +1,67 @@
+//! The flow bindings the MCP sidecar's `flow.propose` and `flow.version` go through (FORGE-462).
+//!
+//! Inside the gateway they run in process over the flow-version store and the approval ledger;
+//! in a sidecar with `METAFORGE_GATEWAY_URL` set they call the gateway's own routes, so a proposal
+//! from a plugin is the one the dashboard shows. Both answer with these types, so the tool's
+//! result has the same shape either way.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::PortError;
+use crate::flow_version::FlowVersionRecord;
+
+/// A caller-proposed tailoring: a template and the caller's own operations (no model call).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallerProposal {
+    /// The built-in template to tailor, e.g. `mech_v1`.
+    pub template_id: String,
+    /// The caller's operations, `[{op, phase, value, rationale}]`, checked strictly.
+    pub operations: serde_json::Value,
+    /// The tailoring context (`manufacturing_context`, `target_maturity`, `loads_and_use`).
+    pub context: Option<serde_json::Value>,
+    /// The proposing caller's class, recorded as provenance.
+    pub caller: String,
+}
+
+/// A proposal stored as a new version and held for a person.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldProposal {
+    /// The hold a person answers.
+    pub approval_id: String,
+    /// The stored version.
+    pub flow_version_id: String,
+    /// The template it tailors.
+    pub template_id: String,
+    /// The version's content hash.
+    pub content_hash: String,
+    /// The human-readable diff against the template.
+    pub diff: serde_json::Value,
+    /// The operations that were applied.
+    pub applied: serde_json::Value,
+}
+
+/// How a proposal ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ProposalAnswer {
+    /// Stored and held for a person.
+    Held(HeldProposal),
+    /// Context is missing: these questions must be answered first; nothing was stored.
+    NeedsInput {
+        /// The questions, as the domain words them.
+        questions: serde_json::Value,
+    },
+}
+
+/// Propose and read flow versions, in process or through the gateway. Refusals are `Invalid`
+/// with the reason as message; nothing is stored then.
+#[async_trait]
+pub trait FlowBindings: Send + Sync {
+    /// Proposes a tailoring built from the caller's operations.
+    async fn propose(&self, proposal: CallerProposal) -> Result<ProposalAnswer, PortError>;
+
+    /// One stored version (`NotFound` when absent).
+    async fn version(&self, id: &str) -> Result<FlowVersionRecord, PortError>;
+}
