@@ -166,7 +166,6 @@ impl Drop for Aimock {
     }
 }
 
-#[expect(clippy::zombie_processes, reason = "the Aimock guard kills and waits on drop")]
 fn start_aimock() -> (Aimock, u16) {
     let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
     let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
