@@ -27,13 +27,18 @@ impl Drop for Gateway {
     }
 }
 
+fn start(home: &std::path::Path) -> Gateway {
+    start_with(home, &[])
+}
+
 #[expect(
     clippy::zombie_processes,
     reason = "the Gateway guard kills and waits on drop"
 )]
-fn start(home: &std::path::Path) -> Gateway {
+fn start_with(home: &std::path::Path, vars: &[(&str, String)]) -> Gateway {
     let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
         .args(["gateway", "--bind", "127.0.0.1:0"])
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
         .env("METAFORGE_HOME", home)
         .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
         .env("RUST_LOG", "warn")
@@ -221,4 +226,101 @@ fn up_refuses_a_sidecar_off_loopback() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
+}
+
+struct Aimock(Child);
+
+impl Drop for Aimock {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_aimock() -> (Aimock, u16) {
+    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
+    let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
+    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
+    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../adapters-llm/tests/fixtures/aimock.json");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let child = Command::new("node")
+        .arg(&cli)
+        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
+        .arg(&fixtures)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn aimock");
+    let mock = Aimock(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "aimock did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (mock, port)
+}
+
+#[test]
+fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary() {
+    let (_mock, port) = start_aimock();
+    let home = tempfile::tempdir().expect("tempdir");
+    let gw = start_with(
+        home.path(),
+        &[
+            ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+            ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
+            ("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()),
+            (
+                "METAFORGE_CREDENTIALS_PATH",
+                home.path().join("credentials.json").display().to_string(),
+            ),
+        ],
+    );
+    let (status, providers) = http(&gw, "GET", "/v1/harness/providers", None);
+    assert_eq!(status, 200, "{providers}");
+    assert_eq!(providers["pipeline"], true);
+    let request = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Hello from aimock! How can I help?"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, summary) = http(&gw, "GET", "/v1/runs/usage/summary", None);
+        assert_eq!(status, 200, "{summary}");
+        if summary["totals"]["by_role"]["chat"]["calls"] == 1 {
+            assert_eq!(
+                summary["totals"]["by_model"]["openai:gpt-4o-mini"]["calls"], 1,
+                "{summary}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the usage summary never counted the call: {summary}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_503() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let gw = start_with(
+        home.path(),
+        &[(
+            "METAFORGE_CREDENTIALS_PATH",
+            home.path().join("credentials.json").display().to_string(),
+        )],
+    );
+    let request = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"], "unavailable");
 }

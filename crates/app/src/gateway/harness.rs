@@ -77,7 +77,9 @@ pub(crate) struct Selection {
 }
 
 /// The stored selection, unless it fails the family check (then it is ignored, with the reason).
-async fn usable_selection(store: &dyn SelectionStore) -> Result<(Option<String>, Option<String>), ApiError> {
+pub(crate) async fn usable_selection(
+    store: &dyn SelectionStore,
+) -> Result<(Option<String>, Option<String>), ApiError> {
     let Some(route) = store.get().await? else {
         return Ok((None, None));
     };

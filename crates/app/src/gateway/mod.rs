@@ -7,11 +7,13 @@
 
 mod approvals;
 pub mod auth;
+pub mod chat;
 pub mod error;
 pub mod extract;
 mod flows;
 pub mod harness;
 mod health;
+pub mod providers;
 mod usage;
 
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use metaforge_ports::{Clock, PortError};
 
 use crate::approvals::ApprovalService;
 use crate::flows::FlowService;
+use crate::pipeline::ProviderPipeline;
 
 pub use auth::{ApiKey, AuthConfigError, AuthState, Identity, check_bind_policy, parse_api_keys};
 pub use error::{ApiError, ErrorBody};
@@ -54,6 +57,11 @@ pub struct GatewayState {
     pub clock: Arc<dyn Clock>,
     /// Routing table, credentials and the durable selection.
     pub harness: harness::HarnessConfig,
+    /// Every provider's configuration, computed by the binary at start (the providers view).
+    pub providers: Vec<providers::ProviderRow>,
+    /// The provider pipeline behind `/v1/chat/completions`; `None` when no provider is
+    /// configured (chat completions then answer 503 naming why).
+    pub pipeline: Option<Arc<ProviderPipeline>>,
 }
 
 impl GatewayState {
@@ -160,6 +168,8 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(usage::summary))
         .routes(routes!(harness::routing))
         .routes(routes!(harness::get_selection, harness::put_selection))
+        .routes(routes!(providers::list))
+        .routes(routes!(chat::completions))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

@@ -63,6 +63,8 @@ pub(crate) fn state() -> Arc<GatewayState> {
         usage: Arc::new(MemoryUsageStore::new()),
         clock,
         harness: harness(),
+        providers: Vec::new(),
+        pipeline: None,
     })
 }
 

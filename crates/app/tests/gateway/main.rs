@@ -7,6 +7,7 @@
 
 mod approvals;
 mod auth;
+mod chat;
 mod common;
 mod flows;
 mod harness;

@@ -13,15 +13,20 @@ use metaforge_adapters_store::{
 };
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
+use metaforge_app::gateway::chat::UsageStoreSink;
 use metaforge_app::gateway::harness::HarnessConfig;
+use metaforge_app::gateway::providers::ProviderRow;
 use metaforge_app::sidecar::{FlowStores, HoldPolicy, host_with_stores};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 use metaforge_app::gateway::{self, AuthState, GatewayState};
+use metaforge_app::pipeline::{Candidate, ProviderPipeline};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
+use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Clock, IdGen};
 
+use crate::providers_config::{self, BuildError};
 use crate::system::{SystemClock, UuidV7Ids, env, init_logging};
 
 /// Options of `metaforge gateway`.
@@ -147,7 +152,12 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
         .install_recorder()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
-    let harness = harness_config(&paths).await?;
+    let rows = providers_config::provider_rows()
+        .await
+        .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
+    let harness = harness_config(&paths, providers_config::credentialed(&rows)).await?;
+    let store: Arc<dyn UsageStore> = usage.clone();
+    let pipeline = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
     let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
@@ -158,6 +168,8 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         usage,
         clock,
         harness,
+        providers: rows,
+        pipeline,
     });
     Ok(Composition {
         state,
@@ -173,7 +185,10 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
 /// The routing table (`METAFORGE_MODEL_ROUTES_PATH`; a bad table refuses start), the
 /// `METAFORGE_ROUTE_*` overrides, the credentialed providers, the default route
 /// (`METAFORGE_LLM_PROVIDER` + `METAFORGE_LLM_MODEL`) and the durable selection file.
-async fn harness_config(paths: &StorePaths) -> Result<HarnessConfig, StartError> {
+async fn harness_config(
+    paths: &StorePaths,
+    credentialed: std::collections::BTreeSet<String>,
+) -> Result<HarnessConfig, StartError> {
     use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RoutingTable, validate_table};
     let table = match env(MODEL_ROUTES_PATH_ENV) {
         Some(path) => {
@@ -186,9 +201,6 @@ async fn harness_config(paths: &StorePaths) -> Result<HarnessConfig, StartError>
     let env_routes: std::collections::BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX))
         .collect();
-    let credentialed = crate::cmd::llm::credentialed_providers()
-        .await
-        .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
     for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
         if problem.blocks_start() {
             return Err(StartError::Config(format!("routing: {problem}")));
@@ -206,6 +218,86 @@ async fn harness_config(paths: &StorePaths) -> Result<HarnessConfig, StartError>
         default_route,
         selection: Arc::new(FileSelectionStore::new(paths.home.join(SELECTION_FILE))),
     })
+}
+
+/// The pipeline behind `/v1/chat/completions`: each role's route as resolved at start (the
+/// routing rules over the harness configuration, the stored selection included) as its primary,
+/// `METAFORGE_FALLBACK_PROVIDERS` behind it; every configured provider is wired so an explicit
+/// `provider:model` (or a selection stored later) can be served. `None` when no provider is
+/// configured: the gateway still starts and chat completions answer 503 naming why.
+async fn gateway_pipeline(
+    harness: &HarnessConfig,
+    rows: &[ProviderRow],
+    usage: Arc<dyn UsageStore>,
+    clock: Arc<dyn Clock>,
+) -> Result<Option<Arc<ProviderPipeline>>, StartError> {
+    use metaforge_domain::routing::{ROLES, RouteCall, RoutingInputs, resolve_route};
+    let configured: Vec<String> = rows
+        .iter()
+        .filter(|r| r.configured)
+        .map(|r| r.id.clone())
+        .collect();
+    if configured.is_empty() {
+        tracing::warn!(
+            event = "gateway_pipeline_disabled",
+            "no provider is configured: /v1/chat/completions answers 503 until a credential is added and the gateway restarts"
+        );
+        return Ok(None);
+    }
+    let fallbacks = providers_config::fallback_candidates().map_err(StartError::Config)?;
+    let selection = harness
+        .selection
+        .get()
+        .await
+        .map_err(|e| StartError::Runtime(format!("selection: {e}")))?;
+    let inputs = RoutingInputs {
+        table: &harness.table,
+        env: &harness.env_routes,
+        credentialed: Some(&harness.credentialed),
+        selection: selection.as_deref(),
+        default: harness.default_route.as_deref(),
+    };
+    let mut roles: Vec<String> = ROLES.iter().map(|r| (*r).to_owned()).collect();
+    roles.extend(
+        harness
+            .table
+            .roles
+            .keys()
+            .filter(|r| !ROLES.contains(&r.as_str()))
+            .cloned(),
+    );
+    let mut chains = std::collections::BTreeMap::new();
+    for role in roles {
+        let call = RouteCall {
+            role: role.clone(),
+            ..RouteCall::default()
+        };
+        match resolve_route(&inputs, &call) {
+            Ok(resolved) => {
+                let mut chain = vec![Candidate {
+                    provider: resolved.provider,
+                    model: resolved.model,
+                }];
+                chain.extend(
+                    fallbacks
+                        .iter()
+                        .filter(|f| !chain.contains(f))
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                );
+                chains.insert(role, chain);
+            }
+            Err(err) => {
+                tracing::info!(event = "gateway_role_unrouted", role = %role, reason = %err, "role has no route; calls to it answer 503");
+            }
+        }
+    }
+    let sink = Arc::new(UsageStoreSink::new(usage, clock));
+    let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
+        BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
+        other => StartError::Runtime(format!("provider pipeline: {other}")),
+    })?;
+    Ok(Some(Arc::new(pipeline)))
 }
 
 /// Waits for Ctrl-C or SIGTERM.

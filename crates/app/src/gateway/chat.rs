@@ -1,0 +1,496 @@
+//! `POST /v1/chat/completions`: an OpenAI-compatible front door onto the provider pipeline.
+//!
+//! `model` is a routing role (resolved by the domain's routing rules over the gateway's harness
+//! configuration, the durable selection included) or an explicit `provider:model` (family-checked).
+//! Every answer says who served it (`x-metaforge-served-by`, and `x-metaforge-fell-back-from` when a
+//! fallback answered); every call is one usage event attributed to the role and the caller.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use metaforge_domain::providers::{model_family_mismatch, parse_route, resolve_provider};
+use metaforge_domain::routing::{ROLES, RouteCall, RoutingInputs, resolve_route};
+use metaforge_domain::usage::normalize_usage;
+use metaforge_ports::Clock;
+use metaforge_ports::usage_store::UsageStore;
+use metaforge_ports::{
+    ContentPart, FinishReason, LlmMessage, LlmRequest, LlmRole, ProviderErrorKind, RawUsage, StreamEvent,
+    SystemPrompt,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::GatewayState;
+use super::auth::Identity;
+use super::error::{ApiError, ErrorBody};
+use super::extract::ApiJson;
+use crate::pipeline::{
+    CallSpec, CallUsage, Candidate, PipelineError, Served, UsageScope, UsageSink, with_usage_scope,
+};
+
+/// Response header naming the `provider:model` that served the answer.
+pub const SERVED_BY_HEADER: &str = "x-metaforge-served-by";
+/// Response header naming the configured primary `provider:model` when a fallback served.
+pub const FELL_BACK_FROM_HEADER: &str = "x-metaforge-fell-back-from";
+
+/// Records each pipeline call's usage into the gateway's usage store, so the usage summary
+/// counts chat completions. Recording runs on the runtime (the sink must not block); a failed
+/// write is logged, never silently dropped.
+pub struct UsageStoreSink {
+    store: Arc<dyn UsageStore>,
+    clock: Arc<dyn Clock>,
+}
+
+impl UsageStoreSink {
+    /// A sink writing into `store`, stamping each event's time from `clock` (the pipeline leaves
+    /// `at` to the recorder).
+    pub fn new(store: Arc<dyn UsageStore>, clock: Arc<dyn Clock>) -> Self {
+        Self { store, clock }
+    }
+}
+
+impl UsageSink for UsageStoreSink {
+    fn record(&self, usage: CallUsage) {
+        let store = Arc::clone(&self.store);
+        let mut event = usage.event;
+        if event.at.is_none() {
+            event.at = Some(self.clock.now());
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(event = "llm_usage_not_recorded", provider = %event.provider, "no runtime to record usage on");
+            return;
+        };
+        runtime.spawn(async move {
+            if let Err(err) = store.record(event).await {
+                tracing::error!(event = "llm_usage_not_recorded", error = %err, "usage store write failed");
+            }
+        });
+    }
+}
+
+/// One chat message (OpenAI shape; text content only).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub(crate) struct ChatMessage {
+    /// `system`, `developer`, `user` or `assistant`.
+    role: String,
+    /// The text.
+    #[serde(default)]
+    content: Option<String>,
+}
+
+/// `stop`: one sequence or several.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum StopSequences {
+    /// One sequence.
+    One(String),
+    /// Several sequences.
+    Many(Vec<String>),
+}
+
+/// An OpenAI-compatible chat completion request.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub(crate) struct ChatCompletionRequest {
+    /// A routing role (`chat`, `phase_brain`, …) or an explicit `provider:model`.
+    model: String,
+    /// The conversation, oldest first; at least one user or assistant message.
+    messages: Vec<ChatMessage>,
+    /// Stream the answer as server-sent events ending with `data: [DONE]`.
+    #[serde(default)]
+    stream: Option<bool>,
+    /// Output cap.
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    max_tokens: Option<u32>,
+    /// Output cap (newer name; `max_tokens` wins when both are given).
+    #[serde(default)]
+    #[schema(minimum = 1)]
+    max_completion_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[serde(default)]
+    temperature: Option<f32>,
+    /// Stop sequences.
+    #[serde(default)]
+    stop: Option<StopSequences>,
+}
+
+/// The assistant's message.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AssistantMessage {
+    /// Always `assistant`.
+    role: &'static str,
+    /// The text.
+    content: String,
+    /// Tool calls, when the model made any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ChatToolCall>,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatToolCall {
+    /// Call id.
+    id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    /// The function.
+    function: ChatFunction,
+}
+
+/// A function call: name and JSON-encoded arguments.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatFunction {
+    /// Tool name.
+    name: String,
+    /// Arguments as a JSON string.
+    arguments: String,
+}
+
+/// One choice.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatChoice {
+    /// Always 0.
+    index: u32,
+    /// The answer.
+    message: AssistantMessage,
+    /// `stop`, `length`, `tool_calls`, `content_filter`; null when the provider did not say.
+    finish_reason: Option<String>,
+}
+
+/// Token counts; null when the provider did not report them (unknown is never 0).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatUsage {
+    /// Prompt tokens.
+    prompt_tokens: Option<u64>,
+    /// Completion tokens.
+    completion_tokens: Option<u64>,
+    /// Their sum, when both are known.
+    total_tokens: Option<u64>,
+}
+
+/// An OpenAI-compatible chat completion.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ChatCompletion {
+    /// `chatcmpl-<request id>`.
+    id: String,
+    /// Always `chat.completion`.
+    object: &'static str,
+    /// Unix seconds.
+    created: i64,
+    /// The model that served.
+    model: String,
+    /// One choice.
+    choices: Vec<ChatChoice>,
+    /// Token counts; null when unknown.
+    usage: Option<ChatUsage>,
+}
+
+fn finish_text(reason: &FinishReason) -> String {
+    match reason {
+        FinishReason::Stop => "stop".to_owned(),
+        FinishReason::Length => "length".to_owned(),
+        FinishReason::ToolCalls => "tool_calls".to_owned(),
+        FinishReason::ContentFilter => "content_filter".to_owned(),
+        FinishReason::Other(other) => other.clone(),
+        _ => "stop".to_owned(),
+    }
+}
+
+fn chat_usage(raw: &RawUsage) -> ChatUsage {
+    let n = normalize_usage(raw.family, &raw.raw);
+    ChatUsage {
+        prompt_tokens: n.prompt_tokens,
+        completion_tokens: n.completion_tokens,
+        total_tokens: n.prompt_tokens.zip(n.completion_tokens).map(|(p, c)| p + c),
+    }
+}
+
+/// The request in the ports' shape; every bad message names its index.
+fn to_llm_request(request: &ChatCompletionRequest) -> Result<LlmRequest, ApiError> {
+    let mut system = Vec::new();
+    let mut messages = Vec::new();
+    for (i, message) in request.messages.iter().enumerate() {
+        let text = message.content.clone().unwrap_or_default();
+        match message.role.as_str() {
+            "system" | "developer" => system.push(text),
+            "user" => messages.push(LlmMessage::user_text(text)),
+            "assistant" => messages.push(LlmMessage {
+                role: LlmRole::Assistant,
+                content: vec![ContentPart::Text { text }],
+            }),
+            other => {
+                return Err(ApiError::bad_request(
+                    &format!("messages[{i}].role"),
+                    format!(
+                        "messages[{i}].role '{other}' is not supported (system, developer, user, assistant)"
+                    ),
+                ));
+            }
+        }
+    }
+    if messages.is_empty() {
+        return Err(ApiError::bad_request(
+            "messages",
+            "messages must hold at least one user or assistant message",
+        ));
+    }
+    if let Some(t) = request.temperature
+        && !(0.0..=2.0).contains(&t)
+    {
+        return Err(ApiError::bad_request(
+            "temperature",
+            "temperature must be between 0 and 2",
+        ));
+    }
+    let max_tokens = request.max_tokens.or(request.max_completion_tokens);
+    if max_tokens == Some(0) {
+        return Err(ApiError::bad_request(
+            "max_tokens",
+            "max_tokens must be at least 1",
+        ));
+    }
+    Ok(LlmRequest {
+        system: SystemPrompt {
+            stable: system.join("\n\n"),
+            volatile_suffix: None,
+        },
+        messages,
+        max_tokens,
+        temperature: request.temperature,
+        stop: match &request.stop {
+            None => Vec::new(),
+            Some(StopSequences::One(s)) => vec![s.clone()],
+            Some(StopSequences::Many(s)) => s.clone(),
+        },
+        ..LlmRequest::default()
+    })
+}
+
+/// `model` as a call: an explicit family-checked `provider:model`, or a role resolved now by the
+/// routing rules (so a selection stored a second ago is honoured) and passed as the primary.
+async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Result<CallSpec, ApiError> {
+    let model = model.trim();
+    if model.contains(':') {
+        let parsed = parse_route(model)
+            .map_err(|e| ApiError::bad_request("model", format!("model '{model}': {e}")))?;
+        let info = resolve_provider(&parsed.provider)
+            .map_err(|e| ApiError::bad_request("model", format!("model '{model}': {e}")))?;
+        if let Some(reason) = model_family_mismatch(info, &parsed.model) {
+            return Err(ApiError::bad_request(
+                "model",
+                format!("model '{model}': {reason}"),
+            ));
+        }
+        return Ok(CallSpec {
+            role: "chat".to_owned(),
+            explicit: Some(Candidate {
+                provider: info.id.to_owned(),
+                model: parsed.model,
+            }),
+            session_id,
+        });
+    }
+    let harness = &state.harness;
+    if !ROLES.contains(&model) && !harness.table.roles.contains_key(model) {
+        return Err(ApiError::bad_request(
+            "model",
+            format!(
+                "model '{model}' is neither a routing role ({}) nor provider:model",
+                ROLES.join(", ")
+            ),
+        ));
+    }
+    let (selection, _) = super::harness::usable_selection(harness.selection.as_ref()).await?;
+    let inputs = RoutingInputs {
+        table: &harness.table,
+        env: &harness.env_routes,
+        credentialed: Some(&harness.credentialed),
+        selection: selection.as_deref(),
+        default: harness.default_route.as_deref(),
+    };
+    let call = RouteCall {
+        role: model.to_owned(),
+        ..RouteCall::default()
+    };
+    let resolved = resolve_route(&inputs, &call)
+        .map_err(|e| ApiError::unavailable(format!("no route for role '{model}': {e}")))?;
+    Ok(CallSpec {
+        role: model.to_owned(),
+        explicit: Some(Candidate {
+            provider: resolved.provider,
+            model: resolved.model,
+        }),
+        session_id,
+    })
+}
+
+/// A pipeline failure in the seed's codes: 429 (with Retry-After) when every attempt was rate
+/// limited, 503 with every attempt in `details` otherwise.
+fn pipeline_error(err: PipelineError) -> ApiError {
+    match err {
+        PipelineError::AllProvidersFailed { role, attempts } => {
+            let details = serde_json::json!({
+                "role": role,
+                "attempts": attempts.iter().map(|a| serde_json::json!({
+                    "provider": a.provider, "model": a.model, "attempt": a.attempt,
+                    "error": a.error.kind.as_str(), "status": a.error.status,
+                    "message": a.error.provider_message,
+                })).collect::<Vec<_>>(),
+            });
+            let all_limited = !attempts.is_empty()
+                && attempts
+                    .iter()
+                    .all(|a| a.error.kind == ProviderErrorKind::RateLimit);
+            if all_limited {
+                let retry = attempts
+                    .iter()
+                    .filter_map(|a| a.error.retry_after)
+                    .max()
+                    .map_or(1, |d| d.as_secs().max(1));
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!("every provider for role '{role}' is rate limited"),
+                )
+                .with_details(details)
+                .with_retry_after(retry)
+            } else {
+                ApiError::unavailable(format!("all providers failed for role '{role}'")).with_details(details)
+            }
+        }
+        other => ApiError::unavailable(other.to_string()),
+    }
+}
+
+fn provenance<T>(served: &Served<T>) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = Vec::new();
+    if let Ok(v) = HeaderValue::from_str(&format!("{}:{}", served.provider, served.model)) {
+        headers.push((HeaderName::from_static(SERVED_BY_HEADER), v));
+    }
+    if let Some(fallback) = &served.fallback
+        && let Ok(v) = HeaderValue::from_str(&format!("{}:{}", fallback.primary, fallback.primary_model))
+    {
+        headers.push((HeaderName::from_static(FELL_BACK_FROM_HEADER), v));
+    }
+    headers
+}
+
+/// One OpenAI-compatible chat completion through the provider pipeline.
+#[utoipa::path(post, path = "/v1/chat/completions", tag = "chat", request_body = ChatCompletionRequest,
+    responses(
+        (status = 200, description = "The completion (JSON), or `text/event-stream` chunks ending with `data: [DONE]` when `stream` is true",
+            body = ChatCompletion,
+            headers(("x-metaforge-served-by" = String, description = "provider:model that served"),
+                    ("x-metaforge-fell-back-from" = String, description = "configured primary when a fallback served"))),
+        (status = 400, description = "Malformed body, unknown role or provider, family mismatch", body = ErrorBody),
+        (status = 401, body = ErrorBody),
+        (status = 429, description = "Every provider is rate limited; see Retry-After", body = ErrorBody),
+        (status = 503, description = "No pipeline, no route, or every provider failed (attempts in details)", body = ErrorBody)),
+    security(("api_key" = [])))]
+pub(crate) async fn completions(
+    State(state): State<Arc<GatewayState>>,
+    Extension(identity): Extension<Identity>,
+    headers: HeaderMap,
+    ApiJson(request): ApiJson<ChatCompletionRequest>,
+) -> Result<Response, ApiError> {
+    let llm_request = to_llm_request(&request)?;
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("local")
+        .to_owned();
+    let spec = call_spec(&state, &request.model, request_id.clone()).await?;
+    let Some(pipeline) = state.pipeline.clone() else {
+        return Err(ApiError::unavailable(
+            "no provider pipeline runs in this gateway: configure a provider credential and a route, then restart",
+        ));
+    };
+    let scope = UsageScope {
+        role: Some(spec.role.clone()),
+        caller: Some(identity.0.clone()),
+        ..UsageScope::default()
+    };
+    let id = format!("chatcmpl-{request_id}");
+    let created = state.clock.now().timestamp();
+    if request.stream == Some(true) {
+        let served = with_usage_scope(scope, pipeline.stream(&spec, llm_request))
+            .await
+            .map_err(pipeline_error)?;
+        let extra = provenance(&served);
+        let model = served.model.clone();
+        let chunk = move |delta: serde_json::Value, finish: Option<String>| {
+            serde_json::json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            })
+        };
+        let first = chunk(serde_json::json!({"role": "assistant", "content": ""}), None);
+        let events = served.value;
+        let body = futures::stream::once(async move { first })
+            .chain(events.filter_map(move |event| {
+                let out = match event {
+                    Ok(StreamEvent::TextDelta { text }) => {
+                        Some(chunk(serde_json::json!({"content": text}), None))
+                    }
+                    Ok(StreamEvent::Finish { reason }) => {
+                        Some(chunk(serde_json::json!({}), Some(finish_text(&reason))))
+                    }
+                    Ok(_) => None,
+                    Err(err) => Some(
+                        serde_json::json!({"error": {"message": err.to_string(), "type": err.kind.as_str()}}),
+                    ),
+                };
+                futures::future::ready(out)
+            }))
+            .map(|value| Ok::<Event, std::convert::Infallible>(Event::default().data(value.to_string())))
+            .chain(futures::stream::once(async {
+                Ok(Event::default().data("[DONE]"))
+            }));
+        // The usage event's attribution was fixed when the stream started (inside the scope);
+        // the metered stream records it when the stream ends.
+        let mut response = Sse::new(body).into_response();
+        response.headers_mut().extend(extra);
+        return Ok(response);
+    }
+    let served = with_usage_scope(scope, pipeline.complete(&spec, llm_request))
+        .await
+        .map_err(pipeline_error)?;
+    let extra = provenance(&served);
+    let value = served.value;
+    let completion = ChatCompletion {
+        id,
+        object: "chat.completion",
+        created,
+        model: value.model.clone().unwrap_or_else(|| served.model.clone()),
+        choices: vec![ChatChoice {
+            index: 0,
+            message: AssistantMessage {
+                role: "assistant",
+                content: value.text,
+                tool_calls: value
+                    .tool_calls
+                    .into_iter()
+                    .map(|c| ChatToolCall {
+                        id: c.id,
+                        kind: "function",
+                        function: ChatFunction {
+                            name: c.name,
+                            arguments: c.arguments.to_string(),
+                        },
+                    })
+                    .collect(),
+            },
+            finish_reason: value.finish.as_ref().map(finish_text),
+        }],
+        usage: value.usage.as_ref().map(chat_usage),
+    };
+    let mut response = axum::Json(completion).into_response();
+    response.headers_mut().extend(extra);
+    Ok(response)
+}
