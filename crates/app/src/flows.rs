@@ -40,6 +40,28 @@ pub struct ProposalOutcome {
     pub approval_id: Option<String>,
     /// Caller provenance, when caller operations were applied.
     pub proposed_by: Option<ProposedBy>,
+    /// Model provenance, when the server's generator wrote the operations.
+    pub generated_by: Option<GeneratedBy>,
+}
+
+/// Which model wrote a generated proposal (FORGE-468): the configured primary and the model that
+/// answered can differ when the pipeline fell back, and the person approving should see whose
+/// tailoring it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GeneratedBy {
+    /// Provider id that answered.
+    pub provider: String,
+    /// Model that answered.
+    pub model: String,
+    /// `<provider>:<model>` of the configured primary when a fallback answered, else null.
+    #[serde(rename = "fellBackFrom")]
+    pub fell_back_from: Option<String>,
+}
+
+/// Who wrote the operations of a proposal; decides the stored origin and the provenance fields.
+enum Provenance {
+    Caller(Option<ProposedBy>),
+    Generator(GeneratedBy),
 }
 
 /// Why a flow request was refused; each maps to one HTTP status.
@@ -120,12 +142,48 @@ impl FlowService {
         caller: &str,
     ) -> Result<ProposalOutcome, FlowServiceError> {
         let result = flow::propose(template_id, operations, context, TailorMode::Strict)?;
+        let provenance = Provenance::Caller(proposed_by);
+        self.hold_proposal(result, context, provenance, intent, caller)
+            .await
+    }
+
+    /// The server generator's tailoring (FORGE-398/468): the lenient result of the model's
+    /// answer, stored with origin `server` and held with the model's provenance as
+    /// `generated_by`. A result that breaks an invariant is refused and nothing is stored.
+    pub async fn propose_generated(
+        &self,
+        result: TailorResult,
+        context: Option<&FlowContext>,
+        generated_by: GeneratedBy,
+        intent: Option<&str>,
+        caller: &str,
+    ) -> Result<ProposalOutcome, FlowServiceError> {
+        let provenance = Provenance::Generator(generated_by);
+        self.hold_proposal(result, context, provenance, intent, caller)
+            .await
+    }
+
+    /// One way a tailoring result becomes a proposal: needs_input writes nothing, an invalid
+    /// result is refused naming its first problem, a proposed one is stored and held once.
+    async fn hold_proposal(
+        &self,
+        result: TailorResult,
+        context: Option<&FlowContext>,
+        provenance: Provenance,
+        intent: Option<&str>,
+        caller: &str,
+    ) -> Result<ProposalOutcome, FlowServiceError> {
+        let (proposed_by, generated_by, origin) = match provenance {
+            Provenance::Caller(by) => (by, None, FlowVersionOrigin::Caller),
+            Provenance::Generator(by) => (None, Some(by), FlowVersionOrigin::Server),
+        };
         match result.status {
             TailorStatus::NeedsInput => Ok(ProposalOutcome {
                 result,
                 version: None,
                 approval_id: None,
                 proposed_by,
+                generated_by,
             }),
             TailorStatus::Invalid => {
                 let message = result
@@ -151,7 +209,7 @@ impl FlowService {
                         result: Box::new(result),
                     });
                 };
-                let template = flow::template(template_id)?;
+                let template = flow::template(&result.template_id)?;
                 let payload = serde_json::json!({
                     "intent": intent,
                     "template_id": result.template_id,
@@ -159,15 +217,16 @@ impl FlowService {
                     "content_hash": result.content_hash,
                     "diff": result.diff,
                     "applied": result.applied,
+                    "skipped": result.skipped,
                     "proposed_by": proposed_by,
-                    "generated_by": null,
+                    "generated_by": generated_by,
                 });
                 let (version, approval) = self
                     .store_and_hold(
                         &template,
                         &tailored,
                         context,
-                        FlowVersionOrigin::Caller,
+                        origin,
                         ApprovalKind::DesignFlowProposal,
                         "flow.propose",
                         payload,
@@ -179,6 +238,7 @@ impl FlowService {
                     version: Some(version),
                     approval_id: Some(approval.id),
                     proposed_by,
+                    generated_by,
                 })
             }
         }

@@ -5,6 +5,7 @@
 //! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
 
 pub mod approvals;
+pub mod flow_generator;
 pub mod flows;
 pub mod gateway;
 pub mod pipeline;

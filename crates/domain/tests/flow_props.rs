@@ -1,10 +1,11 @@
 //! Properties of the flow rules: the validator never panics and ignores list order, the hash
 //! ignores source key order and whitespace, freezing round-trips, and no sequence of tailoring
-//! operations makes a template laxer.
+//! operations makes a template laxer; the generator's answer is read without panicking whatever the
+//! model wrote, and every operation it proposed is accounted for exactly once.
 
 use metaforge_domain::flow::{
     Flow, FlowContext, Gate, Operation, Phase, Syntax, TailorMode, TailorStatus, content_hash, freeze,
-    parse_document, tailor, template, validate,
+    parse_answer, parse_document, tailor, tailor_generated, template, validate,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -205,6 +206,43 @@ proptest! {
         prop_assert_eq!(result.status == TailorStatus::Proposed, result.content_hash.is_some());
         if result.status == TailorStatus::Proposed {
             prop_assert!(result.violations.is_empty());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn reading_any_model_answer_never_panics_and_keeps_at_most_three_questions(text in ".{0,400}") {
+        if let Ok(answer) = parse_answer(&text) {
+            prop_assert!(answer.questions.len() <= 3);
+        }
+    }
+
+    #[test]
+    fn every_generated_operation_is_applied_or_skipped_exactly_once_and_no_phase_model_is_unroutable(
+        template_id in prop::sample::select(&["design_v1", "mech_v1", "hardware_v1", "ghost_v1"][..]),
+        ops in prop::collection::vec(operation(), 0..8),
+        bad_models in prop::collection::vec(prop::sample::select(MODELS), 0..3),
+        ctx in context(),
+        prose in prop::sample::select(&["", "Sure, here it is:\n```json\n", "Proposal: "][..]),
+    ) {
+        let mut entries: Vec<Value> = ops.iter().map(|op| serde_json::to_value(op).unwrap()).collect();
+        for (i, model) in bad_models.iter().enumerate() {
+            entries.push(json!({"op": "set_model", "phase": "design", "value": model, "rationale": format!("model {i}")}));
+        }
+        entries.push(json!("not an operation"));
+        let text = format!("{prose}{}", json!({"template": template_id, "operations": entries}));
+        let answer = parse_answer(&text).unwrap();
+        let generated = tailor_generated(&answer, ctx.as_ref());
+        let result = &generated.result;
+        prop_assert!(result.violations.iter().all(|v| v.rule != "phase-model-routable"), "{:?}", result.violations);
+        let mut seen: Vec<usize> = result.applied.iter().filter_map(|a| a.index).collect();
+        seen.extend(result.skipped.iter().map(|p| p.index));
+        seen.sort_unstable();
+        if result.status != TailorStatus::NeedsInput {
+            prop_assert_eq!(seen, (0..entries.len()).collect::<Vec<_>>());
         }
     }
 }

@@ -14,7 +14,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use metaforge_domain::providers::{model_family_mismatch, parse_route, resolve_provider};
-use metaforge_domain::routing::{ROLES, RouteCall, RoutingInputs, resolve_route};
+use metaforge_domain::routing::ROLES;
 use metaforge_domain::usage::normalize_usage;
 use metaforge_ports::Clock;
 use metaforge_ports::usage_store::UsageStore;
@@ -306,28 +306,22 @@ async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Res
             ),
         ));
     }
-    let (selection, _) = super::harness::usable_selection(harness.selection.as_ref()).await?;
-    let inputs = RoutingInputs {
-        table: &harness.table,
-        env: &harness.env_routes,
-        credentialed: Some(&harness.credentialed),
-        selection: selection.as_deref(),
-        default: harness.default_route.as_deref(),
-    };
-    let call = RouteCall {
-        role: model.to_owned(),
-        ..RouteCall::default()
-    };
-    let resolved = resolve_route(&inputs, &call)
-        .map_err(|e| ApiError::unavailable(format!("no route for role '{model}': {e}")))?;
-    Ok(CallSpec {
-        role: model.to_owned(),
-        explicit: Some(Candidate {
-            provider: resolved.provider,
-            model: resolved.model,
-        }),
-        session_id,
-    })
+    super::harness::role_call(harness, model, session_id).await
+}
+
+/// Every failed attempt as the error `details` list it: provider, model, attempt, error kind,
+/// upstream status and message.
+pub(super) fn attempts_json(attempts: &[crate::pipeline::Attempt]) -> Vec<serde_json::Value> {
+    attempts
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "provider": a.provider, "model": a.model, "attempt": a.attempt,
+                "error": a.error.kind.as_str(), "status": a.error.status,
+                "message": a.error.provider_message,
+            })
+        })
+        .collect()
 }
 
 /// A pipeline failure in the seed's codes: 429 (with Retry-After) when every attempt was rate
@@ -335,14 +329,7 @@ async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Res
 fn pipeline_error(err: PipelineError) -> ApiError {
     match err {
         PipelineError::AllProvidersFailed { role, attempts } => {
-            let details = serde_json::json!({
-                "role": role,
-                "attempts": attempts.iter().map(|a| serde_json::json!({
-                    "provider": a.provider, "model": a.model, "attempt": a.attempt,
-                    "error": a.error.kind.as_str(), "status": a.error.status,
-                    "message": a.error.provider_message,
-                })).collect::<Vec<_>>(),
-            });
+            let details = serde_json::json!({"role": role, "attempts": attempts_json(&attempts)});
             let all_limited = !attempts.is_empty()
                 && attempts
                     .iter()

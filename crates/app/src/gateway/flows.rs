@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, CatalogueEntry, Flow, FlowContext, Operation, TailorMode, TailorResult, TailorStatus,
-    ValidationReport,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, PromptPurpose,
+    TailorMode, TailorResult, TailorStatus, ValidationReport, questions_to_ask, tailor_generated,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -18,7 +19,10 @@ use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
-use crate::flows::{FlowServiceError, ProposedBy};
+use super::harness;
+use crate::flow_generator::{GeneratorError, GeneratorRequest, ask_generator};
+use crate::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
+use crate::pipeline::PipelineError;
 
 /// The catalogue: every launchable flow as the gateway will run it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -216,18 +220,6 @@ pub(crate) struct ProposeRequest {
     requirements: Option<serde_json::Value>,
 }
 
-/// The provider and model that wrote a generated proposal.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct GeneratedBy {
-    /// Provider id.
-    provider: String,
-    /// Model.
-    model: String,
-    /// `<provider>:<model>` of the primary when a fallback answered.
-    #[serde(rename = "fellBackFrom")]
-    fell_back_from: Option<String>,
-}
-
 /// A proposal, or the questions to answer first.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct ProposeResponse {
@@ -238,10 +230,11 @@ pub(crate) struct ProposeResponse {
     approval_id: Option<String>,
     /// The stored version id (proposed only).
     version_id: Option<String>,
-    /// The tailoring: applied operations, diff, hash, the flow.
+    /// The tailoring: applied and skipped operations, diff, hash, the flow.
     proposal: TailorResult,
-    /// The required questions (needs_input only); ask the user, do not answer them yourself.
-    questions: Vec<metaforge_domain::flow::Question>,
+    /// needs_input only: the server's required questions, then at most three the model added
+    /// (`source: model`). Ask the user; do not answer them yourself.
+    questions: Vec<AskedQuestion>,
     /// Caller provenance (caller operations).
     proposed_by: Option<ProposedBy>,
     /// Model provenance (generator path); null for caller operations.
@@ -252,7 +245,7 @@ pub(crate) struct ProposeResponse {
     requirements_pending: bool,
     /// What the proposal assumes, including the requirements-pending line.
     assumptions: Vec<String>,
-    /// Questions left open for the reviewer.
+    /// Questions left open for the reviewer (the generator's product-specific ones).
     #[serde(rename = "openQuestions")]
     open_questions: Vec<String>,
 }
@@ -260,8 +253,9 @@ pub(crate) struct ProposeResponse {
 /// Tailors a template to a project and holds the result for a person.
 ///
 /// With `template` or `operations` the caller's operations are applied strictly and no model is
-/// called. Without them the server's generator must run through the provider pipeline; when no
-/// model is reachable the answer is 503 and nothing is proposed (there is no untailored fallback).
+/// called. Without them the server's generator runs through the provider pipeline (role
+/// `flow_generator`) and its answer is applied leniently; when no model is reachable the answer
+/// is 503 and nothing is proposed (there is no untailored fallback).
 #[utoipa::path(post, path = "/v1/design-flows/propose", tag = "design-flows",
     request_body = ProposeRequest,
     responses(
@@ -269,46 +263,33 @@ pub(crate) struct ProposeResponse {
         (status = 201, description = "proposed: version stored and held for approval", body = ProposeResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 422, description = "Unknown template/operation/phase, missing rationale, or invariant violations", body = ErrorBody),
-        (status = 503, description = "No model reachable for the generator path", body = ErrorBody)),
+        (status = 503, description = "No model reachable for the generator path, or its answer held no proposal; nothing stored", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn propose(
     State(state): State<Arc<GatewayState>>,
     Extension(identity): Extension<Identity>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<ProposeRequest>,
 ) -> Result<(StatusCode, Json<ProposeResponse>), ApiError> {
     let context = FlowContext {
-        manufacturing_context: request.manufacturing_context,
+        manufacturing_context: request.manufacturing_context.clone(),
         target_maturity: request.target_maturity,
-        loads_and_use: request.loads_and_use,
-        budget: request.budget,
+        loads_and_use: request.loads_and_use.clone(),
+        budget: request.budget.clone(),
     };
     if request.template.is_none() && request.operations.is_none() {
-        // The generator path needs a model; the required questions never do.
-        let questions = flow::required_questions(Some(&context));
-        if !questions.is_empty() {
-            let template = flow::DEFAULT_TEMPLATE_ID;
-            let result =
-                flow::propose(template, &[], Some(&context), TailorMode::Lenient).map_err(template_error)?;
-            return Ok((
-                StatusCode::OK,
-                Json(needs_input(
-                    result,
-                    vec![
-                        "The product-specific questions are absent: no generator model is reachable."
-                            .to_owned(),
-                    ],
-                )),
-            ));
-        }
-        return Err(ApiError::unavailable(
-            "no model is reachable for the flow generator; no proposal was made (send template and operations to tailor without a model)",
-        ));
+        let session = headers
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("flow-generator")
+            .to_owned();
+        return generate(&state, &identity.0, &request, &context, session).await;
     }
     let template = request.template.as_deref().unwrap_or(flow::DEFAULT_TEMPLATE_ID);
-    let operations = request.operations.unwrap_or_default();
-    let proposed_by = request.caller.map(|c| ProposedBy {
-        client: c.client,
-        model: c.model,
+    let operations = request.operations.clone().unwrap_or_default();
+    let proposed_by = request.caller.as_ref().map(|c| ProposedBy {
+        client: c.client.clone(),
+        model: c.model.clone(),
     });
     let outcome = state
         .flows
@@ -323,8 +304,117 @@ pub(crate) async fn propose(
         .await
         .map_err(flow_error)?;
     if outcome.result.status == TailorStatus::NeedsInput {
-        return Ok((StatusCode::OK, Json(needs_input(outcome.result, Vec::new()))));
+        let questions = questions_to_ask(&outcome.result.questions, &[]);
+        return Ok((
+            StatusCode::OK,
+            Json(needs_input(outcome.result, questions, Vec::new())),
+        ));
     }
+    Ok((
+        StatusCode::CREATED,
+        Json(proposed(outcome, &request, &context, Vec::new(), Vec::new())),
+    ))
+}
+
+/// The generator path: needs_input (with the model's product-specific questions when a model
+/// answers), or one model call whose operations are applied leniently and held.
+async fn generate(
+    state: &GatewayState,
+    caller: &str,
+    request: &ProposeRequest,
+    context: &FlowContext,
+    session: String,
+) -> Result<(StatusCode, Json<ProposeResponse>), ApiError> {
+    let intent = request
+        .intent
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "intent",
+                "intent is required when the server's generator tailors the flow (send template and operations to tailor without it)",
+            )
+        })?;
+    let required = flow::required_questions(Some(context));
+    let purpose = if required.is_empty() {
+        PromptPurpose::Tailor
+    } else {
+        PromptPurpose::QuestionsOnly
+    };
+    let asked = GeneratorRequest {
+        intent,
+        context,
+        requirements: request.requirements.as_ref(),
+        purpose,
+        open_questions: &required,
+        caller,
+    };
+    let reply = match state.pipeline.as_deref() {
+        None => Err(ApiError::unavailable(
+            "no model is reachable for the flow generator: no provider pipeline runs in this gateway; no proposal was made (send template and operations to tailor without a model)",
+        )),
+        Some(pipeline) => match harness::role_call(&state.harness, GENERATOR_ROLE, session).await {
+            Err(err) => Err(err),
+            Ok(spec) => ask_generator(pipeline, &spec, asked)
+                .await
+                .map_err(generator_error),
+        },
+    };
+    if !required.is_empty() {
+        // The required questions never need a model; the product-specific ones do.
+        let (model_questions, notes) = match reply {
+            Ok(reply) => (reply.answer.questions, Vec::new()),
+            Err(err) => {
+                tracing::warn!(event = "flow_generator_questions_absent", reason = %err.body.message, "product-specific questions are absent");
+                (
+                    Vec::new(),
+                    vec![format!(
+                        "The product-specific questions are absent: {}",
+                        err.body.message
+                    )],
+                )
+            }
+        };
+        let result = flow::propose(flow::DEFAULT_TEMPLATE_ID, &[], Some(context), TailorMode::Lenient)
+            .map_err(template_error)?;
+        let questions = questions_to_ask(&result.questions, &model_questions);
+        return Ok((StatusCode::OK, Json(needs_input(result, questions, notes))));
+    }
+    let reply = reply?;
+    let generated = tailor_generated(&reply.answer, Some(context));
+    let open_questions: Vec<String> = generated.questions.iter().map(|q| q.question.clone()).collect();
+    let outcome = state
+        .flows
+        .propose_generated(
+            generated.result,
+            Some(context),
+            reply.generated_by,
+            Some(intent),
+            caller,
+        )
+        .await
+        .map_err(flow_error)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(proposed(
+            outcome,
+            request,
+            context,
+            generated.notes,
+            open_questions,
+        )),
+    ))
+}
+
+/// The 201 body: every provenance field, the assumptions a reviewer needs, the open questions.
+fn proposed(
+    outcome: ProposalOutcome,
+    request: &ProposeRequest,
+    context: &FlowContext,
+    notes: Vec<String>,
+    open_questions: Vec<String>,
+) -> ProposeResponse {
     let requirements_pending = request.requirements.is_none();
     let mut assumptions = vec![format!("basis: {}", context.basis())];
     if requirements_pending {
@@ -335,35 +425,62 @@ pub(crate) async fn propose(
     if context.loads_unknown() {
         assumptions.push("loads unknown: physical verification is kept".to_owned());
     }
-    Ok((
-        StatusCode::CREATED,
-        Json(ProposeResponse {
-            status: "proposed".to_owned(),
-            approval_id: outcome.approval_id,
-            version_id: outcome.version.map(|v| v.id),
-            questions: Vec::new(),
-            proposal: outcome.result,
-            proposed_by: outcome.proposed_by,
-            generated_by: None,
-            requirements_pending,
-            assumptions,
-            open_questions: Vec::new(),
-        }),
-    ))
+    assumptions.extend(notes);
+    ProposeResponse {
+        status: "proposed".to_owned(),
+        approval_id: outcome.approval_id,
+        version_id: outcome.version.map(|v| v.id),
+        questions: Vec::new(),
+        proposal: outcome.result,
+        proposed_by: outcome.proposed_by,
+        generated_by: outcome.generated_by,
+        requirements_pending,
+        assumptions,
+        open_questions,
+    }
 }
 
-fn needs_input(result: TailorResult, notes: Vec<String>) -> ProposeResponse {
+fn needs_input(result: TailorResult, questions: Vec<AskedQuestion>, notes: Vec<String>) -> ProposeResponse {
     ProposeResponse {
         status: "needs_input".to_owned(),
         approval_id: None,
         version_id: None,
-        questions: result.questions.clone(),
+        questions,
         proposal: result,
         proposed_by: None,
         generated_by: None,
         requirements_pending: true,
         assumptions: notes,
         open_questions: Vec::new(),
+    }
+}
+
+/// Every generator failure is 503 and proposes nothing: unreachable (attempts in `details`) or
+/// an answer that held no proposal (an excerpt in `details`).
+fn generator_error(err: GeneratorError) -> ApiError {
+    match err {
+        GeneratorError::Unreachable(PipelineError::AllProvidersFailed { role, attempts }) => {
+            ApiError::unavailable(format!(
+                "no model is reachable for the flow generator (role '{role}'); no proposal was made"
+            ))
+            .with_details(
+                serde_json::json!({"role": role, "attempts": super::chat::attempts_json(&attempts)}),
+            )
+        }
+        GeneratorError::Unreachable(other) => ApiError::unavailable(format!(
+            "no model is reachable for the flow generator: {other}; no proposal was made"
+        )),
+        GeneratorError::UnusableAnswer {
+            error,
+            provider,
+            model,
+            excerpt,
+        } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "generator_answer_unusable",
+            format!("{error}; no proposal was made"),
+        )
+        .with_details(serde_json::json!({"provider": provider, "model": model, "excerpt": excerpt})),
     }
 }
 

@@ -92,6 +92,38 @@ pub(crate) async fn usable_selection(
     }
 }
 
+/// A call for `role` as it resolves now under the routing rules (so a selection stored a second
+/// ago is honoured): the resolved route goes first, the role's fallback chain stays behind it.
+/// No route is 503 naming the role and why.
+pub(crate) async fn role_call(
+    harness: &HarnessConfig,
+    role: &str,
+    session_id: String,
+) -> Result<crate::pipeline::CallSpec, ApiError> {
+    let (selection, _) = usable_selection(harness.selection.as_ref()).await?;
+    let inputs = RoutingInputs {
+        table: &harness.table,
+        env: &harness.env_routes,
+        credentialed: Some(&harness.credentialed),
+        selection: selection.as_deref(),
+        default: harness.default_route.as_deref(),
+    };
+    let call = RouteCall {
+        role: role.to_owned(),
+        ..RouteCall::default()
+    };
+    let resolved = resolve_route(&inputs, &call)
+        .map_err(|e| ApiError::unavailable(format!("no route for role '{role}': {e}")))?;
+    Ok(crate::pipeline::CallSpec {
+        role: role.to_owned(),
+        explicit: Some(crate::pipeline::Candidate {
+            provider: resolved.provider,
+            model: resolved.model,
+        }),
+        session_id,
+    })
+}
+
 fn check_selection(route: &str) -> Result<(), String> {
     let parsed = parse_route(route).map_err(|e| e.to_string())?;
     let provider = resolve_provider(&parsed.provider).map_err(|e| e.to_string())?;

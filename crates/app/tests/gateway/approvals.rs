@@ -169,7 +169,9 @@ async fn strict_caller_operations_refuse_unknown_phases_and_missing_rationale() 
 #[tokio::test]
 async fn the_generator_path_without_a_model_is_503_and_proposes_nothing() {
     let app = app();
-    let (status, _, err) = send(&app, post("/v1/design-flows/propose", &full_context(), Some(KEY))).await;
+    let mut body = full_context();
+    body["intent"] = json!("a wall shelf");
+    let (status, _, err) = send(&app, post("/v1/design-flows/propose", &body, Some(KEY))).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(err["error"], "unavailable");
     let (_, _, pending) = send(&app, get("/v1/approvals", Some(KEY))).await;

@@ -10,5 +10,6 @@ mod auth;
 mod chat;
 mod common;
 mod flows;
+mod generator;
 mod harness;
 mod usage;

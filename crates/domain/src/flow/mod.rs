@@ -12,6 +12,8 @@
 //! - [`diff`]: the prose diff a reviewer reads, relaxations shouted.
 //! - [`context`]: the tailoring context and the questions asked when it is incomplete.
 //! - [`tailor`]: the closed operation set, lenient and strict.
+//! - [`generator`]: the server generator's prompt, the lenient reading of its answer, and the
+//!   model's product-specific questions.
 //!
 //! ```
 //! use metaforge_domain::flow::{FlowContext, TailorMode, TailorStatus, catalogue, propose, template, validate};
@@ -32,6 +34,7 @@ pub mod context;
 pub mod diff;
 pub mod document;
 pub mod freeze;
+pub mod generator;
 pub mod invariants;
 pub mod model;
 pub mod tailor;
@@ -46,6 +49,11 @@ pub use context::{
 pub use diff::prose_diff;
 pub use document::{DocumentError, Syntax, parse_document};
 pub use freeze::{FreezeError, content_hash, freeze, sha256_hex, thaw};
+pub use generator::{
+    AnswerError, AskedQuestion, GENERATOR_ROLE, GeneratedTailoring, GeneratorAnswer, GeneratorPrompt,
+    MAX_MODEL_QUESTIONS, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
+    questions_to_ask, tailor_generated,
+};
 pub use invariants::{RULES, Violation, is_valid, validate};
 pub use model::{Flow, Gate, Phase};
 pub use tailor::{
