@@ -78,7 +78,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         ])
         .args([
             "--n_ctx",
-            "2048",
+            "4096",
             "--n_threads",
             "1",
             "--chat_format",
@@ -106,23 +106,43 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(500));
     };
+    let url = format!("http://127.0.0.1:{port}/v1");
     let result = if ready {
-        Command::new("cargo")
-            .args([
-                "test",
+        // The adapter's own turns, then the gateway's generator path through the pipeline.
+        let suites: [&[&str]; 2] = [
+            &[
                 "-p",
                 "metaforge-adapters-llm",
                 "--test",
                 "real_model",
                 "--",
                 "--ignored",
-            ])
-            .env(
-                "METAFORGE_E2E_OPENAI_BASE_URL",
-                format!("http://127.0.0.1:{port}/v1"),
-            )
-            .status()
-            .context("cannot run cargo test")
+            ],
+            &[
+                "-p",
+                "metaforge-app",
+                "--test",
+                "gateway",
+                "--",
+                "--ignored",
+                "real_model",
+            ],
+        ];
+        let mut outcome = Ok(std::process::ExitStatus::default());
+        for suite in suites {
+            let status = Command::new("cargo")
+                .arg("test")
+                .args(suite)
+                .env("METAFORGE_E2E_OPENAI_BASE_URL", &url)
+                .status()
+                .context("cannot run cargo test");
+            let failed = !status.as_ref().is_ok_and(std::process::ExitStatus::success);
+            outcome = status;
+            if failed {
+                break;
+            }
+        }
+        outcome
     } else {
         Err(anyhow::anyhow!(
             "llama_cpp.server did not answer /v1/models within 120s"

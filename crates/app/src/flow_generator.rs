@@ -16,7 +16,7 @@ use crate::flows::GeneratedBy;
 use crate::pipeline::{CallSpec, PipelineError, ProviderPipeline, UsageScope, with_usage_scope};
 
 /// The generator's output cap: a proposal is a short JSON object.
-pub const GENERATOR_MAX_TOKENS: u32 = 1500;
+pub const GENERATOR_MAX_TOKENS: u32 = 1024;
 
 /// Why the generator produced nothing usable.
 #[derive(Debug, thiserror::Error)]

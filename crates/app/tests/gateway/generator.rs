@@ -74,6 +74,10 @@ struct Rig {
 }
 
 fn rig(primary: &str, fallback: Option<&str>) -> Rig {
+    rig_with_model(primary, "gpt-4o-mini", fallback)
+}
+
+fn rig_with_model(primary: &str, model: &str, fallback: Option<&str>) -> Rig {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
@@ -88,7 +92,7 @@ fn rig(primary: &str, fallback: Option<&str>) -> Rig {
     }];
     let mut chain = vec![Candidate {
         provider: "openai".into(),
-        model: "gpt-4o-mini".into(),
+        model: model.into(),
     }];
     if let Some(url) = fallback {
         entries.push(ProviderEntry {
@@ -116,7 +120,7 @@ fn rig(primary: &str, fallback: Option<&str>) -> Rig {
     )
     .unwrap();
     let table = metaforge_domain::routing::RoutingTable::from_json(
-        r#"{"roles": {"flow_generator": "openai:gpt-4o-mini"}}"#,
+        &json!({"roles": {"flow_generator": format!("openai:{model}")}}).to_string(),
     )
     .unwrap();
     let harness = metaforge_app::gateway::harness::HarnessConfig {
@@ -447,4 +451,49 @@ async fn the_generator_path_needs_an_intent() {
     assert_eq!(err["details"]["field"], "intent");
     assert!(seen.lock().unwrap().is_empty(), "no model call for a bad request");
     nothing_stored(&rig.app).await;
+}
+
+/// Opt-in real inference (`cargo xtask e2e --real-model`): the generator path against
+/// llama-cpp-python serving SmolLM2-135M. A model that small rarely writes a usable proposal, so
+/// either outcome the spec allows is accepted — a proposal held once with the real model named in
+/// `generatedBy`, or 503 `generator_answer_unusable` with its excerpt and nothing stored — but the
+/// wire path must work end to end: any other status fails.
+#[tokio::test]
+#[ignore = "needs a local llama-cpp-python server: cargo xtask e2e --real-model"]
+async fn real_model_the_generator_path_runs_against_a_real_small_model() {
+    let url = std::env::var("METAFORGE_E2E_OPENAI_BASE_URL")
+        .expect("run through `cargo xtask e2e --real-model`, which sets METAFORGE_E2E_OPENAI_BASE_URL");
+    let rig = rig_with_model(&url, "smollm2", None);
+    let (status, _, body) = send(
+        &rig.app,
+        post("/v1/design-flows/propose", &request(full_context()), None),
+    )
+    .await;
+    eprintln!("real model propose: {status} {body}");
+    match status {
+        StatusCode::CREATED => {
+            assert_eq!(body["generatedBy"]["provider"], "openai");
+            assert_eq!(body["generatedBy"]["model"], "smollm2");
+            let (_, _, pending) = send(&rig.app, get("/v1/approvals", None)).await;
+            assert_eq!(pending["approvals"].as_array().map(Vec::len), Some(1));
+        }
+        StatusCode::SERVICE_UNAVAILABLE => {
+            assert_eq!(body["error"], "generator_answer_unusable", "{body}");
+            assert!(!body["details"]["excerpt"].as_str().unwrap_or_default().is_empty());
+            nothing_stored(&rig.app).await;
+        }
+        StatusCode::UNPROCESSABLE_ENTITY => {
+            // A real answer whose operations break an invariant is refused, and nothing stored.
+            assert_eq!(body["error"], "invalid_proposal", "{body}");
+            nothing_stored(&rig.app).await;
+        }
+        other => panic!("unexpected {other}: {body}"),
+    }
+    let events = recorded(&rig.usage, 1).await;
+    assert_eq!(events[0].role.as_deref(), Some("flow_generator"));
+    assert!(
+        events[0].prompt_tokens.is_some(),
+        "llama.cpp reports usage: {:?}",
+        events[0]
+    );
 }
