@@ -125,6 +125,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "gateway",
                 "--",
                 "--ignored",
+                "--nocapture",
                 "real_model",
             ],
         ];
