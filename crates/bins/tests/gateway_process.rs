@@ -2,94 +2,30 @@
 
 #![expect(
     clippy::expect_used,
-    clippy::panic,
-    reason = "test helpers: a gateway that does not start must fail the test loudly"
+    reason = "test helpers: a peer that does not start must fail the test loudly"
 )]
+
+#[expect(
+    dead_code,
+    reason = "shared process helpers; these tests start no sidecar and compose no services of their own"
+)]
+mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-const KEY: &str = "sk-ops-000001";
-
-struct Gateway {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(home: &std::path::Path) -> Gateway {
-    start_with(home, &[])
-}
-
-#[expect(
-    clippy::zombie_processes,
-    reason = "the Gateway guard kills and waits on drop"
-)]
-fn start_with(home: &std::path::Path, vars: &[(&str, String)]) -> Gateway {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["gateway", "--bind", "127.0.0.1:0"])
-        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
-        .env("METAFORGE_HOME", home)
-        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn gateway");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read banner");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the banner names the address")
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if TcpStream::connect(&addr).is_ok() {
-            return Gateway { child, addr };
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("gateway did not accept connections on {addr}");
-}
-
-/// A minimal HTTP/1.1 exchange (the test crate carries no HTTP client).
-fn http(gw: &Gateway, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(&gw.addr).expect("connect");
-    let payload = body.map(Value::to_string).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        gw.addr,
-        payload.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).expect("read");
-    let status: u16 = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
+use common::{
+    Process, banner_address, free_port, http, metaforge, server_command, start_gateway, wait_until_listening,
+};
 
 #[test]
 fn binding_off_loopback_without_a_key_refuses_to_start() {
     let home = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+    let out = metaforge()
         .args(["gateway", "--bind", "0.0.0.0:0"])
         .env("METAFORGE_HOME", home.path())
         .env_remove("METAFORGE_GATEWAY_API_KEY")
@@ -107,7 +43,7 @@ fn binding_off_loopback_without_a_key_refuses_to_start() {
 #[test]
 fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     let home = tempfile::tempdir().expect("tempdir");
-    let gw = start(home.path());
+    let (gateway, gw) = start_gateway(home.path(), &[]);
     let proposal = json!({
         "template": "mech_v1",
         "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan", "rationale": "bench test"}],
@@ -135,9 +71,9 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     );
     assert_eq!(status, 201, "{hold}");
     let open_hold = hold["id"].as_str().expect("hold id").to_owned();
-    drop(gw);
+    drop(gateway);
 
-    let gw = start(home.path());
+    let (_gateway, gw) = start_gateway(home.path(), &[]);
     let (status, stored) = http(&gw, "GET", &format!("/v1/design-flows/versions/{version}"), None);
     assert_eq!(status, 200, "{stored}");
     assert_eq!(stored["version"]["status"], "approved");
@@ -160,27 +96,17 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
 #[test]
 fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
     let home = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"])
-        .env("METAFORGE_HOME", home.path())
-        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn up");
+    let mut child = server_command(
+        &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
+        home.path(),
+    )
+    .spawn()
+    .expect("spawn up");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
     let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
-    let gw = Gateway {
-        addr: gateway_line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .expect("addr")
-            .to_owned(),
-        child,
-    };
+    let _up = Process(child);
+    let gw = banner_address(&gateway_line);
     let mcp_url = mcp_line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -219,7 +145,7 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
 #[test]
 fn up_refuses_a_sidecar_off_loopback() {
     let home = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(env!("CARGO_BIN_EXE_metaforge"))
+    let out = metaforge()
         .args(["up", "--bind", "127.0.0.1:0", "--mcp-bind", "0.0.0.0:0"])
         .env("METAFORGE_HOME", home.path())
         .output()
@@ -228,25 +154,13 @@ fn up_refuses_a_sidecar_off_loopback() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }
 
-struct Aimock(Child);
-
-impl Drop for Aimock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_aimock() -> (Aimock, u16) {
+fn start_aimock() -> (Process, u16) {
     let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
     let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
     assert!(cli.exists(), "aimock is not installed at {}", cli.display());
     let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../adapters-llm/tests/fixtures/aimock.json");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = free_port();
     let child = Command::new("node")
         .arg(&cli)
         .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
@@ -255,12 +169,8 @@ fn start_aimock() -> (Aimock, u16) {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn aimock");
-    let mock = Aimock(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "aimock did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mock = Process(child);
+    wait_until_listening(("127.0.0.1", port), "aimock");
     (mock, port)
 }
 
@@ -268,7 +178,7 @@ fn start_aimock() -> (Aimock, u16) {
 fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary() {
     let (_mock, port) = start_aimock();
     let home = tempfile::tempdir().expect("tempdir");
-    let gw = start_with(
+    let (_gateway, gw) = start_gateway(
         home.path(),
         &[
             ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
@@ -312,7 +222,7 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
 #[test]
 fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_503() {
     let home = tempfile::tempdir().expect("tempdir");
-    let gw = start_with(
+    let (_gateway, gw) = start_gateway(
         home.path(),
         &[(
             "METAFORGE_CREDENTIALS_PATH",

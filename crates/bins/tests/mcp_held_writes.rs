@@ -2,99 +2,31 @@
 //! a fresh METAFORGE_HOME, a remote MCP client (the project's own) proposing a flow, and a person's
 //! decision taken in the ledger the sidecar wrote to.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] fns: a peer that cannot start must fail the test loudly"
-)]
+#[expect(dead_code, reason = "shared process helpers; this test starts no gateway")]
+mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_ports::{
-    ApprovalKind, ApprovalLedger, ApprovalStatus, Clock, FlowVersionStatus, FlowVersionStore, IdGen,
-    PortErrorKind, Timestamp, ToolSource,
+    ApprovalKind, ApprovalLedger, ApprovalStatus, Clock, FlowVersionStatus, FlowVersionStore, PortErrorKind,
+    ToolSource,
 };
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
-struct Ids;
-
-impl IdGen for Ids {
-    fn new_id(&self) -> String {
-        uuid::Uuid::now_v7().to_string()
-    }
-}
-
-struct Wall;
-
-impl Clock for Wall {
-    fn now(&self) -> Timestamp {
-        chrono::Utc::now()
-    }
-}
-
-struct Sidecar(Child);
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(home: &std::path::Path) -> (Sidecar, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
-        .env("METAFORGE_HOME", home)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sidecar did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Sidecar(child), format!("http://127.0.0.1:{port}/mcp"))
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap()
-}
+use common::{Ids, Wall, args, mcp_client, proposal_arguments, start_sidecar};
 
 #[tokio::test]
 async fn a_remote_flow_propose_is_held_once_and_a_persons_decision_approves_the_version() {
     let home = tempfile::tempdir().unwrap();
-    let (_sidecar, url) = start(home.path());
-    let mut config = ServerConfig::new(
-        "metaforge",
-        ServerTransport::Http {
-            url,
-            headers: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Auto;
-    let client = McpToolServer::new(config);
+    let (_sidecar, url) = start_sidecar(home.path(), |sidecar| {
+        sidecar.env("RUST_LOG", "warn").stderr(Stdio::inherit());
+    });
+    let client = mcp_client(url);
     let proposed = client
-        .call_tool(
-            "flow.propose",
-            args(json!({
-                "template_id": "mech_v1",
-                "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan",
-                                "rationale": "load-tested before release"}],
-                "context": {"manufacturing_context": {"route": "vendor"},
-                            "target_maturity": "sim_validated", "loads_and_use": "20 kg"}
-            })),
-        )
+        .call_tool("flow.propose", proposal_arguments())
         .await
         .unwrap();
     println!(

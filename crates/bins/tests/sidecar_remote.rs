@@ -4,160 +4,51 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
     reason = "test helpers outside #[test] fns: a peer that cannot start must fail the test loudly"
 )]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_gateway::{GatewayClient, RemoteApprovalLedger, RemoteFlowBindings};
-use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::sidecar::{
     FlowStores, HeldWrites, HoldPolicy, SidecarTool, host_with_bindings, host_with_stores,
 };
 use metaforge_ports::{
-    CallerClass, CallerContext, Clock, HostCallOutcome, IdGen, InputChannel, PortError, Timestamp,
-    ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
+    CallerClass, CallerContext, Clock, HostCallOutcome, InputChannel, PortError, ToolDescriptor, ToolHints,
+    ToolHost, ToolOutput, ToolSource,
 };
 use serde_json::{Map, Value, json};
 
-const KEY: &str = "sk-ops-000001";
+use common::{
+    Ids, KEY, Process, Wall, args, http, mcp_client, proposal_arguments, start_gateway, start_sidecar,
+};
 
-struct Ids;
-
-impl IdGen for Ids {
-    fn new_id(&self) -> String {
-        uuid::Uuid::now_v7().to_string()
-    }
-}
-
-struct Wall;
-
-impl Clock for Wall {
-    fn now(&self) -> Timestamp {
-        chrono::Utc::now()
-    }
-}
-
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_gateway(home: &std::path::Path) -> (Process, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["gateway", "--bind", "127.0.0.1:0"])
-        .env("METAFORGE_HOME", home)
-        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn gateway");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read banner");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the banner names the address")
-        .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "gateway did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Process(child), addr)
-}
-
-/// The sidecar with the gateway's URL and key and a home of its own; its stderr is kept so the
-/// test can read the mode it logged.
-fn start_sidecar(home: &std::path::Path, gateway: &str, log: &std::path::Path) -> (Process, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
-        .env("METAFORGE_HOME", home)
-        .env("METAFORGE_GATEWAY_URL", format!("http://{gateway}"))
-        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
-        .env("RUST_LOG", "info,rmcp=warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sidecar did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Process(child), format!("http://127.0.0.1:{port}/mcp"))
-}
-
-/// A minimal HTTP/1.1 exchange with the gateway, as a person's client would make it.
-fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    let payload = body.map(Value::to_string).unwrap_or_default();
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        payload.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).expect("read");
-    let status: u16 = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status");
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
-}
-
-fn args(v: Value) -> Map<String, Value> {
-    v.as_object().cloned().unwrap()
-}
-
-fn proposal_arguments() -> Map<String, Value> {
-    args(json!({
-        "template_id": "mech_v1",
-        "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan",
-                        "rationale": "load-tested before release"}],
-        "context": {"manufacturing_context": {"route": "vendor"},
-                    "target_maturity": "sim_validated", "loads_and_use": "20 kg"}
-    }))
+/// The sidecar in remote mode: the gateway's URL and key and a home of its own; its stderr is
+/// kept so the test can read the mode it logged.
+fn start_remote_sidecar(home: &std::path::Path, gateway: &str, log: &std::path::Path) -> (Process, String) {
+    start_sidecar(home, |sidecar| {
+        sidecar
+            .env("METAFORGE_GATEWAY_URL", format!("http://{gateway}"))
+            .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stderr(std::fs::File::create(log).unwrap());
+    })
 }
 
 #[tokio::test]
 async fn a_plugins_flow_propose_is_held_in_the_gateways_ledger_and_approved_over_http() {
     let gateway_home = tempfile::tempdir().unwrap();
     let sidecar_home = tempfile::tempdir().unwrap();
-    let (_gateway, addr) = start_gateway(gateway_home.path());
+    let (_gateway, addr) = start_gateway(gateway_home.path(), &[]);
     let log = sidecar_home.path().join("sidecar.log");
-    let (_sidecar, url) = start_sidecar(sidecar_home.path(), &addr, &log);
+    let (_sidecar, url) = start_remote_sidecar(sidecar_home.path(), &addr, &log);
 
-    let mut config = ServerConfig::new(
-        "metaforge",
-        ServerTransport::Http {
-            url,
-            headers: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Auto;
-    let client = McpToolServer::new(config);
+    let client = mcp_client(url);
     let proposed = client
         .call_tool("flow.propose", proposal_arguments())
         .await
@@ -241,27 +132,13 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn without_a_gateway_url_the_sidecar_logs_the_in_process_choice_at_start() {
     let home = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let log = home.path().join("sidecar.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_metaforge"))
-        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
-        .env("METAFORGE_HOME", home.path().join("home"))
-        .env_remove("METAFORGE_GATEWAY_URL")
-        .env("RUST_LOG", "info,rmcp=warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let _sidecar = Process(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "sidecar did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_sidecar, _) = start_sidecar(&home.path().join("home"), |sidecar| {
+        sidecar
+            .env_remove("METAFORGE_GATEWAY_URL")
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stderr(std::fs::File::create(&log).unwrap());
+    });
     let logged = std::fs::read_to_string(&log).unwrap();
     let line = logged
         .lines()
@@ -354,7 +231,7 @@ async fn pending_hold(addr: &str) -> Value {
 #[tokio::test]
 async fn a_held_write_waits_in_the_gateways_ledger_and_runs_once_approved_over_http() {
     let home = tempfile::tempdir().unwrap();
-    let (_gateway, addr) = start_gateway(home.path());
+    let (_gateway, addr) = start_gateway(home.path(), &[]);
     let host = remote_host(&addr, Duration::from_secs(60));
     let call = tokio::spawn({
         let host = Arc::clone(&host);
@@ -390,7 +267,7 @@ async fn a_held_write_waits_in_the_gateways_ledger_and_runs_once_approved_over_h
 #[tokio::test]
 async fn a_held_write_whose_window_closes_is_resolved_timed_out_in_the_gateways_ledger() {
     let home = tempfile::tempdir().unwrap();
-    let (_gateway, addr) = start_gateway(home.path());
+    let (_gateway, addr) = start_gateway(home.path(), &[]);
     let host = remote_host(&addr, Duration::from_secs(1));
     let outcome = host
         .call(&remote_caller(), "test.write", args(json!({"value": "late"})))
@@ -422,7 +299,7 @@ async fn a_held_write_whose_window_closes_is_resolved_timed_out_in_the_gateways_
 #[tokio::test]
 async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gateway() {
     let gateway_home = tempfile::tempdir().unwrap();
-    let (_gateway, addr) = start_gateway(gateway_home.path());
+    let (_gateway, addr) = start_gateway(gateway_home.path(), &[]);
     let remote = remote_host(&addr, Duration::from_secs(5));
 
     let local_home = tempfile::tempdir().unwrap();
@@ -516,7 +393,7 @@ async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gatew
 #[tokio::test]
 async fn a_cancelled_held_call_resolves_its_hold_canceled_in_the_gateways_ledger() {
     let home = tempfile::tempdir().unwrap();
-    let (_gateway, addr) = start_gateway(home.path());
+    let (_gateway, addr) = start_gateway(home.path(), &[]);
     let host = remote_host(&addr, Duration::from_secs(60));
     let call = tokio::spawn(async move {
         host.call(&remote_caller(), "test.write", args(json!({"value": "dropped"})))
@@ -543,7 +420,7 @@ async fn a_cancelled_held_call_resolves_its_hold_canceled_in_the_gateways_ledger
 #[tokio::test]
 async fn a_gateway_gone_while_waiting_times_the_call_out_without_raising_the_failed_close() {
     let home = tempfile::tempdir().unwrap();
-    let (gateway, addr) = start_gateway(home.path());
+    let (gateway, addr) = start_gateway(home.path(), &[]);
     let host = remote_host(&addr, Duration::from_secs(2));
     let call = tokio::spawn(async move {
         host.call(&remote_caller(), "test.write", args(json!({"value": "orphan"})))

@@ -8,6 +8,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The caller classes the rules decide by: the ports' type, so the sidecar's classification of a
+/// connection is what the gate sees, with no mapping in between.
+pub use metaforge_ports::tools::CallerClass;
+
 /// Tools whose effect is a human decision. No agent may call them to answer its own approval;
 /// the approver always comes from the decision record (FORGE-393/400).
 pub const HUMAN_AUTHORITY_TOOLS: &[&str] = &[
@@ -65,36 +69,6 @@ pub struct ToolSpec {
 
 fn default_origin() -> String {
     "native".to_owned()
-}
-
-/// Who is calling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum CallerClass {
-    /// A person at the local gateway (dashboard chat, TUI).
-    Local,
-    /// A remote MCP client (a harness plugin); its writes go through the ordinary guardrail.
-    Remote,
-    /// A caller the sidecar cannot identify (e.g. the worker without the service key).
-    Untrusted,
-    /// The design-flow worker with the service key, on an approved run (FORGE-487).
-    Service,
-    /// An MCP session working a claimed client-mode phase (FORGE-584).
-    ClientTask,
-}
-
-impl CallerClass {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Local => "local",
-            Self::Remote => "remote",
-            Self::Untrusted => "untrusted",
-            Self::Service => "service",
-            Self::ClientTask => "client_task",
-        }
-    }
 }
 
 /// The caller and the scope it is bounded to.

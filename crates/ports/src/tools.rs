@@ -121,20 +121,26 @@ pub trait ToolSource: Send + Sync {
     async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
 }
 
-/// Who is calling the sidecar, decided by the connection and never by the caller's arguments.
+/// Who is calling, decided by the connection and never by the caller's arguments: the one type
+/// the sidecar classifies callers into and the domain's tool gating
+/// (`metaforge_domain::tool_gating`) decides by.
 ///
 /// The names match the seed's caller classes so logs and approval records read the same.
+/// Deliberately not `#[non_exhaustive]`: the gating rules match every class, so a new class
+/// cannot be added without deciding what it may call (no wildcard arm quietly deciding for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum CallerClass {
-    /// The same machine and user over stdio.
+    /// The same machine and user: stdio, or a person at the local gateway (dashboard chat, TUI).
     Local,
-    /// An HTTP client presenting no credential.
+    /// An HTTP client presenting no credential (a harness plugin); its writes go through the
+    /// ordinary guardrail.
     Remote,
-    /// A caller the sidecar cannot vouch for at all.
+    /// A caller the sidecar cannot vouch for at all (e.g. the worker presenting a wrong service
+    /// key).
     Untrusted,
-    /// A MetaForge service presenting `METAFORGE_MCP_SERVICE_KEY` (FORGE-487).
+    /// A MetaForge service presenting `METAFORGE_MCP_SERVICE_KEY`: the design-flow worker on an
+    /// approved run (FORGE-487).
     Service,
     /// An MCP session running a claimed client-mode phase (FORGE-584).
     ClientTask,

@@ -19,7 +19,7 @@ use super::flow_read::{context_argument, invalid};
 use super::flow_write::{
     FlowStores, apply_answers, propose_descriptor, propose_spec, refused, version_descriptor, version_view,
 };
-use super::host::{SidecarHost, SidecarTool, gate_class};
+use super::host::{SidecarHost, SidecarTool};
 use super::{HeldWrites, read_only_host};
 use crate::flows::FlowServiceError;
 
@@ -149,7 +149,7 @@ impl SidecarTool for BoundFlowPropose {
         const TOOL: &str = "flow.propose";
         let verdict = decide(
             &propose_spec(),
-            &Caller::from(gate_class(caller.class)),
+            &Caller::from(caller.class),
             &Value::Object(arguments.clone()),
         );
         if verdict.decision == Decision::Refuse {

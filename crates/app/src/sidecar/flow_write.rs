@@ -18,7 +18,7 @@ use metaforge_ports::{
 use serde_json::{Map, Value, json};
 
 use super::flow_read::{context_argument, invalid};
-use super::host::{SidecarResource, SidecarTool, gate_class};
+use super::host::{SidecarResource, SidecarTool};
 use crate::approvals::ApprovalService;
 use crate::flows::{FlowService, FlowServiceError};
 
@@ -217,7 +217,7 @@ impl FlowPropose {
         const TOOL: &str = "flow.propose";
         let verdict = decide(
             &self.spec(),
-            &Caller::from(gate_class(caller.class)),
+            &Caller::from(caller.class),
             &Value::Object(arguments.clone()),
         );
         if verdict.decision == Decision::Refuse {

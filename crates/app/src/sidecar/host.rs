@@ -10,8 +10,7 @@ use metaforge_ports::{
 use serde_json::{Map, Value};
 
 use metaforge_domain::tool_gating::{
-    Annotation, Caller, CallerClass as GateClass, Decision, ToolSpec, decide, invalid_arguments_envelope,
-    validate_arguments,
+    Annotation, Caller, Decision, ToolSpec, decide, invalid_arguments_envelope, validate_arguments,
 };
 
 use super::held::{HeldOutcome, HeldWrites};
@@ -79,17 +78,6 @@ pub struct SidecarHost {
     tools: BTreeMap<String, Arc<dyn SidecarTool>>,
     resources: Vec<Arc<dyn SidecarResource>>,
     held: Option<HeldWrites>,
-}
-
-/// The gating class of a sidecar caller.
-pub(crate) fn gate_class(class: CallerClass) -> GateClass {
-    match class {
-        CallerClass::Local => GateClass::Local,
-        CallerClass::Remote => GateClass::Remote,
-        CallerClass::Service => GateClass::Service,
-        CallerClass::ClientTask => GateClass::ClientTask,
-        _ => GateClass::Untrusted,
-    }
 }
 
 fn envelope(status: &str, tool: &str, reason: &str, approval_id: Option<&str>) -> HostCallOutcome {
@@ -160,11 +148,7 @@ impl ToolHost for SidecarHost {
             )));
         }
         if !handler.holds_its_own_effect() {
-            let verdict = decide(
-                &handler.gate_spec(),
-                &Caller::from(gate_class(caller.class)),
-                &as_value,
-            );
+            let verdict = decide(&handler.gate_spec(), &Caller::from(caller.class), &as_value);
             tracing::info!(
                 event = "mcp_sidecar_call",
                 tool,

@@ -1,0 +1,185 @@
+//! Helpers shared by the tests that run the `metaforge` binary as a real process: spawning the
+//! gateway and the HTTP sidecar on loopback, waiting until they accept connections, killing them
+//! by PID when the test lets go, and the small HTTP exchanges a person's client would make.
+//!
+//! Included with `mod common;` from each test file that needs it; a file that uses only part of
+//! it puts `#[expect(dead_code, ...)]` on that line.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers outside #[test] fns: a process that cannot start must fail the test loudly"
+)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
+use metaforge_ports::{Clock, IdGen, Timestamp};
+use serde_json::{Map, Value};
+
+/// The operator key every gateway started here accepts (identity `ops`); [`http`] sends it.
+pub(crate) const KEY: &str = "sk-ops-000001";
+
+/// How long a process may take to accept connections before the test fails.
+const READY_WITHIN: Duration = Duration::from_secs(20);
+
+/// A spawned process, killed by PID and reaped when dropped, so a failing assertion never leaves
+/// a server running behind the test.
+pub(crate) struct Process(pub(crate) Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Real ids (UUID v7), as the binary makes them, for services a test composes itself.
+pub(crate) struct Ids;
+
+impl IdGen for Ids {
+    fn new_id(&self) -> String {
+        uuid::Uuid::now_v7().to_string()
+    }
+}
+
+/// The wall clock, as the binary reads it, for services a test composes itself.
+pub(crate) struct Wall;
+
+impl Clock for Wall {
+    fn now(&self) -> Timestamp {
+        chrono::Utc::now()
+    }
+}
+
+/// A command for the `metaforge` binary cargo built for these tests.
+pub(crate) fn metaforge() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_metaforge"))
+}
+
+/// A loopback port nothing listens on right now, for a peer that must be told its port up front.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// Waits until `addr` accepts TCP connections; fails the test naming `what` if it never does.
+pub(crate) fn wait_until_listening(addr: impl ToSocketAddrs + std::fmt::Debug, what: &str) {
+    let deadline = Instant::now() + READY_WITHIN;
+    while TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not listen on {addr:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The `host:port` a start-up banner line names after `http://`.
+pub(crate) fn banner_address(line: &str) -> String {
+    line.split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the banner names the address")
+        .to_owned()
+}
+
+/// `metaforge <args>` as an operator starts a server: over `home`, accepting [`KEY`], logging
+/// warnings only (discarded), its start-up banner readable on stdout.
+pub(crate) fn server_command(args: &[&str], home: &Path) -> Command {
+    let mut command = metaforge();
+    command
+        .args(args)
+        .env("METAFORGE_HOME", home)
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    command
+}
+
+/// `metaforge gateway` on a free loopback port over `home`, accepting [`KEY`], with `vars` added
+/// to its environment; returns once it accepts connections, with its `host:port`.
+pub(crate) fn start_gateway(home: &Path, vars: &[(&str, String)]) -> (Process, String) {
+    let mut child = server_command(&["gateway", "--bind", "127.0.0.1:0"], home)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
+        .spawn()
+        .expect("spawn gateway");
+    let stdout = child.stdout.take().expect("stdout");
+    let gateway = Process(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("read banner");
+    let addr = banner_address(&line);
+    wait_until_listening(addr.as_str(), "gateway");
+    (gateway, addr)
+}
+
+/// `metaforge mcp serve --http` on a free loopback port over `home`, its stdout discarded;
+/// `configure` adds what the test needs (environment, where stderr goes). Returns once it accepts
+/// connections, with its MCP endpoint URL.
+pub(crate) fn start_sidecar(home: &Path, configure: impl FnOnce(&mut Command)) -> (Process, String) {
+    let port = free_port();
+    let mut command = metaforge();
+    command
+        .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+        .env("METAFORGE_HOME", home)
+        .stdout(Stdio::null());
+    configure(&mut command);
+    let sidecar = Process(command.spawn().expect("spawn sidecar"));
+    wait_until_listening(("127.0.0.1", port), "sidecar");
+    (sidecar, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// The project's own MCP client for the sidecar endpoint at `url`, negotiating the protocol era.
+pub(crate) fn mcp_client(url: String) -> McpToolServer {
+    let mut config = ServerConfig::new(
+        "metaforge",
+        ServerTransport::Http {
+            url,
+            headers: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Auto;
+    McpToolServer::new(config)
+}
+
+/// A minimal HTTP/1.1 exchange with the gateway at `addr` carrying [`KEY`], as a person's client
+/// would make it (the test crate carries no HTTP client): the status and the JSON body
+/// (`Null` when the body is not JSON).
+pub(crate) fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let status: u16 = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// Tool-call arguments from a `json!` object literal.
+pub(crate) fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().expect("tool arguments are a JSON object")
+}
+
+/// `flow.propose` arguments with caller operations on the `mech_v1` template, so no model is
+/// called: one added deliverable, a vendor route, sim-validated maturity.
+pub(crate) fn proposal_arguments() -> Map<String, Value> {
+    args(serde_json::json!({
+        "template_id": "mech_v1",
+        "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan",
+                        "rationale": "load-tested before release"}],
+        "context": {"manufacturing_context": {"route": "vendor"},
+                    "target_maturity": "sim_validated", "loads_and_use": "20 kg"}
+    }))
+}
