@@ -154,12 +154,12 @@ fn up_refuses_a_sidecar_off_loopback() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }
 
-fn start_aimock() -> (Process, u16) {
+/// aimock serving `fixtures` (a path relative to this crate).
+fn start_aimock(fixtures: &str) -> (Process, u16) {
     let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
     let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
     assert!(cli.exists(), "aimock is not installed at {}", cli.display());
-    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../adapters-llm/tests/fixtures/aimock.json");
+    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixtures);
     let port = free_port();
     let child = Command::new("node")
         .arg(&cli)
@@ -176,7 +176,7 @@ fn start_aimock() -> (Process, u16) {
 
 #[test]
 fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary() {
-    let (_mock, port) = start_aimock();
+    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
     let home = tempfile::tempdir().expect("tempdir");
     let (_gateway, gw) = start_gateway(
         home.path(),
@@ -233,4 +233,89 @@ fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_50
     let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
     assert_eq!(status, 503, "{answer}");
     assert_eq!(answer["error"], "unavailable");
+}
+
+/// The generator path through the real binary: `flow_generator` routed to aimock's OpenAI
+/// surface, the proposal applied leniently, held once with `generatedBy`, and its tokens counted
+/// under the `flow_generator` role; an answer without a proposal is 503 and stores nothing.
+#[test]
+fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by() {
+    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[
+            ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+            ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
+            ("METAFORGE_ROUTE_FLOW_GENERATOR", "openai:gpt-4o-mini".to_owned()),
+            (
+                "METAFORGE_CREDENTIALS_PATH",
+                home.path().join("credentials.json").display().to_string(),
+            ),
+        ],
+    );
+    let context = json!({
+        "manufacturingContext": {"route": "in_house", "processes": ["FDM printing"], "stockMaterials": ["PETG"]},
+        "targetMaturity": "physically_validated",
+        "loadsAndUse": "holds 5 kg of books"
+    });
+    let mut request = context.clone();
+    request["intent"] = json!("A wall shelf I can print with what I have.");
+    let (status, proposal) = http(&gw, "POST", "/v1/design-flows/propose", Some(&request));
+    assert_eq!(status, 201, "{proposal}");
+    assert_eq!(
+        proposal["generatedBy"],
+        json!({"provider": "openai", "model": "gpt-4o-mini", "fellBackFrom": null})
+    );
+    assert_eq!(proposal["proposal"]["template_id"], "mech_v1");
+    assert_eq!(proposal["proposal"]["applied"][0]["op"], "add_deliverable");
+    assert_eq!(proposal["proposal"]["skipped"][0]["phase"], "no_such_phase");
+    assert_eq!(
+        proposal["openQuestions"],
+        json!(["Which wall type will it hang on?"])
+    );
+    let approval = proposal["approvalId"].as_str().expect("approval id").to_owned();
+    let (status, held) = http(&gw, "GET", &format!("/v1/approvals/{approval}"), None);
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["status"], "awaiting_approval");
+    assert_eq!(held["arguments"]["generated_by"]["model"], "gpt-4o-mini");
+
+    // Context missing: the server's questions, then the model's product-specific one.
+    let mut lamp = json!({"manufacturingContext": {"route": "vendor"}});
+    lamp["intent"] = json!("A desk lamp for my workbench.");
+    let (status, asked) = http(&gw, "POST", "/v1/design-flows/propose", Some(&lamp));
+    assert_eq!(status, 200, "{asked}");
+    assert_eq!(asked["status"], "needs_input");
+    let last = asked["questions"]
+        .as_array()
+        .and_then(|q| q.last())
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(last["source"], "model", "{asked}");
+
+    // A model that answers without a proposal: 503, and the ledger still holds only the first.
+    let mut chatty = context;
+    chatty["intent"] = json!("A chatty answer, please.");
+    let (status, err) = http(&gw, "POST", "/v1/design-flows/propose", Some(&chatty));
+    assert_eq!(status, 503, "{err}");
+    assert_eq!(err["error"], "generator_answer_unusable");
+    let (_, versions) = http(&gw, "GET", "/v1/design-flows/versions", None);
+    assert_eq!(
+        versions["versions"].as_array().map(Vec::len),
+        Some(1),
+        "{versions}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, summary) = http(&gw, "GET", "/v1/runs/usage/summary", None);
+        if summary["totals"]["by_role"]["flow_generator"]["calls"] == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the generator's calls were never counted: {summary}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
