@@ -33,6 +33,30 @@ pub struct HarnessConfig {
     pub selection: Arc<dyn SelectionStore>,
 }
 
+impl HarnessConfig {
+    /// The routing rules' inputs over this configuration and a selection read from the store.
+    pub fn inputs<'a>(&'a self, selection: Option<&'a str>) -> RoutingInputs<'a> {
+        RoutingInputs {
+            table: &self.table,
+            env: &self.env_routes,
+            credentialed: Some(&self.credentialed),
+            selection,
+            default: self.default_route.as_deref(),
+        }
+    }
+
+    /// Every role worth resolving: the seed's roles, then the table's own, each once.
+    pub fn role_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = ROLES.iter().map(|r| (*r).to_owned()).collect();
+        for role in self.table.roles.keys() {
+            if !names.contains(role) {
+                names.push(role.clone());
+            }
+        }
+        names
+    }
+}
+
 /// Which project's routes to show.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -101,13 +125,7 @@ pub(crate) async fn role_call(
     session_id: String,
 ) -> Result<crate::pipeline::CallSpec, ApiError> {
     let (selection, _) = usable_selection(harness.selection.as_ref()).await?;
-    let inputs = RoutingInputs {
-        table: &harness.table,
-        env: &harness.env_routes,
-        credentialed: Some(&harness.credentialed),
-        selection: selection.as_deref(),
-        default: harness.default_route.as_deref(),
-    };
+    let inputs = harness.inputs(selection.as_deref());
     let call = RouteCall {
         role: role.to_owned(),
         ..RouteCall::default()
@@ -143,19 +161,8 @@ pub(crate) async fn routing(
 ) -> Result<Json<RoutingView>, ApiError> {
     let harness = &state.harness;
     let (selection, ignored) = usable_selection(harness.selection.as_ref()).await?;
-    let inputs = RoutingInputs {
-        table: &harness.table,
-        env: &harness.env_routes,
-        credentialed: Some(&harness.credentialed),
-        selection: selection.as_deref(),
-        default: harness.default_route.as_deref(),
-    };
-    let mut role_names: Vec<String> = ROLES.iter().map(|r| (*r).to_owned()).collect();
-    for role in harness.table.roles.keys() {
-        if !role_names.contains(role) {
-            role_names.push(role.clone());
-        }
-    }
+    let inputs = harness.inputs(selection.as_deref());
+    let role_names = harness.role_names();
     let mut problems: Vec<String> = ignored.into_iter().collect();
     let mut roles = Vec::new();
     for role in role_names {

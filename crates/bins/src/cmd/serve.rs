@@ -231,7 +231,7 @@ async fn gateway_pipeline(
     usage: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
 ) -> Result<Option<Arc<ProviderPipeline>>, StartError> {
-    use metaforge_domain::routing::{ROLES, RouteCall, RoutingInputs, resolve_route};
+    use metaforge_domain::routing::{RouteCall, resolve_route};
     let configured: Vec<String> = rows
         .iter()
         .filter(|r| r.configured)
@@ -250,22 +250,8 @@ async fn gateway_pipeline(
         .get()
         .await
         .map_err(|e| StartError::Runtime(format!("selection: {e}")))?;
-    let inputs = RoutingInputs {
-        table: &harness.table,
-        env: &harness.env_routes,
-        credentialed: Some(&harness.credentialed),
-        selection: selection.as_deref(),
-        default: harness.default_route.as_deref(),
-    };
-    let mut roles: Vec<String> = ROLES.iter().map(|r| (*r).to_owned()).collect();
-    roles.extend(
-        harness
-            .table
-            .roles
-            .keys()
-            .filter(|r| !ROLES.contains(&r.as_str()))
-            .cloned(),
-    );
+    let inputs = harness.inputs(selection.as_deref());
+    let roles = harness.role_names();
     let mut chains = std::collections::BTreeMap::new();
     for role in roles {
         let call = RouteCall {
