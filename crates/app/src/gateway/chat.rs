@@ -25,7 +25,7 @@ use utoipa::ToSchema;
 use super::GatewayState;
 use super::auth::Identity;
 use super::chat_request::ChatCompletionRequest;
-use super::chat_request::{ChatFunctionCall, ChatToolCall, to_llm_request};
+use super::chat_request::{ChatFunctionCall, ChatToolCall, FunctionKind, to_llm_request};
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiJson;
 use crate::pipeline::{
@@ -146,7 +146,7 @@ fn arguments_text(arguments: &serde_json::Value) -> String {
 fn wire_tool_call(call: ToolCall) -> ChatToolCall {
     ChatToolCall {
         id: call.id,
-        kind: "function".to_owned(),
+        kind: FunctionKind::Function.as_str().to_owned(),
         function: ChatFunctionCall {
             name: call.name,
             arguments: arguments_text(&call.arguments),
@@ -350,18 +350,29 @@ pub(crate) async fn completions(
             .map_err(pipeline_error)?;
         let extra = provenance(&served);
         let model = served.model.clone();
-        let chunk = move |delta: serde_json::Value, finish: Option<String>| {
+        let envelope = move |choices: serde_json::Value| {
             serde_json::json!({
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": choices,
             })
         };
+        let chunk_envelope = envelope.clone();
+        let chunk = move |delta: serde_json::Value, finish: Option<String>| {
+            chunk_envelope(serde_json::json!([{"index": 0, "delta": delta, "finish_reason": finish}]))
+        };
         let first = chunk(serde_json::json!({"role": "assistant", "content": ""}), None);
+        let include_usage = request.include_usage();
         let events = served.value;
         let mut deltas = ChunkDeltas::default();
         let body = futures::stream::once(async move { first })
             .chain(events.filter_map(move |event| {
                 let out = match event {
+                    // OpenAI's usage chunk: empty choices, the counts (null when unknown).
+                    Ok(StreamEvent::Usage { usage }) if include_usage => {
+                        let mut value = envelope(serde_json::json!([]));
+                        value["usage"] = serde_json::to_value(chat_usage(&usage)).unwrap_or_default();
+                        Some(value)
+                    }
                     Ok(event) => deltas
                         .delta_for(event)
                         .map(|(delta, finish)| chunk(delta, finish)),

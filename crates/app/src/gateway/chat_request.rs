@@ -14,6 +14,42 @@ use utoipa::ToSchema;
 
 use super::error::ApiError;
 
+/// The one content-part type the gateway carries (documents `type`; the field stays a string so
+/// any other part type is refused naming its exact position).
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub(crate) enum TextPartKind {
+    /// A text part.
+    Text,
+}
+
+/// The one tool and tool-call type OpenAI defines (documents `type`; the field stays a string
+/// so another type is refused naming its exact position).
+#[derive(Debug, ToSchema)]
+#[schema(rename_all = "snake_case")]
+pub(crate) enum FunctionKind {
+    /// A function tool.
+    Function,
+}
+
+impl FunctionKind {
+    /// The wire name.
+    pub(crate) const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Function => "function",
+        }
+    }
+}
+
+impl TextPartKind {
+    /// The wire name.
+    const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Text => "text",
+        }
+    }
+}
+
 /// A message's content: a string, or an array of text parts (OpenAI's two shapes).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 #[serde(untagged)]
@@ -30,6 +66,7 @@ pub(crate) enum MessageContent {
 pub(crate) struct MessageContentPart {
     /// Must be `text`.
     #[serde(rename = "type")]
+    #[schema(value_type = TextPartKind)]
     kind: String,
     /// The text.
     #[serde(default)]
@@ -43,6 +80,7 @@ pub(crate) struct ChatToolCall {
     pub(crate) id: String,
     /// Always `function`.
     #[serde(rename = "type")]
+    #[schema(value_type = FunctionKind)]
     pub(crate) kind: String,
     /// The function called.
     pub(crate) function: ChatFunctionCall,
@@ -84,6 +122,15 @@ pub(crate) enum StopSequences {
     Many(Vec<String>),
 }
 
+/// Streaming options.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub(crate) struct StreamOptions {
+    /// Send a last chunk with empty `choices` and the call's `usage` (counts null when the
+    /// provider reported none).
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
 /// A function the model may call.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ChatFunctionDef {
@@ -104,6 +151,7 @@ pub(crate) struct ChatFunctionDef {
 pub(crate) struct ChatTool {
     /// Must be `function`.
     #[serde(rename = "type")]
+    #[schema(value_type = FunctionKind)]
     kind: String,
     /// The function.
     function: ChatFunctionDef,
@@ -133,6 +181,7 @@ pub(crate) struct NamedFunction {
 pub(crate) struct NamedToolChoice {
     /// Must be `function`.
     #[serde(rename = "type")]
+    #[schema(value_type = FunctionKind)]
     kind: String,
     /// The function.
     function: NamedFunction,
@@ -172,12 +221,25 @@ pub(crate) struct ChatCompletionRequest {
     /// Stop sequences.
     #[serde(default)]
     stop: Option<StopSequences>,
+    /// Streaming options; only with `stream: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
     /// Function tools the model may call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<ChatTool>>,
     /// Tool policy (`auto` when absent); `required` and a named tool need `tools`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ChatToolChoice>,
+}
+
+impl ChatCompletionRequest {
+    /// Whether a streamed answer ends with a usage chunk.
+    pub(crate) fn include_usage(&self) -> bool {
+        self.stream_options
+            .as_ref()
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false)
+    }
 }
 
 /// Whether `name` is a tool name every family accepts (OpenAI's rule is the strictest).
@@ -196,7 +258,7 @@ fn content_text(content: Option<&MessageContent>, field: &str) -> Result<String,
         Some(MessageContent::Parts(parts)) => {
             let mut text = String::new();
             for (k, part) in parts.iter().enumerate() {
-                if part.kind != "text" {
+                if part.kind != TextPartKind::Text.as_str() {
                     return Err(ApiError::bad_request(
                         &format!("{field}[{k}].type"),
                         format!(
@@ -227,7 +289,7 @@ fn assistant_tool_calls(
     let mut parts = Vec::with_capacity(calls.len());
     for (j, call) in calls.iter().enumerate() {
         let field = format!("messages[{i}].tool_calls[{j}]");
-        if call.kind != "function" {
+        if call.kind != FunctionKind::Function.as_str() {
             return Err(ApiError::bad_request(
                 &format!("{field}.type"),
                 format!("{field}.type '{}' is not supported (function)", call.kind),
@@ -274,7 +336,7 @@ fn tool_specs(tools: &[ChatTool]) -> Result<Vec<ToolSpec>, ApiError> {
     let mut seen = BTreeSet::new();
     let mut specs = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
-        if tool.kind != "function" {
+        if tool.kind != FunctionKind::Function.as_str() {
             return Err(ApiError::bad_request(
                 &format!("tools[{i}].type"),
                 format!("tools[{i}].type '{}' is not supported (function)", tool.kind),
@@ -320,7 +382,7 @@ fn tool_choice(choice: Option<&ChatToolChoice>, tools: &[ToolSpec]) -> Result<To
         Some(ChatToolChoice::Mode(ToolChoiceMode::None)) => ToolChoice::None,
         Some(ChatToolChoice::Mode(ToolChoiceMode::Required)) => ToolChoice::Required,
         Some(ChatToolChoice::Named(named)) => {
-            if named.kind != "function" {
+            if named.kind != FunctionKind::Function.as_str() {
                 return Err(ApiError::bad_request(
                     "tool_choice.type",
                     format!("tool_choice.type '{}' is not supported (function)", named.kind),
@@ -465,6 +527,12 @@ pub(crate) fn to_llm_request(request: &ChatCompletionRequest) -> Result<LlmReque
         }
     }
     let max_tokens = request.max_tokens.or(request.max_completion_tokens);
+    if request.stream_options.is_some() && request.stream != Some(true) {
+        return Err(ApiError::bad_request(
+            "stream_options",
+            "stream_options is only allowed with stream: true",
+        ));
+    }
     let tools = tool_specs(request.tools.as_deref().unwrap_or_default())?;
     let tool_choice = tool_choice(request.tool_choice.as_ref(), &tools)?;
     Ok(LlmRequest {

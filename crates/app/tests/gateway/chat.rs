@@ -333,6 +333,10 @@ async fn streamed_completion_is_sse_chunks_ending_with_done_and_records_usage() 
         .collect();
     assert_eq!(content, "Hello");
     assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"] == "stop"));
+    assert!(
+        chunks.iter().all(|c| c.get("usage").is_none()),
+        "no usage chunk unless stream_options.include_usage asks"
+    );
     let events = recorded(&usage, 1).await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].completion_tokens, Some(2));
@@ -597,6 +601,7 @@ async fn streamed_tool_call_is_openai_tool_call_deltas_ending_with_finish_reason
     let (state, usage) = state_with_pipeline(&upstream.url);
     let app = app_over(state);
     let request = serde_json::json!({"model": "chat", "stream": true, "tools": [weather_tool()],
+        "stream_options": {"include_usage": true},
         "messages": [{"role": "user", "content": "weather in Paris?"}]});
     let res = app
         .clone()
@@ -637,6 +642,13 @@ async fn streamed_tool_call_is_openai_tool_call_deltas_ending_with_finish_reason
         .filter(|f| !f.is_null())
         .collect();
     assert_eq!(finishes, [&serde_json::json!("tool_calls")]);
+    let usage_chunks: Vec<&serde_json::Value> = chunks.iter().filter(|c| c.get("usage").is_some()).collect();
+    assert_eq!(usage_chunks.len(), 1, "{chunks:?}");
+    assert_eq!(usage_chunks[0]["choices"], serde_json::json!([]));
+    assert_eq!(
+        usage_chunks[0]["usage"],
+        serde_json::json!({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11})
+    );
     assert_eq!(
         upstream.received.lock().unwrap()[0]["tools"][0]["function"]["name"],
         "get_weather"
@@ -772,6 +784,11 @@ async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_u
             serde_json::json!({"max_completion_tokens": 0}),
             vec![user.clone()],
             "max_completion_tokens",
+        ),
+        (
+            serde_json::json!({"stream_options": {"include_usage": true}}),
+            vec![user.clone()],
+            "stream_options",
         ),
     ];
     for (extra, messages, field) in cases {
