@@ -18,15 +18,14 @@ use metaforge_domain::routing::ROLES;
 use metaforge_domain::usage::normalize_usage;
 use metaforge_ports::Clock;
 use metaforge_ports::usage_store::UsageStore;
-use metaforge_ports::{
-    ContentPart, FinishReason, LlmMessage, LlmRequest, LlmRole, ProviderErrorKind, RawUsage, StreamEvent,
-    SystemPrompt,
-};
-use serde::{Deserialize, Serialize};
+use metaforge_ports::{FinishReason, ProviderErrorKind, RawUsage, StreamEvent, ToolCall};
+use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::GatewayState;
 use super::auth::Identity;
+use super::chat_request::ChatCompletionRequest;
+use super::chat_request::{ChatFunctionCall, ChatToolCall, FunctionKind, to_llm_request};
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiJson;
 use crate::pipeline::{
@@ -73,83 +72,16 @@ impl UsageSink for UsageStoreSink {
     }
 }
 
-/// One chat message (OpenAI shape; text content only).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub(crate) struct ChatMessage {
-    /// `system`, `developer`, `user` or `assistant`.
-    role: String,
-    /// The text.
-    #[serde(default)]
-    content: Option<String>,
-}
-
-/// `stop`: one sequence or several.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(untagged)]
-pub(crate) enum StopSequences {
-    /// One sequence.
-    One(String),
-    /// Several sequences.
-    Many(Vec<String>),
-}
-
-/// An OpenAI-compatible chat completion request.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub(crate) struct ChatCompletionRequest {
-    /// A routing role (`chat`, `phase_brain`, …) or an explicit `provider:model`.
-    model: String,
-    /// The conversation, oldest first; at least one user or assistant message.
-    messages: Vec<ChatMessage>,
-    /// Stream the answer as server-sent events ending with `data: [DONE]`.
-    #[serde(default)]
-    stream: Option<bool>,
-    /// Output cap.
-    #[serde(default)]
-    #[schema(minimum = 1)]
-    max_tokens: Option<u32>,
-    /// Output cap (newer name; `max_tokens` wins when both are given).
-    #[serde(default)]
-    #[schema(minimum = 1)]
-    max_completion_tokens: Option<u32>,
-    /// Sampling temperature.
-    #[serde(default)]
-    temperature: Option<f32>,
-    /// Stop sequences.
-    #[serde(default)]
-    stop: Option<StopSequences>,
-}
-
 /// The assistant's message.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct AssistantMessage {
     /// Always `assistant`.
     role: &'static str,
-    /// The text.
-    content: String,
+    /// The text; null when the model only made tool calls.
+    content: Option<String>,
     /// Tool calls, when the model made any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<ChatToolCall>,
-}
-
-/// A tool call the model made.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ChatToolCall {
-    /// Call id.
-    id: String,
-    /// Always `function`.
-    #[serde(rename = "type")]
-    kind: &'static str,
-    /// The function.
-    function: ChatFunction,
-}
-
-/// A function call: name and JSON-encoded arguments.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ChatFunction {
-    /// Tool name.
-    name: String,
-    /// Arguments as a JSON string.
-    arguments: String,
 }
 
 /// One choice.
@@ -202,6 +134,61 @@ fn finish_text(reason: &FinishReason) -> String {
     }
 }
 
+/// Arguments as OpenAI's wire carries them: JSON text (a string the provider sent that was not
+/// JSON is passed through as it came, not re-quoted).
+fn arguments_text(arguments: &serde_json::Value) -> String {
+    match arguments {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn wire_tool_call(call: ToolCall) -> ChatToolCall {
+    ChatToolCall {
+        id: call.id,
+        kind: FunctionKind::Function.as_str().to_owned(),
+        function: ChatFunctionCall {
+            name: call.name,
+            arguments: arguments_text(&call.arguments),
+        },
+    }
+}
+
+/// Turns the pipeline's stream events into OpenAI chunk deltas. Tool-call indices are renumbered
+/// 0, 1, … in the order calls start, whatever position the family gave them (Anthropic counts
+/// text blocks too), because OpenAI clients index their call buffers by it.
+#[derive(Debug, Default)]
+struct ChunkDeltas {
+    call_index: std::collections::BTreeMap<u32, u32>,
+}
+
+impl ChunkDeltas {
+    /// The delta and finish reason `event` becomes; `None` for events with no wire chunk.
+    fn delta_for(&mut self, event: StreamEvent) -> Option<(serde_json::Value, Option<String>)> {
+        match event {
+            StreamEvent::TextDelta { text } => Some((serde_json::json!({"content": text}), None)),
+            StreamEvent::ToolCallStart { index, id, name } => {
+                let next = u32::try_from(self.call_index.len()).unwrap_or(u32::MAX);
+                let out = *self.call_index.entry(index).or_insert(next);
+                Some((
+                    serde_json::json!({"tool_calls": [{"index": out, "id": id, "type": "function",
+                        "function": {"name": name, "arguments": ""}}]}),
+                    None,
+                ))
+            }
+            StreamEvent::ToolCallArgumentsDelta { index, delta } => {
+                let out = self.call_index.get(&index).copied().unwrap_or(index);
+                Some((
+                    serde_json::json!({"tool_calls": [{"index": out, "function": {"arguments": delta}}]}),
+                    None,
+                ))
+            }
+            StreamEvent::Finish { reason } => Some((serde_json::json!({}), Some(finish_text(&reason)))),
+            _ => None,
+        }
+    }
+}
+
 fn chat_usage(raw: &RawUsage) -> ChatUsage {
     let n = normalize_usage(raw.family, &raw.raw);
     ChatUsage {
@@ -209,67 +196,6 @@ fn chat_usage(raw: &RawUsage) -> ChatUsage {
         completion_tokens: n.completion_tokens,
         total_tokens: n.prompt_tokens.zip(n.completion_tokens).map(|(p, c)| p + c),
     }
-}
-
-/// The request in the ports' shape; every bad message names its index.
-fn to_llm_request(request: &ChatCompletionRequest) -> Result<LlmRequest, ApiError> {
-    let mut system = Vec::new();
-    let mut messages = Vec::new();
-    for (i, message) in request.messages.iter().enumerate() {
-        let text = message.content.clone().unwrap_or_default();
-        match message.role.as_str() {
-            "system" | "developer" => system.push(text),
-            "user" => messages.push(LlmMessage::user_text(text)),
-            "assistant" => messages.push(LlmMessage {
-                role: LlmRole::Assistant,
-                content: vec![ContentPart::Text { text }],
-            }),
-            other => {
-                return Err(ApiError::bad_request(
-                    &format!("messages[{i}].role"),
-                    format!(
-                        "messages[{i}].role '{other}' is not supported (system, developer, user, assistant)"
-                    ),
-                ));
-            }
-        }
-    }
-    if messages.is_empty() {
-        return Err(ApiError::bad_request(
-            "messages",
-            "messages must hold at least one user or assistant message",
-        ));
-    }
-    if let Some(t) = request.temperature
-        && !(0.0..=2.0).contains(&t)
-    {
-        return Err(ApiError::bad_request(
-            "temperature",
-            "temperature must be between 0 and 2",
-        ));
-    }
-    let max_tokens = request.max_tokens.or(request.max_completion_tokens);
-    if max_tokens == Some(0) {
-        return Err(ApiError::bad_request(
-            "max_tokens",
-            "max_tokens must be at least 1",
-        ));
-    }
-    Ok(LlmRequest {
-        system: SystemPrompt {
-            stable: system.join("\n\n"),
-            volatile_suffix: None,
-        },
-        messages,
-        max_tokens,
-        temperature: request.temperature,
-        stop: match &request.stop {
-            None => Vec::new(),
-            Some(StopSequences::One(s)) => vec![s.clone()],
-            Some(StopSequences::Many(s)) => s.clone(),
-        },
-        ..LlmRequest::default()
-    })
 }
 
 /// `model` as a call: an explicit family-checked `provider:model`, or a role resolved now by the
@@ -411,24 +337,32 @@ pub(crate) async fn completions(
             .map_err(pipeline_error)?;
         let extra = provenance(&served);
         let model = served.model.clone();
-        let chunk = move |delta: serde_json::Value, finish: Option<String>| {
+        let envelope = move |choices: serde_json::Value| {
             serde_json::json!({
                 "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                "choices": choices,
             })
         };
+        let chunk_envelope = envelope.clone();
+        let chunk = move |delta: serde_json::Value, finish: Option<String>| {
+            chunk_envelope(serde_json::json!([{"index": 0, "delta": delta, "finish_reason": finish}]))
+        };
         let first = chunk(serde_json::json!({"role": "assistant", "content": ""}), None);
+        let include_usage = request.include_usage();
         let events = served.value;
+        let mut deltas = ChunkDeltas::default();
         let body = futures::stream::once(async move { first })
             .chain(events.filter_map(move |event| {
                 let out = match event {
-                    Ok(StreamEvent::TextDelta { text }) => {
-                        Some(chunk(serde_json::json!({"content": text}), None))
+                    // OpenAI's usage chunk: empty choices, the counts (null when unknown).
+                    Ok(StreamEvent::Usage { usage }) if include_usage => {
+                        let mut value = envelope(serde_json::json!([]));
+                        value["usage"] = serde_json::to_value(chat_usage(&usage)).unwrap_or_default();
+                        Some(value)
                     }
-                    Ok(StreamEvent::Finish { reason }) => {
-                        Some(chunk(serde_json::json!({}), Some(finish_text(&reason))))
-                    }
-                    Ok(_) => None,
+                    Ok(event) => deltas
+                        .delta_for(event)
+                        .map(|(delta, finish)| chunk(delta, finish)),
                     Err(err) => Some(
                         serde_json::json!({"error": {"message": err.to_string(), "type": err.kind.as_str()}}),
                     ),
@@ -459,19 +393,8 @@ pub(crate) async fn completions(
             index: 0,
             message: AssistantMessage {
                 role: "assistant",
-                content: value.text,
-                tool_calls: value
-                    .tool_calls
-                    .into_iter()
-                    .map(|c| ChatToolCall {
-                        id: c.id,
-                        kind: "function",
-                        function: ChatFunction {
-                            name: c.name,
-                            arguments: c.arguments.to_string(),
-                        },
-                    })
-                    .collect(),
+                content: (!value.text.is_empty() || value.tool_calls.is_empty()).then_some(value.text),
+                tool_calls: value.tool_calls.into_iter().map(wire_tool_call).collect(),
             },
             finish_reason: value.finish.as_ref().map(finish_text),
         }],
@@ -480,4 +403,77 @@ pub(crate) async fn completions(
     let mut response = axum::Json(completion).into_response();
     response.headers_mut().extend(extra);
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use metaforge_ports::{FinishReason, StreamEvent};
+    use serde_json::json;
+
+    use super::ChunkDeltas;
+
+    #[test]
+    fn tool_call_indices_are_renumbered_in_start_order_whatever_the_family_counted() {
+        // Anthropic-style positions: a text block at 0, tool blocks at 1 and 3.
+        let events = [
+            StreamEvent::TextDelta {
+                text: "Let me check.".into(),
+            },
+            StreamEvent::ToolCallStart {
+                index: 1,
+                id: "toolu_a".into(),
+                name: "get_weather".into(),
+            },
+            StreamEvent::ToolCallArgumentsDelta {
+                index: 1,
+                delta: "{\"location\":".into(),
+            },
+            StreamEvent::ToolCallStart {
+                index: 3,
+                id: "toolu_b".into(),
+                name: "local_time".into(),
+            },
+            StreamEvent::ToolCallArgumentsDelta {
+                index: 1,
+                delta: "\"Paris\"}".into(),
+            },
+            StreamEvent::ToolCallArgumentsDelta {
+                index: 3,
+                delta: "{}".into(),
+            },
+            StreamEvent::ToolCallEnd { index: 1 },
+            StreamEvent::Finish {
+                reason: FinishReason::ToolCalls,
+            },
+        ];
+        let mut deltas = ChunkDeltas::default();
+        let out: Vec<_> = events.into_iter().filter_map(|e| deltas.delta_for(e)).collect();
+        let expected = vec![
+            (json!({"content": "Let me check."}), None),
+            (
+                json!({"tool_calls": [{"index": 0, "id": "toolu_a", "type": "function",
+                    "function": {"name": "get_weather", "arguments": ""}}]}),
+                None,
+            ),
+            (
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"location\":"}}]}),
+                None,
+            ),
+            (
+                json!({"tool_calls": [{"index": 1, "id": "toolu_b", "type": "function",
+                    "function": {"name": "local_time", "arguments": ""}}]}),
+                None,
+            ),
+            (
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                None,
+            ),
+            (
+                json!({"tool_calls": [{"index": 1, "function": {"arguments": "{}"}}]}),
+                None,
+            ),
+            (json!({}), Some("tool_calls".to_owned())),
+        ];
+        assert_eq!(out, expected);
+    }
 }

@@ -8,6 +8,7 @@
 mod approvals;
 pub mod auth;
 pub mod chat;
+mod chat_request;
 pub mod error;
 pub mod extract;
 mod flows;

@@ -33,49 +33,101 @@ use crate::common::{MemorySelection, app_over, get, post, send};
 enum Mode {
     Ok,
     RateLimited,
+    ServerError,
+    ToolCall,
 }
 
-/// A local OpenAI-compatible upstream: JSON or SSE by the request's `stream` flag, or 429.
-async fn upstream(mode: Arc<Mutex<Mode>>) -> String {
+/// A scripted local upstream: its base URL and every request body it received, in order.
+struct Upstream {
+    url: String,
+    received: Arc<Mutex<Vec<serde_json::Value>>>,
+}
+
+fn sse(frames: &[serde_json::Value]) -> String {
+    let mut text: String = frames.iter().map(|f| format!("data: {f}\n\n")).collect();
+    text.push_str("data: [DONE]\n\n");
+    text
+}
+
+fn upstream_chunk(delta: serde_json::Value, finish: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"id": "u1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+fn upstream_usage_chunk() -> serde_json::Value {
+    serde_json::json!({"id": "u1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
+        "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
+}
+
+/// A local OpenAI-compatible upstream: JSON or SSE by the request's `stream` flag (text, or a
+/// `get_weather` tool call streamed in OpenAI's fragments), 429, or 500.
+async fn upstream(mode: Mode) -> Upstream {
     use axum::response::IntoResponse;
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&received);
     let handler = move |axum::Json(body): axum::Json<serde_json::Value>| {
-        let mode = *mode.lock().unwrap();
+        seen.lock().unwrap().push(body.clone());
         async move {
-            if mode == Mode::RateLimited {
-                return (
+            let null = serde_json::Value::Null;
+            let stream = body["stream"] == serde_json::json!(true);
+            match (mode, stream) {
+                (Mode::RateLimited, _) => (
                     StatusCode::TOO_MANY_REQUESTS,
                     [("retry-after", "1")],
                     r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
                 )
-                    .into_response();
+                    .into_response(),
+                (Mode::ServerError, _) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    r#"{"error":{"message":"upstream exploded","type":"server_error"}}"#,
+                )
+                    .into_response(),
+                (Mode::Ok, true) => (
+                    [("content-type", "text/event-stream")],
+                    sse(&[
+                        upstream_chunk(serde_json::json!({"role": "assistant", "content": "Hel"}), null.clone()),
+                        upstream_chunk(serde_json::json!({"content": "lo"}), null.clone()),
+                        upstream_chunk(serde_json::json!({}), serde_json::json!("stop")),
+                        upstream_usage_chunk(),
+                    ]),
+                )
+                    .into_response(),
+                (Mode::ToolCall, true) => (
+                    [("content-type", "text/event-stream")],
+                    sse(&[
+                        upstream_chunk(
+                            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                                "id": "call_w1", "type": "function",
+                                "function": {"name": "get_weather", "arguments": ""}}]}),
+                            null.clone(),
+                        ),
+                        upstream_chunk(
+                            serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"location\":"}}]}),
+                            null.clone(),
+                        ),
+                        upstream_chunk(
+                            serde_json::json!({"tool_calls": [{"index": 0, "function": {"arguments": "\"Paris\"}"}}]}),
+                            null.clone(),
+                        ),
+                        upstream_chunk(serde_json::json!({}), serde_json::json!("tool_calls")),
+                        upstream_usage_chunk(),
+                    ]),
+                )
+                    .into_response(),
+                (Mode::Ok, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                    "model": "gpt-4o-mini",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}))
+                .into_response(),
+                (Mode::ToolCall, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                    "model": "gpt-4o-mini",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_w1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\"}"}}]},
+                        "finish_reason": "tool_calls"}],
+                    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}}))
+                .into_response(),
             }
-            if body["stream"] == serde_json::json!(true) {
-                let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
-                    format!(
-                        "data: {}\n\n",
-                        serde_json::json!({"id": "u1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
-                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-                    )
-                };
-                let usage = serde_json::json!({"id": "u1", "object": "chat.completion.chunk", "model": "gpt-4o-mini",
-                    "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}});
-                let text = [
-                    chunk(
-                        serde_json::json!({"role": "assistant", "content": "Hel"}),
-                        serde_json::Value::Null,
-                    ),
-                    chunk(serde_json::json!({"content": "lo"}), serde_json::Value::Null),
-                    chunk(serde_json::json!({}), serde_json::json!("stop")),
-                    format!("data: {usage}\n\n"),
-                    "data: [DONE]\n\n".to_owned(),
-                ]
-                .concat();
-                return ([("content-type", "text/event-stream")], text).into_response();
-            }
-            axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion", "model": "gpt-4o-mini",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}))
-            .into_response()
         }
     };
     let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
@@ -84,7 +136,7 @@ async fn upstream(mode: Arc<Mutex<Mode>>) -> String {
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    url
+    Upstream { url, received }
 }
 
 /// A harness where `chat` and `summarisation` route to openai, which is credentialed.
@@ -104,25 +156,49 @@ fn openai_harness() -> metaforge_app::gateway::harness::HarnessConfig {
 
 /// The gateway state with a pipeline whose `openai` adapter calls `url`.
 fn state_with_pipeline(url: &str) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) {
+    state_over(
+        &[("openai", url)],
+        &["openai:gpt-4o-mini"],
+        RetryPolicy::default(),
+    )
+}
+
+/// The gateway state with a pipeline over OpenAI-compatible `providers` (id, base URL) whose
+/// `chat` role chain is `chain` (`provider:model`, primary first); the harness routes `chat` to
+/// `openai:gpt-4o-mini`.
+fn state_over(
+    providers: &[(&str, &str)],
+    chain: &[&str],
+    policy: RetryPolicy,
+) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let versions = Arc::new(MemoryFlowVersionStore::new());
     let usage = Arc::new(MemoryUsageStore::new());
-    let adapter = Arc::new(OpenAiCompatibleProvider::new(url, HttpSettings::default(), false).unwrap());
-    let chain = vec![Candidate {
-        provider: "openai".into(),
-        model: "gpt-4o-mini".into(),
-    }];
+    let entries = providers
+        .iter()
+        .map(|(id, url)| ProviderEntry {
+            id: (*id).to_owned(),
+            adapter: Arc::new(OpenAiCompatibleProvider::new(*url, HttpSettings::default(), false).unwrap()),
+            billing: Billing::Metered,
+        })
+        .collect();
+    let chain = chain
+        .iter()
+        .map(|route| {
+            let (provider, model) = route.split_once(':').unwrap();
+            Candidate {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            }
+        })
+        .collect();
     let slots = RoleModelSlots::new(BTreeMap::from([("chat".to_owned(), chain)])).unwrap();
     let pipeline = ProviderPipeline::new(
-        vec![ProviderEntry {
-            id: "openai".into(),
-            adapter,
-            billing: Billing::Metered,
-        }],
+        entries,
         slots,
-        RetryPolicy::default(),
+        policy,
         CredentialRotor::new(None),
         Arc::new(FallbackAlarm::new()),
         Arc::new(UsageStoreSink::new(usage.clone(), Arc::clone(&clock))),
@@ -140,14 +216,17 @@ fn state_with_pipeline(url: &str) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) 
         usage: usage.clone(),
         clock,
         harness: openai_harness(),
-        providers: vec![ProviderRow {
-            id: "openai".into(),
-            family: "openai_compatible".into(),
-            configured: true,
-            configured_reason: "credential from environment".into(),
-            base_url: url.to_owned(),
-            base_url_source: "explicit (env override)".into(),
-        }],
+        providers: providers
+            .iter()
+            .map(|(id, url)| ProviderRow {
+                id: (*id).to_owned(),
+                family: "openai_compatible".into(),
+                configured: true,
+                configured_reason: "credential from environment".into(),
+                base_url: (*url).to_owned(),
+                base_url_source: "explicit (env override)".into(),
+            })
+            .collect(),
         pipeline: Some(Arc::new(pipeline)),
     });
     (state, usage)
@@ -198,7 +277,7 @@ async fn chat_completion_without_a_pipeline_is_503_naming_why_and_records_nothin
 
 #[tokio::test]
 async fn role_completion_is_openai_shaped_names_who_served_and_records_usage_for_the_caller() {
-    let url = upstream(Arc::new(Mutex::new(Mode::Ok))).await;
+    let url = upstream(Mode::Ok).await.url;
     let (state, usage) = state_with_pipeline(&url);
     let app = app_over(state);
     let (status, headers, json) = send(&app, post("/v1/chat/completions", &body("chat", false), None)).await;
@@ -220,7 +299,7 @@ async fn role_completion_is_openai_shaped_names_who_served_and_records_usage_for
 
 #[tokio::test]
 async fn streamed_completion_is_sse_chunks_ending_with_done_and_records_usage() {
-    let url = upstream(Arc::new(Mutex::new(Mode::Ok))).await;
+    let url = upstream(Mode::Ok).await.url;
     let (state, usage) = state_with_pipeline(&url);
     let app = app_over(state);
     let res = app
@@ -254,6 +333,10 @@ async fn streamed_completion_is_sse_chunks_ending_with_done_and_records_usage() 
         .collect();
     assert_eq!(content, "Hello");
     assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"] == "stop"));
+    assert!(
+        chunks.iter().all(|c| c.get("usage").is_none()),
+        "no usage chunk unless stream_options.include_usage asks"
+    );
     let events = recorded(&usage, 1).await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].completion_tokens, Some(2));
@@ -261,7 +344,7 @@ async fn streamed_completion_is_sse_chunks_ending_with_done_and_records_usage() 
 
 #[tokio::test]
 async fn every_provider_rate_limited_is_429_with_retry_after_and_the_attempts() {
-    let url = upstream(Arc::new(Mutex::new(Mode::RateLimited))).await;
+    let url = upstream(Mode::RateLimited).await.url;
     let (state, usage) = state_with_pipeline(&url);
     let app = app_over(state);
     let (status, headers, json) = send(&app, post("/v1/chat/completions", &body("chat", false), None)).await;
@@ -407,4 +490,434 @@ async fn chat_completions_against_aimock_json_and_sse() {
     assert!(text.trim_end().ends_with("data: [DONE]"));
     let events = recorded(&usage, 2).await;
     assert_eq!(events.len(), 2, "{events:?}");
+}
+
+/// The `get_weather` tool in OpenAI's request shape.
+fn weather_tool() -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {"name": "get_weather",
+        "description": "Current weather for a city",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}}})
+}
+
+/// A second tool, declared before `get_weather` so the pipeline's name sort is visible upstream.
+fn time_tool() -> serde_json::Value {
+    serde_json::json!({"type": "function", "function": {"name": "local_time",
+        "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}})
+}
+
+/// Every `data:` payload of an SSE body but the final `[DONE]`, which must be there.
+async fn sse_chunks(res: axum::response::Response) -> Vec<serde_json::Value> {
+    let text = String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{text}");
+    data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn tool_round_trip_sends_tools_and_history_upstream_in_openai_shape_and_returns_tool_calls() {
+    let upstream = upstream(Mode::ToolCall).await;
+    let (state, usage) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+
+    // Leg 1: the client offers tools; the model calls one.
+    let request = serde_json::json!({"model": "chat", "tools": [time_tool(), weather_tool()], "tool_choice": "auto",
+        "messages": [{"role": "system", "content": "use tools"},
+                     {"role": "user", "content": [{"type": "text", "text": "weather in "}, {"type": "text", "text": "Paris?"}]}]});
+    let (status, headers, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(headers["x-metaforge-served-by"], "openai:gpt-4o-mini");
+    let message = &json["choices"][0]["message"];
+    assert!(message["content"].is_null(), "{json}");
+    assert_eq!(
+        message["tool_calls"],
+        serde_json::json!([{"id": "call_w1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\"}"}}])
+    );
+    assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(json["usage"]["total_tokens"], 42);
+
+    let sent = upstream.received.lock().unwrap()[0].clone();
+    assert_eq!(
+        sent["tools"],
+        serde_json::json!([
+            {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city",
+                "parameters": {"properties": {"location": {"type": "string"}}, "required": ["location"], "type": "object"}}},
+            {"type": "function", "function": {"name": "local_time", "description": "",
+                "parameters": {"properties": {"zone": {"type": "string"}}, "type": "object"}}},
+        ]),
+        "tools go upstream in OpenAI's shape, sorted by name for prompt caching"
+    );
+    assert_eq!(sent["tool_choice"], "auto");
+    assert_eq!(
+        sent["messages"],
+        serde_json::json!([{"role": "system", "content": "use tools"},
+                           {"role": "user", "content": "weather in Paris?"}])
+    );
+
+    // Leg 2: the client replays the call and answers it; a named tool choice is forwarded.
+    let request = serde_json::json!({"model": "chat", "tools": [weather_tool()],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "messages": [{"role": "user", "content": "weather in Paris and Rome?"},
+                     {"role": "assistant", "content": null, "tool_calls": [
+                         {"id": "call_w1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Paris\"}"}},
+                         {"id": "call_w2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"location\": \"Rome\"}"}}]},
+                     {"role": "tool", "tool_call_id": "call_w1", "content": "18C, sunny"},
+                     {"role": "tool", "tool_call_id": "call_w2", "content": [{"type": "text", "text": "21C, clear"}]}]});
+    let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    let sent = upstream.received.lock().unwrap()[1].clone();
+    assert_eq!(
+        sent["tool_choice"],
+        serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
+    );
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 4, "{sent}");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert!(messages[1]["content"].is_null());
+    let calls = messages[1]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1]["id"], "call_w2");
+    assert_eq!(calls[1]["function"]["name"], "get_weather");
+    let arguments: serde_json::Value =
+        serde_json::from_str(calls[1]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, serde_json::json!({"location": "Rome"}));
+    assert_eq!(
+        messages[2],
+        serde_json::json!({"role": "tool", "tool_call_id": "call_w1", "content": "18C, sunny"})
+    );
+    assert_eq!(
+        messages[3],
+        serde_json::json!({"role": "tool", "tool_call_id": "call_w2", "content": "21C, clear"})
+    );
+    assert_eq!(recorded(&usage, 2).await.len(), 2);
+}
+
+#[tokio::test]
+async fn streamed_tool_call_is_openai_tool_call_deltas_ending_with_finish_reason_tool_calls() {
+    let upstream = upstream(Mode::ToolCall).await;
+    let (state, usage) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+    let request = serde_json::json!({"model": "chat", "stream": true, "tools": [weather_tool()],
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "weather in Paris?"}]});
+    let res = app
+        .clone()
+        .oneshot(post("/v1/chat/completions", &request, None))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let chunks = sse_chunks(res).await;
+    assert!(chunks.iter().all(|c| c["object"] == "chat.completion.chunk"));
+    let deltas: Vec<&serde_json::Value> = chunks
+        .iter()
+        .flat_map(|c| {
+            c["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .collect();
+    assert_eq!(
+        deltas[0],
+        &serde_json::json!({"index": 0, "id": "call_w1", "type": "function",
+            "function": {"name": "get_weather", "arguments": ""}}),
+        "the first delta opens the call with id, type and name"
+    );
+    assert!(
+        deltas[1..]
+            .iter()
+            .all(|d| d["index"] == 0 && d.get("id").is_none())
+    );
+    let arguments: String = deltas
+        .iter()
+        .filter_map(|d| d["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(arguments, "{\"location\":\"Paris\"}");
+    let finishes: Vec<&serde_json::Value> = chunks
+        .iter()
+        .map(|c| &c["choices"][0]["finish_reason"])
+        .filter(|f| !f.is_null())
+        .collect();
+    assert_eq!(finishes, [&serde_json::json!("tool_calls")]);
+    let usage_chunks: Vec<&serde_json::Value> = chunks.iter().filter(|c| c.get("usage").is_some()).collect();
+    assert_eq!(usage_chunks.len(), 1, "{chunks:?}");
+    assert_eq!(usage_chunks[0]["choices"], serde_json::json!([]));
+    assert_eq!(
+        usage_chunks[0]["usage"],
+        serde_json::json!({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11})
+    );
+    assert_eq!(
+        upstream.received.lock().unwrap()[0]["tools"][0]["function"]["name"],
+        "get_weather"
+    );
+    assert_eq!(recorded(&usage, 1).await.len(), 1);
+}
+
+#[tokio::test]
+async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_upstream() {
+    let upstream = upstream(Mode::ToolCall).await;
+    let (state, usage) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+    let user = serde_json::json!({"role": "user", "content": "weather?"});
+    let call = |arguments: &str, kind: &str| {
+        serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": kind, "function": {"name": "get_weather", "arguments": arguments}}]})
+    };
+    let good_call = call("{\"location\":\"Paris\"}", "function");
+    let mut bad_schema = weather_tool();
+    bad_schema["function"]["parameters"] = serde_json::json!("object");
+    let mut bad_name = weather_tool();
+    bad_name["function"]["name"] = serde_json::json!("get weather!");
+    let mut retrieval = weather_tool();
+    retrieval["type"] = serde_json::json!("retrieval");
+    let cases = [
+        (
+            serde_json::json!({"tools": [retrieval]}),
+            vec![user.clone()],
+            "tools[0].type",
+        ),
+        (
+            serde_json::json!({"tools": [bad_name]}),
+            vec![user.clone()],
+            "tools[0].function.name",
+        ),
+        (
+            serde_json::json!({"tools": [weather_tool(), weather_tool()]}),
+            vec![user.clone()],
+            "tools[1].function.name",
+        ),
+        (
+            serde_json::json!({"tools": [bad_schema]}),
+            vec![user.clone()],
+            "tools[0].function.parameters",
+        ),
+        (
+            serde_json::json!({"tools": [weather_tool()], "tool_choice": "sometimes"}),
+            vec![user.clone()],
+            "tool_choice",
+        ),
+        (
+            serde_json::json!({"tools": [weather_tool()], "tool_choice": {"type": "function", "function": {"name": "nosuch"}}}),
+            vec![user.clone()],
+            "tool_choice.function.name",
+        ),
+        (
+            serde_json::json!({"tools": [weather_tool()], "tool_choice": {"type": "retrieval", "function": {"name": "get_weather"}}}),
+            vec![user.clone()],
+            "tool_choice.type",
+        ),
+        (
+            serde_json::json!({"tool_choice": "required"}),
+            vec![user.clone()],
+            "tool_choice",
+        ),
+        (
+            serde_json::json!({}),
+            vec![user.clone(), call("location=Paris", "function")],
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        (
+            serde_json::json!({}),
+            vec![user.clone(), call("{}", "code")],
+            "messages[1].tool_calls[0].type",
+        ),
+        (
+            serde_json::json!({}),
+            vec![
+                user.clone(),
+                good_call.clone(),
+                serde_json::json!({"role": "tool", "content": "18C"}),
+            ],
+            "messages[2].tool_call_id",
+        ),
+        (
+            serde_json::json!({}),
+            vec![
+                user.clone(),
+                good_call.clone(),
+                serde_json::json!({"role": "tool", "tool_call_id": "call_9", "content": "18C"}),
+            ],
+            "messages[2].tool_call_id",
+        ),
+        (
+            serde_json::json!({}),
+            vec![serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "18C"})],
+            "messages[0].tool_call_id",
+        ),
+        (
+            serde_json::json!({}),
+            vec![user.clone(), good_call.clone(), good_call.clone()],
+            "messages[2].tool_calls[0].id",
+        ),
+        (
+            serde_json::json!({}),
+            vec![
+                serde_json::json!({"role": "user", "content": [{"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}),
+            ],
+            "messages[0].content[1].type",
+        ),
+        (
+            serde_json::json!({}),
+            vec![serde_json::json!({"role": "user", "content": [{"type": "text"}]})],
+            "messages[0].content[0].text",
+        ),
+        (
+            serde_json::json!({}),
+            vec![serde_json::json!({"role": "user", "content": "hi", "tool_calls": []})],
+            "messages[0].tool_calls",
+        ),
+        (
+            serde_json::json!({}),
+            vec![serde_json::json!({"role": "user", "content": "hi", "tool_call_id": "call_1"})],
+            "messages[0].tool_call_id",
+        ),
+        (
+            serde_json::json!({}),
+            vec![serde_json::json!({"role": "user", "content": 5})],
+            "messages[0].content",
+        ),
+        (
+            serde_json::json!({"max_completion_tokens": 0}),
+            vec![user.clone()],
+            "max_completion_tokens",
+        ),
+        (
+            serde_json::json!({"stream_options": {"include_usage": true}}),
+            vec![user.clone()],
+            "stream_options",
+        ),
+    ];
+    for (extra, messages, field) in cases {
+        let mut request = serde_json::json!({"model": "chat", "messages": messages});
+        for (key, value) in extra.as_object().unwrap() {
+            request[key] = value.clone();
+        }
+        let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{request} → {json}");
+        assert_eq!(json["error"], "invalid_request", "{request} → {json}");
+        assert_eq!(json["details"]["field"], field, "{request} → {json}");
+        assert!(
+            json["message"].as_str().unwrap().contains(field),
+            "{request} → {json}"
+        );
+    }
+    assert!(
+        upstream.received.lock().unwrap().is_empty(),
+        "a refused request went upstream"
+    );
+    assert!(
+        usage
+            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn failed_primary_served_by_fallback_names_both_in_headers_and_raises_the_alarm() {
+    let working = upstream(Mode::Ok).await;
+    let exploding = upstream(Mode::ServerError).await;
+    let no_retries = RetryPolicy {
+        api_max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    for (primary_url, stream) in [
+        (exploding.url.as_str(), false),
+        ("http://127.0.0.1:9/v1", false),
+        (exploding.url.as_str(), true),
+    ] {
+        let (state, usage) = state_over(
+            &[("openai", primary_url), ("deepseek", working.url.as_str())],
+            &["openai:gpt-4o-mini", "deepseek:deepseek-chat"],
+            no_retries,
+        );
+        let app = app_over(state);
+        let res = app
+            .clone()
+            .oneshot(post("/v1/chat/completions", &body("chat", stream), None))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{primary_url} stream={stream}");
+        assert_eq!(res.headers()["x-metaforge-served-by"], "deepseek:deepseek-chat");
+        assert_eq!(res.headers()["x-metaforge-fell-back-from"], "openai:gpt-4o-mini");
+        let _ = res.into_body().collect().await.unwrap();
+
+        let (status, _, view) = send(&app, get("/v1/harness/providers", None)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(view["fallback_count"], 1, "{view}");
+        let last = &view["last_fallback"];
+        assert_eq!(last["role"], "chat", "{view}");
+        assert_eq!(last["primary"], "openai:gpt-4o-mini");
+        assert_eq!(last["fallback"], "deepseek:deepseek-chat");
+        assert!(!last["primary_error"].as_str().unwrap().is_empty(), "{view}");
+
+        let events = recorded(&usage, 1).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].provider, "deepseek");
+    }
+    assert_eq!(
+        exploding.received.lock().unwrap().len(),
+        2,
+        "one attempt per call, no retries"
+    );
+}
+
+#[tokio::test]
+async fn tool_calls_against_aimock_json_and_sse() {
+    let (_mock, port) = start_aimock();
+    let (state, _) = state_with_pipeline(&format!("http://127.0.0.1:{port}/v1"));
+    let app = app_over(state);
+    let request = |stream: bool| {
+        serde_json::json!({"model": "chat", "stream": stream, "tools": [weather_tool()],
+            "messages": [{"role": "user", "content": "weather in Paris?"}]})
+    };
+    let expected = serde_json::json!({"location": "Paris", "unit": "celsius"});
+
+    let (status, _, json) = send(&app, post("/v1/chat/completions", &request(false), None)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["choices"][0]["finish_reason"], "tool_calls", "{json}");
+    let call = &json["choices"][0]["message"]["tool_calls"][0];
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert!(!call["id"].as_str().unwrap().is_empty());
+    let arguments: serde_json::Value =
+        serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, expected);
+
+    let res = app
+        .clone()
+        .oneshot(post("/v1/chat/completions", &request(true), None))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let chunks = sse_chunks(res).await;
+    let deltas: Vec<&serde_json::Value> = chunks
+        .iter()
+        .flat_map(|c| {
+            c["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .collect();
+    assert_eq!(deltas[0]["function"]["name"], "get_weather", "{chunks:?}");
+    assert!(deltas.iter().all(|d| d["index"] == 0));
+    let streamed: String = deltas
+        .iter()
+        .filter_map(|d| d["function"]["arguments"].as_str())
+        .collect();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&streamed).unwrap(),
+        expected
+    );
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c["choices"][0]["finish_reason"] == "tool_calls")
+    );
 }
