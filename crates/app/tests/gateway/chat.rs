@@ -11,22 +11,15 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use http_body_util::BodyExt;
-use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
-use metaforge_app::approvals::ApprovalService;
-use metaforge_app::flows::FlowService;
 use metaforge_app::gateway::GatewayState;
-use metaforge_app::gateway::chat::UsageStoreSink;
-use metaforge_app::gateway::providers::ProviderRow;
-use metaforge_app::pipeline::{
-    Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
-};
-use metaforge_ports::usage_store::UsageStore;
-use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
-use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
-use metaforge_test_support::{ManualClock, SequentialIds};
+use metaforge_app::pipeline::RetryPolicy;
+use metaforge_test_support::doubles::MemoryUsageStore;
 use tower::ServiceExt;
 
-use crate::common::{MemorySelection, app_over, get, post, send};
+use crate::common::{
+    MemorySelection, app_over, get, nothing_recorded, post, recorded, send, serve_upstream,
+    state_over_upstreams,
+};
 
 /// What the scripted upstream answers next.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -130,12 +123,7 @@ async fn upstream(mode: Mode) -> Upstream {
             }
         }
     };
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let url = serve_upstream(axum::routing::post(handler)).await;
     Upstream { url, received }
 }
 
@@ -171,80 +159,7 @@ fn state_over(
     chain: &[&str],
     policy: RetryPolicy,
 ) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
-    let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
-    let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
-    let versions = Arc::new(MemoryFlowVersionStore::new());
-    let usage = Arc::new(MemoryUsageStore::new());
-    let entries = providers
-        .iter()
-        .map(|(id, url)| ProviderEntry {
-            id: (*id).to_owned(),
-            adapter: Arc::new(OpenAiCompatibleProvider::new(*url, HttpSettings::default(), false).unwrap()),
-            billing: Billing::Metered,
-        })
-        .collect();
-    let chain = chain
-        .iter()
-        .map(|route| {
-            let (provider, model) = route.split_once(':').unwrap();
-            Candidate {
-                provider: provider.to_owned(),
-                model: model.to_owned(),
-            }
-        })
-        .collect();
-    let slots = RoleModelSlots::new(BTreeMap::from([("chat".to_owned(), chain)])).unwrap();
-    let pipeline = ProviderPipeline::new(
-        entries,
-        slots,
-        policy,
-        CredentialRotor::new(None),
-        Arc::new(FallbackAlarm::new()),
-        Arc::new(UsageStoreSink::new(usage.clone(), Arc::clone(&clock))),
-    )
-    .unwrap();
-    let state = Arc::new(GatewayState {
-        metrics: None,
-        approvals: Arc::new(ApprovalService::new(
-            ledger.clone(),
-            versions.clone(),
-            Arc::clone(&clock),
-            Arc::clone(&ids),
-        )),
-        flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
-        usage: usage.clone(),
-        clock,
-        harness: openai_harness(),
-        providers: providers
-            .iter()
-            .map(|(id, url)| ProviderRow {
-                id: (*id).to_owned(),
-                family: "openai_compatible".into(),
-                configured: true,
-                configured_reason: "credential from environment".into(),
-                base_url: (*url).to_owned(),
-                base_url_source: "explicit (env override)".into(),
-            })
-            .collect(),
-        pipeline: Some(Arc::new(pipeline)),
-    });
-    (state, usage)
-}
-
-/// Usage recording runs on the runtime; wait (bounded) until `n` events are stored.
-async fn recorded(usage: &MemoryUsageStore, n: usize) -> Vec<UsageEvent> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let events = usage
-            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
-            .await
-            .unwrap();
-        if events.len() >= n || Instant::now() > deadline {
-            return events;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    state_over_upstreams(providers, "chat", chain, policy, openai_harness())
 }
 
 fn body(model: &str, stream: bool) -> serde_json::Value {
@@ -352,13 +267,7 @@ async fn every_provider_rate_limited_is_429_with_retry_after_and_the_attempts() 
     assert!(headers.get("retry-after").is_some());
     assert_eq!(json["error"], "rate_limited");
     assert!(!json["details"]["attempts"].as_array().unwrap().is_empty());
-    assert!(
-        usage
-            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(nothing_recorded(&usage).await);
 }
 
 #[tokio::test]
@@ -809,13 +718,7 @@ async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_u
         upstream.received.lock().unwrap().is_empty(),
         "a refused request went upstream"
     );
-    assert!(
-        usage
-            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(nothing_recorded(&usage).await);
 }
 
 #[tokio::test]

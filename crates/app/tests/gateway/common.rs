@@ -1,15 +1,25 @@
 //! Shared wiring for gateway handler tests: the real router over in-memory ledger doubles.
 
+use std::collections::BTreeMap;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use http_body_util::BodyExt;
+use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
+use metaforge_app::gateway::chat::UsageStoreSink;
+use metaforge_app::gateway::harness::HarnessConfig;
+use metaforge_app::gateway::providers::ProviderRow;
 use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
-use metaforge_ports::{Clock, IdGen};
+use metaforge_app::pipeline::{
+    Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
+};
+use metaforge_ports::usage_store::UsageStore;
+use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
 use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
 use metaforge_test_support::{ManualClock, SequentialIds};
 use tower::ServiceExt;
@@ -47,6 +57,17 @@ pub(crate) fn harness() -> metaforge_app::gateway::harness::HarnessConfig {
 
 /// The gateway's state over fresh in-memory ledgers.
 pub(crate) fn state() -> Arc<GatewayState> {
+    state_with(harness(), Arc::new(MemoryUsageStore::new()), Vec::new(), None)
+}
+
+/// The gateway's state over fresh in-memory ledgers with this harness, usage store, providers
+/// view and pipeline.
+pub(crate) fn state_with(
+    harness: HarnessConfig,
+    usage: Arc<MemoryUsageStore>,
+    providers: Vec<ProviderRow>,
+    pipeline: Option<Arc<ProviderPipeline>>,
+) -> Arc<GatewayState> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
@@ -60,12 +81,102 @@ pub(crate) fn state() -> Arc<GatewayState> {
             Arc::clone(&ids),
         )),
         flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
-        usage: Arc::new(MemoryUsageStore::new()),
+        usage,
         clock,
-        harness: harness(),
-        providers: Vec::new(),
-        pipeline: None,
+        harness,
+        providers,
+        pipeline,
     })
+}
+
+/// The gateway's state with a real pipeline over OpenAI-compatible upstreams: `providers` are
+/// (id, base URL), `role`'s chain is `chain` (`provider:model`, primary first). Usage lands in the
+/// returned store.
+pub(crate) fn state_over_upstreams(
+    providers: &[(&str, &str)],
+    role: &str,
+    chain: &[&str],
+    policy: RetryPolicy,
+    harness: HarnessConfig,
+) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) {
+    let usage = Arc::new(MemoryUsageStore::new());
+    let entries = providers
+        .iter()
+        .map(|(id, url)| ProviderEntry {
+            id: (*id).to_owned(),
+            adapter: Arc::new(OpenAiCompatibleProvider::new(*url, HttpSettings::default(), false).unwrap()),
+            billing: Billing::Metered,
+        })
+        .collect();
+    let chain = chain
+        .iter()
+        .map(|route| {
+            let (provider, model) = route.split_once(':').unwrap();
+            Candidate {
+                provider: provider.to_owned(),
+                model: model.to_owned(),
+            }
+        })
+        .collect();
+    let slots = RoleModelSlots::new(BTreeMap::from([(role.to_owned(), chain)])).unwrap();
+    let pipeline = ProviderPipeline::new(
+        entries,
+        slots,
+        policy,
+        CredentialRotor::new(None),
+        Arc::new(FallbackAlarm::new()),
+        Arc::new(UsageStoreSink::new(usage.clone(), Arc::new(ManualClock::fixed()))),
+    )
+    .unwrap();
+    let rows = providers
+        .iter()
+        .map(|(id, url)| ProviderRow {
+            id: (*id).to_owned(),
+            family: "openai_compatible".into(),
+            configured: true,
+            configured_reason: "credential from environment".into(),
+            base_url: (*url).to_owned(),
+            base_url_source: "explicit (env override)".into(),
+        })
+        .collect();
+    let state = state_with(harness, usage.clone(), rows, Some(Arc::new(pipeline)));
+    (state, usage)
+}
+
+/// Serves `chat_completions` as a local OpenAI-compatible upstream's `/v1/chat/completions` on a
+/// free loopback port; returns its base URL (`http://…/v1`).
+pub(crate) async fn serve_upstream(chat_completions: axum::routing::MethodRouter) -> String {
+    let app = axum::Router::new().route("/v1/chat/completions", chat_completions);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+/// True when no usage event was recorded.
+pub(crate) async fn nothing_recorded(usage: &MemoryUsageStore) -> bool {
+    usage
+        .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+        .await
+        .unwrap()
+        .is_empty()
+}
+
+/// Usage recording runs on the runtime; wait (bounded) until `n` events are stored.
+pub(crate) async fn recorded(usage: &MemoryUsageStore, n: usize) -> Vec<UsageEvent> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let events = usage
+            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+            .await
+            .unwrap();
+        if events.len() >= n || Instant::now() > deadline {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The router over a given state, open loopback mode.

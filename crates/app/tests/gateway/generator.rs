@@ -5,24 +5,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
-use metaforge_app::approvals::ApprovalService;
-use metaforge_app::flows::FlowService;
-use metaforge_app::gateway::GatewayState;
-use metaforge_app::gateway::chat::UsageStoreSink;
-use metaforge_app::pipeline::{
-    Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
-};
-use metaforge_ports::usage_store::UsageStore;
-use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
-use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
-use metaforge_test_support::{ManualClock, SequentialIds};
+use metaforge_app::pipeline::RetryPolicy;
+use metaforge_test_support::doubles::MemoryUsageStore;
 use serde_json::{Value, json};
 
-use crate::common::{MemorySelection, app_over, get, post, send};
+use crate::common::{
+    MemorySelection, app_over, get, post, recorded, send, serve_upstream, state_over_upstreams,
+};
 
 /// What a scripted upstream answers.
 #[derive(Clone)]
@@ -57,12 +48,7 @@ async fn upstream(script: Script) -> (String, Arc<Mutex<Vec<Value>>>) {
             }
         }
     };
-    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let url = serve_upstream(axum::routing::post(handler)).await;
     (url, seen)
 }
 
@@ -78,49 +64,15 @@ fn rig(primary: &str, fallback: Option<&str>) -> Rig {
 }
 
 fn rig_with_model(primary: &str, model: &str, fallback: Option<&str>) -> Rig {
-    let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
-    let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
-    let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
-    let versions = Arc::new(MemoryFlowVersionStore::new());
-    let usage = Arc::new(MemoryUsageStore::new());
-    let adapter =
-        |url: &str| Arc::new(OpenAiCompatibleProvider::new(url, HttpSettings::default(), false).unwrap());
-    let mut entries = vec![ProviderEntry {
-        id: "openai".into(),
-        adapter: adapter(primary),
-        billing: Billing::Metered,
-    }];
-    let mut chain = vec![Candidate {
-        provider: "openai".into(),
-        model: model.into(),
-    }];
+    let primary_route = format!("openai:{model}");
+    let mut providers = vec![("openai", primary)];
+    let mut chain = vec![primary_route.as_str()];
     if let Some(url) = fallback {
-        entries.push(ProviderEntry {
-            id: "deepseek".into(),
-            adapter: adapter(url),
-            billing: Billing::Metered,
-        });
-        chain.push(Candidate {
-            provider: "deepseek".into(),
-            model: "deepseek-chat".into(),
-        });
+        providers.push(("deepseek", url));
+        chain.push("deepseek:deepseek-chat");
     }
-    let slots = RoleModelSlots::new(BTreeMap::from([("flow_generator".to_owned(), chain)])).unwrap();
-    let no_retries = RetryPolicy {
-        api_max_retries: 0,
-        ..RetryPolicy::default()
-    };
-    let pipeline = ProviderPipeline::new(
-        entries,
-        slots,
-        no_retries,
-        CredentialRotor::new(None),
-        Arc::new(FallbackAlarm::new()),
-        Arc::new(UsageStoreSink::new(usage.clone(), Arc::clone(&clock))),
-    )
-    .unwrap();
     let table = metaforge_domain::routing::RoutingTable::from_json(
-        &json!({"roles": {"flow_generator": format!("openai:{model}")}}).to_string(),
+        &json!({"roles": {"flow_generator": primary_route}}).to_string(),
     )
     .unwrap();
     let harness = metaforge_app::gateway::harness::HarnessConfig {
@@ -130,21 +82,11 @@ fn rig_with_model(primary: &str, model: &str, fallback: Option<&str>) -> Rig {
         default_route: None,
         selection: Arc::new(MemorySelection::default()),
     };
-    let state = Arc::new(GatewayState {
-        metrics: None,
-        approvals: Arc::new(ApprovalService::new(
-            ledger.clone(),
-            versions.clone(),
-            Arc::clone(&clock),
-            Arc::clone(&ids),
-        )),
-        flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
-        usage: usage.clone(),
-        clock,
-        harness,
-        providers: Vec::new(),
-        pipeline: Some(Arc::new(pipeline)),
-    });
+    let no_retries = RetryPolicy {
+        api_max_retries: 0,
+        ..RetryPolicy::default()
+    };
+    let (state, usage) = state_over_upstreams(&providers, "flow_generator", &chain, no_retries, harness);
     Rig {
         app: app_over(state),
         usage,
@@ -177,21 +119,6 @@ const GOOD_ANSWER: &str = r#"Here is the tailoring:
  ],
  "questions": ["Which wall type will it hang on?", "What finish do you want?", "Is PETG colour important?", "A fourth?"]}
 ```"#;
-
-/// Usage recording runs on the runtime; wait (bounded) until `n` events are stored.
-async fn recorded(usage: &MemoryUsageStore, n: usize) -> Vec<UsageEvent> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let events = usage
-            .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)
-            .await
-            .unwrap();
-        if events.len() >= n || Instant::now() > deadline {
-            return events;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn nothing_stored(app: &axum::Router) {
     let (_, _, pending) = send(app, get("/v1/approvals", None)).await;
