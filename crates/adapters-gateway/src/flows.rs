@@ -1,5 +1,6 @@
 //! [`FlowBindings`] over the gateway's design-flow routes (FORGE-462): `POST
-//! /v1/design-flows/propose` with caller operations, and `GET /v1/design-flows/versions/{id}`.
+//! /v1/design-flows/propose` with caller operations (or none: the gateway's generator), and
+//! `GET /v1/design-flows/versions/{id}`.
 
 use async_trait::async_trait;
 use metaforge_ports::{
@@ -23,16 +24,26 @@ impl RemoteFlowBindings {
     }
 }
 
-/// The propose body: the template, the caller's operations, the tailoring context flattened
-/// into the gateway's fields, and the caller as provenance.
+/// The propose body: the template and the caller's operations (both left out when the server's
+/// generator is asked), the intent, the tailoring context flattened into the gateway's fields,
+/// and the caller as provenance.
 fn propose_body(proposal: &CallerProposal) -> Value {
     let mut body = Map::new();
-    body.insert("template".into(), json!(proposal.template_id));
-    let operations = match &proposal.operations {
-        Value::Null => json!([]),
-        ops => ops.clone(),
-    };
-    body.insert("operations".into(), operations);
+    if let Some(template) = &proposal.template_id {
+        body.insert("template".into(), json!(template));
+    }
+    match (&proposal.operations, &proposal.template_id) {
+        (Value::Null, None) => {}
+        (Value::Null, Some(_)) => {
+            body.insert("operations".into(), json!([]));
+        }
+        (ops, _) => {
+            body.insert("operations".into(), ops.clone());
+        }
+    }
+    if let Some(intent) = &proposal.intent {
+        body.insert("intent".into(), json!(intent));
+    }
     body.insert(
         "caller".into(),
         json!({"client": format!("mcp-sidecar ({})", proposal.caller)}),
@@ -83,14 +94,24 @@ impl FlowBindings for RemoteFlowBindings {
         }
         let version_id = text(&answer, "/version_id")?;
         let version = self.version(&version_id).await?;
-        Ok(ProposalAnswer::Held(HeldProposal {
+        Ok(ProposalAnswer::Held(Box::new(HeldProposal {
             approval_id: text(&answer, "/approvalId")?,
             flow_version_id: version_id,
             template_id: version.template_id,
             content_hash: version.content_hash,
             diff: field(&answer, "/proposal/diff")?.clone(),
             applied: field(&answer, "/proposal/applied")?.clone(),
-        }))
+            skipped: answer
+                .pointer("/proposal/skipped")
+                .cloned()
+                .unwrap_or(Value::Null),
+            generated_by: answer.get("generatedBy").filter(|g| !g.is_null()).cloned(),
+            open_questions: answer
+                .get("openQuestions")
+                .and_then(Value::as_array)
+                .map(|q| q.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+        })))
     }
 
     async fn version(&self, id: &str) -> Result<FlowVersionRecord, PortError> {

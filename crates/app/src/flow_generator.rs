@@ -7,12 +7,13 @@
 //! approved on the strength of a tailoring that never happened.
 
 use metaforge_domain::flow::{
-    AnswerError, FlowContext, GENERATOR_ROLE, GeneratorAnswer, PromptPurpose, Question, generator_prompt,
-    parse_answer,
+    AnswerError, AskedQuestion, DEFAULT_TEMPLATE_ID, FlowContext, GENERATOR_ROLE, GeneratorAnswer,
+    PromptPurpose, Question, TailorMode, TailorResult, generator_prompt, parse_answer, propose,
+    questions_to_ask, required_questions, tailor_generated,
 };
 use metaforge_ports::{LlmMessage, LlmRequest, SystemPrompt};
 
-use crate::flows::GeneratedBy;
+use crate::flows::{FlowService, FlowServiceError, GeneratedBy, ProposalOutcome};
 use crate::pipeline::{CallSpec, PipelineError, ProviderPipeline, UsageScope, with_usage_scope};
 
 /// The generator's output cap: a proposal is a short JSON object.
@@ -134,4 +135,148 @@ pub async fn ask_generator(
             })
         }
     }
+}
+
+/// One request for the server's generator path, as the gateway and the MCP sidecar receive it.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    /// The project's intent (required: the generator tailors to it).
+    pub intent: String,
+    /// Its context.
+    pub context: FlowContext,
+    /// Requirements already known.
+    pub requirements: Option<serde_json::Value>,
+    /// The authenticated caller: usage attribution and the hold's caller.
+    pub caller: String,
+    /// Session id for credential pinning.
+    pub session: String,
+}
+
+/// What the generator path produced.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Generated {
+    /// Required context is missing: the server's questions, then at most three from the model.
+    /// Nothing was stored.
+    NeedsInput {
+        /// The (empty) tailoring of the default template, carrying the required questions.
+        result: Box<TailorResult>,
+        /// Every question to ask, server's first.
+        questions: Vec<AskedQuestion>,
+        /// Why product-specific questions are absent, when they are.
+        notes: Vec<String>,
+    },
+    /// A proposal stored as a version and held once.
+    Proposed {
+        /// The stored version, its hold and the provenance.
+        outcome: Box<ProposalOutcome>,
+        /// How the model's answer was read (e.g. an unknown template replaced).
+        notes: Vec<String>,
+        /// The model's product-specific questions, left open for the reviewer.
+        open_questions: Vec<String>,
+    },
+}
+
+/// Why the generator path made no proposal; nothing is stored in any case.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenerateError {
+    /// No pipeline or no route for the role: no model can be asked.
+    #[error("no model is reachable for the flow generator: {0}; no proposal was made")]
+    Unavailable(String),
+    /// The model call failed or its answer held no proposal.
+    #[error(transparent)]
+    Generator(#[from] GeneratorError),
+    /// The generated tailoring was refused (invariants) or a ledger failed.
+    #[error(transparent)]
+    Flow(#[from] FlowServiceError),
+}
+
+/// The server generator path end to end (FORGE-398/463/468): with required context missing it
+/// only asks the model for product-specific questions (and answers `needs_input` even when that
+/// fails); otherwise one model call whose answer is applied leniently, validated with its context,
+/// stored with origin `server` and held once with `generated_by`. `spec` is the role's call as
+/// the routing rules resolve it now, or why there is none.
+pub async fn generate_proposal(
+    pipeline: Option<&ProviderPipeline>,
+    spec: Result<CallSpec, String>,
+    flows: &FlowService,
+    request: &GenerateRequest,
+) -> Result<Generated, GenerateError> {
+    let required = required_questions(Some(&request.context));
+    let purpose = if required.is_empty() {
+        PromptPurpose::Tailor
+    } else {
+        PromptPurpose::QuestionsOnly
+    };
+    let reply = match (pipeline, spec) {
+        (None, _) => Err(GenerateError::Unavailable(
+            "no provider pipeline runs here (configure a provider credential and a route for flow_generator)"
+                .to_owned(),
+        )),
+        (Some(_), Err(reason)) => Err(GenerateError::Unavailable(reason)),
+        (Some(pipeline), Ok(spec)) => {
+            let asked = GeneratorRequest {
+                intent: &request.intent,
+                context: &request.context,
+                requirements: request.requirements.as_ref(),
+                purpose,
+                open_questions: &required,
+                caller: &request.caller,
+            };
+            ask_generator(pipeline, &spec, asked)
+                .await
+                .map_err(GenerateError::from)
+        }
+    };
+    if !required.is_empty() {
+        let (model_questions, notes) = match reply {
+            Ok(reply) => (reply.answer.questions, Vec::new()),
+            Err(err) => {
+                tracing::warn!(event = "flow_generator_questions_absent", reason = %err, "product-specific questions are absent");
+                (
+                    Vec::new(),
+                    vec![format!("The product-specific questions are absent: {err}")],
+                )
+            }
+        };
+        let result = propose(
+            DEFAULT_TEMPLATE_ID,
+            &[],
+            Some(&request.context),
+            TailorMode::Lenient,
+        )
+        .map_err(FlowServiceError::from)?;
+        let questions = questions_to_ask(&result.questions, &model_questions);
+        return Ok(Generated::NeedsInput {
+            result: Box::new(result),
+            questions,
+            notes,
+        });
+    }
+    let reply = reply?;
+    let generated = tailor_generated(&reply.answer, Some(&request.context));
+    let open_questions = generated.questions.iter().map(|q| q.question.clone()).collect();
+    let outcome = flows
+        .propose_generated(
+            generated.result,
+            Some(&request.context),
+            reply.generated_by,
+            Some(&request.intent),
+            &request.caller,
+        )
+        .await?;
+    Ok(Generated::Proposed {
+        outcome: Box::new(outcome),
+        notes: generated.notes,
+        open_questions,
+    })
+}
+
+/// The generator path behind a handle, for callers that do not own the pipeline (the MCP sidecar
+/// in `metaforge up` answers `flow.propose` without operations through the gateway's generator).
+#[async_trait::async_trait]
+pub trait ProposalGenerator: Send + Sync {
+    /// Runs [`generate_proposal`] with the owner's pipeline, routes and flow service.
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, GenerateError>;
 }

@@ -580,3 +580,161 @@ async fn flow_version_and_its_markdown_resource_read_the_stored_version() {
     .unwrap();
     assert_eq!(listed["count"], 1);
 }
+
+/// A generator double: records every request; asks one model question until the person has
+/// answered it, then tailors with a fixed model answer through the real flow service.
+struct ScriptedGenerator {
+    stores: FlowStores,
+    seen: std::sync::Mutex<Vec<metaforge_app::flow_generator::GenerateRequest>>,
+}
+
+#[async_trait::async_trait]
+impl metaforge_app::flow_generator::ProposalGenerator for ScriptedGenerator {
+    async fn generate(
+        &self,
+        request: metaforge_app::flow_generator::GenerateRequest,
+    ) -> Result<metaforge_app::flow_generator::Generated, metaforge_app::flow_generator::GenerateError> {
+        use metaforge_app::flow_generator::Generated;
+        use metaforge_domain::flow::{ModelQuestion, parse_answer, questions_to_ask, tailor_generated};
+        self.seen.lock().unwrap().push(request.clone());
+        if !request.intent.contains("Answer to model_1") {
+            let asked = questions_to_ask(
+                &metaforge_domain::flow::required_questions(Some(&request.context)),
+                &[ModelQuestion {
+                    question: "Which wall will it hang on?".into(),
+                    why: None,
+                }],
+            );
+            let result = metaforge_domain::flow::propose(
+                "design_v1",
+                &[],
+                Some(&request.context),
+                metaforge_domain::flow::TailorMode::Lenient,
+            )
+            .unwrap();
+            return Ok(Generated::NeedsInput {
+                result: Box::new(result),
+                questions: asked,
+                notes: Vec::new(),
+            });
+        }
+        let answer = parse_answer(
+            r#"{"template": "mech_v1", "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan", "rationale": "brick wall anchors are load-tested"}]}"#,
+        )
+        .unwrap();
+        let generated = tailor_generated(&answer, Some(&request.context));
+        let outcome = self
+            .stores
+            .flow_service()
+            .propose_generated(
+                generated.result,
+                Some(&request.context),
+                metaforge_app::flows::GeneratedBy {
+                    provider: "openai".into(),
+                    model: "gpt-4o-mini".into(),
+                    fell_back_from: None,
+                },
+                Some(&request.intent),
+                &request.caller,
+            )
+            .await?;
+        Ok(Generated::Proposed {
+            outcome: Box::new(outcome),
+            notes: Vec::new(),
+            open_questions: Vec::new(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn flow_propose_without_operations_needs_an_intent_and_a_generator_and_stores_nothing_without_them() {
+    let w = world();
+    let host = host_with_stores(w.stores.clone(), quick());
+    let no_intent = done(
+        host.call(
+            &caller(CallerClass::Local),
+            "flow.propose",
+            args(json!({"context": full_context()})),
+        )
+        .await
+        .unwrap(),
+    );
+    assert!(no_intent.is_error);
+    let errors = no_intent.structured.as_ref().unwrap()["validation_errors"].to_string();
+    assert!(errors.contains("intent:"), "{errors}");
+    let no_generator = done(
+        host.call(
+            &caller(CallerClass::Local),
+            "flow.propose",
+            args(json!({"intent": "a wall shelf", "context": full_context()})),
+        )
+        .await
+        .unwrap(),
+    );
+    assert!(no_generator.is_error);
+    assert_eq!(
+        no_generator.structured.as_ref().unwrap()["error"],
+        "generator_unavailable"
+    );
+    assert!(w.approvals.list_pending().await.unwrap().is_empty());
+    assert!(w.versions.list(None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn flow_propose_without_operations_asks_the_generator_and_a_model_answer_refines_the_intent() {
+    let w = world();
+    let generator = Arc::new(ScriptedGenerator {
+        stores: w.stores.clone(),
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let host = host_with_stores(w.stores.clone(), quick()).with_tool(Arc::new(
+        metaforge_app::sidecar::FlowPropose::new(w.stores.clone()).with_generator(generator.clone()),
+    ));
+    let first = host
+        .call(
+            &caller(CallerClass::Local),
+            "flow.propose",
+            args(
+                json!({"intent": "a wall shelf", "context": {"manufacturing_context": {"route": "vendor"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let HostCallOutcome::NeedsInput {
+        questions, result, ..
+    } = first
+    else {
+        panic!("expected needs_input, got {first:?}");
+    };
+    let ids: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids, ["target_maturity", "loads_and_use", "model_1"]);
+    assert_eq!(result.structured.unwrap()["questions"][2]["source"], "model");
+    assert!(w.approvals.list_pending().await.unwrap().is_empty());
+
+    let second = done(
+        host.call(
+            &caller(CallerClass::Local),
+            "flow.propose",
+            args(json!({"intent": "a wall shelf",
+                        "context": {"manufacturing_context": {"route": "vendor"}},
+                        "answers": {"target_maturity": "sim_validated", "loads_and_use": "20 kg",
+                                    "model_1": "a brick wall"}})),
+        )
+        .await
+        .unwrap(),
+    );
+    let proposal = second.structured.unwrap();
+    assert_eq!(proposal["status"], "proposed", "{proposal}");
+    assert_eq!(proposal["generated_by"]["model"], "gpt-4o-mini");
+    let seen = generator.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert!(
+        seen[1].intent.ends_with("Answer to model_1: a brick wall"),
+        "{}",
+        seen[1].intent
+    );
+    assert_eq!(seen[1].caller, "local");
+    let pending = w.approvals.list_pending().await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].arguments["generated_by"]["provider"], "openai");
+}

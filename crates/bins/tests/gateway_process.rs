@@ -1,25 +1,21 @@
 //! The gateway as a process: start-up policy, durability across a restart, the orphan rule.
 
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers: a peer that does not start must fail the test loudly"
-)]
-
 #[expect(
     dead_code,
     reason = "shared process helpers; these tests start no sidecar and compose no services of their own"
 )]
 mod common;
 
+use metaforge_ports::ToolSource;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use common::{
-    Process, banner_address, free_port, http, metaforge, server_command, start_gateway, wait_until_listening,
+    Process, aimock_provider_env, args, banner_address, http, mcp_client, metaforge, server_command,
+    start_aimock, start_gateway,
 };
 
 #[test]
@@ -154,26 +150,6 @@ fn up_refuses_a_sidecar_off_loopback() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }
 
-/// aimock serving `fixtures` (a path relative to this crate).
-fn start_aimock(fixtures: &str) -> (Process, u16) {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
-    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
-    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixtures);
-    let port = free_port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
-        .arg(&fixtures)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn aimock");
-    let mock = Process(child);
-    wait_until_listening(("127.0.0.1", port), "aimock");
-    (mock, port)
-}
-
 #[test]
 fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary() {
     let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
@@ -242,18 +218,7 @@ fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_50
 fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by() {
     let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
     let home = tempfile::tempdir().expect("tempdir");
-    let (_gateway, gw) = start_gateway(
-        home.path(),
-        &[
-            ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
-            ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
-            ("METAFORGE_ROUTE_FLOW_GENERATOR", "openai:gpt-4o-mini".to_owned()),
-            (
-                "METAFORGE_CREDENTIALS_PATH",
-                home.path().join("credentials.json").display().to_string(),
-            ),
-        ],
-    );
+    let (_gateway, gw) = start_gateway(home.path(), &aimock_provider_env(port, home.path()));
     let context = json!({
         "manufacturingContext": {"route": "in_house", "processes": ["FDM printing"], "stockMaterials": ["PETG"]},
         "targetMaturity": "physically_validated",
@@ -318,4 +283,59 @@ fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// `metaforge up`: `flow.propose` over MCP with only an intent and context runs the gateway's own
+/// generator (aimock answering as the model) — the proposal is held once in the one ledger with
+/// `generated_by`, exactly as `POST /v1/design-flows/propose` would hold it.
+#[test]
+fn up_answers_flow_propose_without_operations_through_the_gateways_generator() {
+    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut child = server_command(
+        &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
+        home.path(),
+    )
+    .envs(aimock_provider_env(port, home.path()))
+    .spawn()
+    .expect("spawn up");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
+    let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
+    let _up = Process(child);
+    let gw = banner_address(&gateway_line);
+    let mcp_url = mcp_line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("mcp url")
+        .to_owned();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let client = mcp_client(mcp_url);
+    let proposed = runtime
+        .block_on(client.call_tool(
+            "flow.propose",
+            args(json!({
+                "intent": "A wall shelf I can print with what I have.",
+                "context": {"manufacturing_context": {"route": "in_house", "processes": ["FDM printing"],
+                                                      "stock_materials": ["PETG"]},
+                            "target_maturity": "physically_validated",
+                            "loads_and_use": "holds 5 kg of books"}
+            })),
+        ))
+        .expect("flow.propose");
+    let proposal = proposed.structured.expect("structured result");
+    assert_eq!(proposal["status"], "proposed", "{proposal}");
+    assert_eq!(proposal["generated_by"]["model"], "gpt-4o-mini", "{proposal}");
+    assert_eq!(proposal["skipped"][0]["phase"], "no_such_phase", "{proposal}");
+    let approval = proposal["approval_id"].as_str().expect("approval id").to_owned();
+    let (status, held) = http(&gw, "GET", &format!("/v1/approvals/{approval}"), None);
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["status"], "awaiting_approval");
+    assert_eq!(held["arguments"]["generated_by"]["provider"], "openai");
+
+    // Without an intent there is nothing to tailor to: refused, naming the argument.
+    let refused = runtime
+        .block_on(client.call_tool("flow.propose", args(json!({"context": {}}))))
+        .expect("flow.propose answers");
+    assert!(refused.text().contains("intent"), "{}", refused.text());
 }

@@ -25,7 +25,8 @@ use metaforge_ports::{
 use serde_json::{Map, Value, json};
 
 use common::{
-    Ids, KEY, Process, Wall, args, http, mcp_client, proposal_arguments, start_gateway, start_sidecar,
+    Ids, KEY, Process, Wall, aimock_provider_env, args, http, mcp_client, proposal_arguments, start_aimock,
+    start_gateway, start_sidecar,
 };
 
 /// The sidecar in remote mode: the gateway's URL and key and a home of its own; its stderr is
@@ -438,4 +439,65 @@ async fn a_gateway_gone_while_waiting_times_the_call_out_without_raising_the_fai
     };
     assert!(output.is_error);
     assert_eq!(output.structured.unwrap()["status"], "timed_out");
+}
+
+/// Remote mode, no operations: the sidecar has no model of its own, so `flow.propose` with only an
+/// intent and context goes to the gateway, whose generator (aimock as the model) tailors the flow
+/// and holds it in the gateway's ledger; a model question needs no answer here; a gateway whose
+/// model answers without a proposal makes the tool say the generator is unavailable, and nothing
+/// is held.
+#[tokio::test]
+async fn a_plugins_flow_propose_without_operations_is_tailored_by_the_gateways_generator() {
+    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let gateway_home = tempfile::tempdir().unwrap();
+    let sidecar_home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(
+        gateway_home.path(),
+        &aimock_provider_env(port, gateway_home.path()),
+    );
+    let log = sidecar_home.path().join("sidecar.log");
+    let (_sidecar, url) = start_remote_sidecar(sidecar_home.path(), &addr, &log);
+    let client = mcp_client(url);
+    let context = json!({"manufacturing_context": {"route": "in_house", "processes": ["FDM printing"],
+                                                   "stock_materials": ["PETG"]},
+                         "target_maturity": "physically_validated",
+                         "loads_and_use": "holds 5 kg of books"});
+
+    let proposed = client
+        .call_tool(
+            "flow.propose",
+            args(json!({"intent": "A wall shelf I can print with what I have.", "context": context})),
+        )
+        .await
+        .unwrap();
+    let proposal = proposed.structured.unwrap();
+    assert_eq!(proposal["status"], "proposed", "{proposal}");
+    assert_eq!(proposal["generated_by"]["provider"], "openai", "{proposal}");
+    assert_eq!(proposal["generated_by"]["fellBackFrom"], Value::Null);
+    assert_eq!(proposal["skipped"][0]["phase"], "no_such_phase");
+    assert_eq!(
+        proposal["open_questions"],
+        json!(["Which wall type will it hang on?"])
+    );
+    let approval_id = proposal["approval_id"].as_str().unwrap().to_owned();
+    let (status, held) = http(&addr, "GET", &format!("/v1/approvals/{approval_id}"), None);
+    assert_eq!(status, 200, "{held}");
+    assert_eq!(held["kind"], "design_flow_proposal");
+    assert_eq!(held["arguments"]["generated_by"]["model"], "gpt-4o-mini");
+
+    let unusable = client
+        .call_tool(
+            "flow.propose",
+            args(json!({"intent": "A chatty answer, please.", "context": context})),
+        )
+        .await
+        .unwrap();
+    let refusal = unusable.structured.unwrap();
+    assert_eq!(refusal["error"], "generator_unavailable", "{refusal}");
+    let (_, pending) = http(&addr, "GET", "/v1/approvals", None);
+    assert_eq!(
+        pending["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{pending}"
+    );
 }

@@ -11,13 +11,19 @@ use serde::{Deserialize, Serialize};
 use crate::error::PortError;
 use crate::flow_version::FlowVersionRecord;
 
-/// A caller-proposed tailoring: a template and the caller's own operations (no model call).
+/// A tailoring request from a plugin: a template and the caller's own operations (checked
+/// strictly, no model call), or — with neither — the intent for the server's own generator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallerProposal {
-    /// The built-in template to tailor, e.g. `mech_v1`.
-    pub template_id: String,
+    /// The built-in template to tailor, e.g. `mech_v1` (`design_v1` when operations come without
+    /// one). With neither a template nor operations the server's generator tailors the flow.
+    #[serde(default)]
+    pub template_id: Option<String>,
     /// The caller's operations, `[{op, phase, value, rationale}]`, checked strictly.
     pub operations: serde_json::Value,
+    /// What the person wants made; required by the server's generator.
+    #[serde(default)]
+    pub intent: Option<String>,
     /// The tailoring context (`manufacturing_context`, `target_maturity`, `loads_and_use`).
     pub context: Option<serde_json::Value>,
     /// The proposing caller's class, recorded as provenance.
@@ -39,6 +45,15 @@ pub struct HeldProposal {
     pub diff: serde_json::Value,
     /// The operations that were applied.
     pub applied: serde_json::Value,
+    /// Operations the server's generator skipped, with reasons (empty for caller operations).
+    #[serde(default)]
+    pub skipped: serde_json::Value,
+    /// `{provider, model, fellBackFrom}` of the model that wrote a generated proposal.
+    #[serde(default)]
+    pub generated_by: Option<serde_json::Value>,
+    /// The generator's product-specific questions, left open for the reviewer.
+    #[serde(default)]
+    pub open_questions: Vec<String>,
 }
 
 /// How a proposal ended.
@@ -47,7 +62,7 @@ pub struct HeldProposal {
 #[non_exhaustive]
 pub enum ProposalAnswer {
     /// Stored and held for a person.
-    Held(HeldProposal),
+    Held(Box<HeldProposal>),
     /// Context is missing: these questions must be answered first; nothing was stored.
     NeedsInput {
         /// The questions, as the domain words them.

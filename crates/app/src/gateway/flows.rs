@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, PromptPurpose,
-    TailorMode, TailorResult, TailorStatus, ValidationReport, questions_to_ask, tailor_generated,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, TailorResult,
+    TailorStatus, ValidationReport, questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,9 @@ use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::harness;
-use crate::flow_generator::{GeneratorError, GeneratorRequest, ask_generator};
+use crate::flow_generator::{
+    GenerateError, GenerateRequest, Generated, GeneratorError, ProposalGenerator, generate_proposal,
+};
 use crate::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
 use crate::pipeline::PipelineError;
 
@@ -316,8 +318,8 @@ pub(crate) async fn propose(
     ))
 }
 
-/// The generator path: needs_input (with the model's product-specific questions when a model
-/// answers), or one model call whose operations are applied leniently and held.
+/// The generator path: the intent is required; everything else is
+/// [`generate_proposal`](crate::flow_generator::generate_proposal).
 async fn generate(
     state: &GatewayState,
     caller: &str,
@@ -336,75 +338,59 @@ async fn generate(
                 "intent is required when the server's generator tailors the flow (send template and operations to tailor without it)",
             )
         })?;
-    let required = flow::required_questions(Some(context));
-    let purpose = if required.is_empty() {
-        PromptPurpose::Tailor
-    } else {
-        PromptPurpose::QuestionsOnly
+    let generate = GenerateRequest {
+        intent: intent.to_owned(),
+        context: context.clone(),
+        requirements: request.requirements.clone(),
+        caller: caller.to_owned(),
+        session,
     };
-    let asked = GeneratorRequest {
-        intent,
-        context,
-        requirements: request.requirements.as_ref(),
-        purpose,
-        open_questions: &required,
-        caller,
-    };
-    let reply = match state.pipeline.as_deref() {
-        None => Err(ApiError::unavailable(
-            "no model is reachable for the flow generator: no provider pipeline runs in this gateway; no proposal was made (send template and operations to tailor without a model)",
-        )),
-        Some(pipeline) => match harness::role_call(&state.harness, GENERATOR_ROLE, session).await {
-            Err(err) => Err(err),
-            Ok(spec) => ask_generator(pipeline, &spec, asked)
-                .await
-                .map_err(generator_error),
-        },
-    };
-    if !required.is_empty() {
-        // The required questions never need a model; the product-specific ones do.
-        let (model_questions, notes) = match reply {
-            Ok(reply) => (reply.answer.questions, Vec::new()),
-            Err(err) => {
-                tracing::warn!(event = "flow_generator_questions_absent", reason = %err.body.message, "product-specific questions are absent");
-                (
-                    Vec::new(),
-                    vec![format!(
-                        "The product-specific questions are absent: {}",
-                        err.body.message
-                    )],
-                )
-            }
-        };
-        let result = flow::propose(flow::DEFAULT_TEMPLATE_ID, &[], Some(context), TailorMode::Lenient)
-            .map_err(template_error)?;
-        let questions = questions_to_ask(&result.questions, &model_questions);
-        return Ok((StatusCode::OK, Json(needs_input(result, questions, notes))));
-    }
-    let reply = reply?;
-    let generated = tailor_generated(&reply.answer, Some(context));
-    let open_questions: Vec<String> = generated.questions.iter().map(|q| q.question.clone()).collect();
-    let outcome = state
-        .flows
-        .propose_generated(
-            generated.result,
-            Some(context),
-            reply.generated_by,
-            Some(intent),
-            caller,
-        )
-        .await
-        .map_err(flow_error)?;
-    Ok((
-        StatusCode::CREATED,
-        Json(proposed(
+    match run_generator(state, &generate).await.map_err(generate_error)? {
+        Generated::NeedsInput {
+            result,
+            questions,
+            notes,
+        } => Ok((StatusCode::OK, Json(needs_input(*result, questions, notes)))),
+        Generated::Proposed {
             outcome,
-            request,
-            context,
-            generated.notes,
+            notes,
             open_questions,
+        } => Ok((
+            StatusCode::CREATED,
+            Json(proposed(*outcome, request, context, notes, open_questions)),
         )),
-    ))
+    }
+}
+
+/// The generator path over this gateway's pipeline, routes (resolved now) and flow service.
+async fn run_generator(state: &GatewayState, request: &GenerateRequest) -> Result<Generated, GenerateError> {
+    let spec = match state.pipeline {
+        None => Err("no provider pipeline runs in this gateway".to_owned()),
+        Some(_) => harness::role_call(&state.harness, GENERATOR_ROLE, request.session.clone())
+            .await
+            .map_err(|e| e.body.message),
+    };
+    generate_proposal(state.pipeline.as_deref(), spec, &state.flows, request).await
+}
+
+/// The gateway's generator as a [`ProposalGenerator`], so the in-process MCP sidecar of
+/// `metaforge up` answers `flow.propose` without operations exactly as this gateway would.
+pub struct GatewayProposalGenerator {
+    state: Arc<GatewayState>,
+}
+
+impl GatewayProposalGenerator {
+    /// The generator over `state`.
+    pub fn new(state: Arc<GatewayState>) -> Self {
+        Self { state }
+    }
+}
+
+#[async_trait::async_trait]
+impl ProposalGenerator for GatewayProposalGenerator {
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, GenerateError> {
+        run_generator(&self.state, &request).await
+    }
 }
 
 /// The 201 body: every provenance field, the assumptions a reviewer needs, the open questions.
@@ -456,31 +442,34 @@ fn needs_input(result: TailorResult, questions: Vec<AskedQuestion>, notes: Vec<S
 }
 
 /// Every generator failure is 503 and proposes nothing: unreachable (attempts in `details`) or
-/// an answer that held no proposal (an excerpt in `details`).
-fn generator_error(err: GeneratorError) -> ApiError {
+/// an answer that held no proposal (an excerpt in `details`); a refused tailoring is 422.
+fn generate_error(err: GenerateError) -> ApiError {
     match err {
-        GeneratorError::Unreachable(PipelineError::AllProvidersFailed { role, attempts }) => {
-            ApiError::unavailable(format!(
-                "no model is reachable for the flow generator (role '{role}'); no proposal was made"
-            ))
-            .with_details(
-                serde_json::json!({"role": role, "attempts": super::chat::attempts_json(&attempts)}),
-            )
-        }
-        GeneratorError::Unreachable(other) => ApiError::unavailable(format!(
+        GenerateError::Unavailable(reason) => ApiError::unavailable(format!(
+            "no model is reachable for the flow generator: {reason}; no proposal was made (send template and operations to tailor without a model)"
+        )),
+        GenerateError::Generator(GeneratorError::Unreachable(PipelineError::AllProvidersFailed {
+            role,
+            attempts,
+        })) => ApiError::unavailable(format!(
+            "no model is reachable for the flow generator (role '{role}'); no proposal was made"
+        ))
+        .with_details(serde_json::json!({"role": role, "attempts": super::chat::attempts_json(&attempts)})),
+        GenerateError::Generator(GeneratorError::Unreachable(other)) => ApiError::unavailable(format!(
             "no model is reachable for the flow generator: {other}; no proposal was made"
         )),
-        GeneratorError::UnusableAnswer {
+        GenerateError::Generator(GeneratorError::UnusableAnswer {
             error,
             provider,
             model,
             excerpt,
-        } => ApiError::new(
+        }) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "generator_answer_unusable",
             format!("{error}; no proposal was made"),
         )
         .with_details(serde_json::json!({"provider": provider, "model": model, "excerpt": excerpt})),
+        GenerateError::Flow(err) => flow_error(err),
     }
 }
 

@@ -40,6 +40,7 @@ use crate::pipeline::ProviderPipeline;
 
 pub use auth::{ApiKey, AuthConfigError, AuthState, Identity, check_bind_policy, parse_api_keys};
 pub use error::{ApiError, ErrorBody};
+pub use flows::GatewayProposalGenerator;
 
 /// Default request-body limit: generous for flow documents, small enough to refuse abuse.
 pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;

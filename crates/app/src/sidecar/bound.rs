@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use metaforge_domain::flow::{Operation, TailorStatus};
+use metaforge_domain::flow::{DEFAULT_TEMPLATE_ID, Operation, TailorStatus};
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
     CallerClass, CallerContext, CallerProposal, FlowBindings, FlowVersionRecord, HeldProposal,
@@ -17,7 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::flow_read::{context_argument, invalid};
 use super::flow_write::{
-    FlowStores, apply_answers, propose_descriptor, propose_spec, refused, version_descriptor, version_view,
+    FlowStores, apply_answers, generated_needs_input, generator_intent, generator_unavailable,
+    propose_descriptor, propose_spec, refused, version_descriptor, version_view, wants_generator,
 };
 use super::host::{SidecarHost, SidecarTool};
 use super::{HeldWrites, read_only_host};
@@ -41,6 +42,14 @@ impl FlowBindings for InProcessFlowBindings {
     async fn propose(&self, proposal: CallerProposal) -> Result<ProposalAnswer, PortError> {
         let invalid =
             |field: &str, e: String| PortError::new(PortErrorKind::Invalid, format!("{field}: {e}"));
+        if proposal.template_id.is_none() && proposal.operations.is_null() {
+            return Err(invalid(
+                "template_id",
+                "MetaForge's generator does not run behind these bindings: send template_id and operations"
+                    .to_owned(),
+            ));
+        }
+        let template_id = proposal.template_id.as_deref().unwrap_or(DEFAULT_TEMPLATE_ID);
         let operations: Vec<Operation> = match proposal.operations {
             Value::Null => Vec::new(),
             ops => serde_json::from_value(ops).map_err(|e| invalid("operations", e.to_string()))?,
@@ -53,7 +62,7 @@ impl FlowBindings for InProcessFlowBindings {
             .stores
             .flow_service()
             .propose_from_caller(
-                &proposal.template_id,
+                template_id,
                 &operations,
                 context.as_ref(),
                 None,
@@ -80,14 +89,17 @@ impl FlowBindings for InProcessFlowBindings {
         let as_value = |v: Result<Value, serde_json::Error>| {
             v.map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))
         };
-        Ok(ProposalAnswer::Held(HeldProposal {
+        Ok(ProposalAnswer::Held(Box::new(HeldProposal {
             approval_id,
             flow_version_id: version.id,
             template_id: version.template_id,
             content_hash: version.content_hash,
             diff: as_value(serde_json::to_value(&outcome.result.diff))?,
             applied: as_value(serde_json::to_value(&outcome.result.applied))?,
-        }))
+            skipped: as_value(serde_json::to_value(&outcome.result.skipped))?,
+            generated_by: None,
+            open_questions: Vec::new(),
+        })))
     }
 
     async fn version(&self, id: &str) -> Result<FlowVersionRecord, PortError> {
@@ -118,6 +130,9 @@ pub fn held_proposal_output(held: &HeldProposal) -> Value {
         "content_hash": held.content_hash,
         "diff": held.diff,
         "applied": held.applied,
+        "skipped": held.skipped,
+        "generated_by": held.generated_by,
+        "open_questions": held.open_questions,
         "note": "A person approves or rejects this in the MetaForge approvals queue; no MCP tool decides it.",
     })
 }
@@ -155,11 +170,19 @@ impl SidecarTool for BoundFlowPropose {
         if verdict.decision == Decision::Refuse {
             return Ok(refused(TOOL, &verdict.reason));
         }
+        let generated = wants_generator(&arguments);
+        let intent = generator_intent(&arguments);
+        if generated && intent.is_none() {
+            return Ok(invalid(
+                TOOL,
+                "intent",
+                "send intent (and context) for MetaForge's generator, or template_id and operations to tailor the flow yourself".to_owned(),
+            ));
+        }
         let template_id = arguments
             .get("template_id")
             .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
+            .map(str::to_owned);
         let mut context = match context_argument(&arguments) {
             Ok(c) => c,
             Err(e) => return Ok(invalid(TOOL, "context", e)),
@@ -177,6 +200,7 @@ impl SidecarTool for BoundFlowPropose {
         let proposal = CallerProposal {
             template_id: template_id.clone(),
             operations: arguments.get("operations").cloned().unwrap_or(Value::Null),
+            intent,
             context,
             caller: caller.class.as_str().to_owned(),
         };
@@ -193,7 +217,11 @@ impl SidecarTool for BoundFlowPropose {
                     &held,
                 ))))
             }
+            Ok(ProposalAnswer::NeedsInput { questions }) if generated => {
+                Ok(generated_needs_input(&questions, &[]))
+            }
             Ok(ProposalAnswer::NeedsInput { questions }) => {
+                let template_id = template_id.as_deref().unwrap_or(DEFAULT_TEMPLATE_ID);
                 let asked = input_questions(&questions);
                 Ok(HostCallOutcome::NeedsInput {
                     message: format!(
@@ -210,6 +238,9 @@ impl SidecarTool for BoundFlowPropose {
                 })
             }
             Ok(_) => Err(PortError::new(PortErrorKind::Internal, "unknown proposal answer")),
+            Err(e) if generated && e.kind == PortErrorKind::Unavailable => {
+                Ok(generator_unavailable(&e.message))
+            }
             Err(e) if e.kind == PortErrorKind::Invalid => {
                 Ok(HostCallOutcome::Done(ToolOutput::error(json!({
                     "status": "invalid", "error": "invalid_proposal", "message": e.message,

@@ -8,19 +8,23 @@
 
 use std::sync::Arc;
 
-use metaforge_domain::flow::{FlowContext, Operation, Question, TailorStatus, verify_version};
+use metaforge_domain::flow::{
+    DEFAULT_TEMPLATE_ID, FlowContext, Operation, Question, TailorStatus, verify_version,
+};
 use metaforge_domain::tool_gating::{Annotation, Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
-    ApprovalLedger, CallerClass, CallerContext, Clock, FlowVersionStore, HostCallOutcome, IdGen,
-    InputQuestion, PortError, PortErrorKind, ResourceTemplateDescriptor, ResourceText, ToolDescriptor,
+    ApprovalLedger, CallerClass, CallerContext, Clock, FlowVersionStore, HeldProposal, HostCallOutcome,
+    IdGen, InputQuestion, PortError, PortErrorKind, ResourceTemplateDescriptor, ResourceText, ToolDescriptor,
     ToolHints, ToolOutput,
 };
 use serde_json::{Map, Value, json};
 
+use super::bound::held_proposal_output;
 use super::flow_read::{context_argument, invalid};
 use super::host::{SidecarResource, SidecarTool};
 use crate::approvals::ApprovalService;
-use crate::flows::{FlowService, FlowServiceError};
+use crate::flow_generator::{GenerateError, GenerateRequest, Generated, ProposalGenerator};
+use crate::flows::{FlowService, FlowServiceError, ProposalOutcome};
 
 /// What the store-backed tools need: the one approval ledger, the version store, time and ids.
 /// The tools go through the same services as the gateway ([`FlowService`], [`ApprovalService`]),
@@ -77,6 +81,37 @@ fn input_question(q: &Question) -> InputQuestion {
     }
 }
 
+/// Ids of the generator model's product-specific questions start with this.
+const MODEL_QUESTION_PREFIX: &str = "model_";
+
+/// The intent the server's generator tailors to: the caller's intent with the person's answers to
+/// the model's product-specific questions (`model_1` …) appended, one line each. `None` when no
+/// intent was given.
+pub(crate) fn generator_intent(arguments: &Map<String, Value>) -> Option<String> {
+    let intent = arguments
+        .get("intent")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|i| !i.is_empty())?;
+    let mut text = intent.to_owned();
+    if let Some(answers) = arguments.get("answers").and_then(Value::as_object) {
+        for (id, answer) in answers
+            .iter()
+            .filter(|(id, _)| id.starts_with(MODEL_QUESTION_PREFIX))
+        {
+            let answer = answer.as_str().map_or_else(|| answer.to_string(), str::to_owned);
+            text.push_str(&format!("\nAnswer to {id}: {answer}"));
+        }
+    }
+    Some(text)
+}
+
+/// True when the arguments ask for the server's generator: neither a template nor operations.
+pub(crate) fn wants_generator(arguments: &Map<String, Value>) -> bool {
+    arguments.get("template_id").is_none_or(Value::is_null)
+        && arguments.get("operations").is_none_or(Value::is_null)
+}
+
 /// Folds a person's answers (keyed by question id) into the tailoring context.
 pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Result<FlowContext, String> {
     let mut ctx = serde_json::to_value(context.unwrap_or_default()).map_err(|e| e.to_string())?;
@@ -111,6 +146,8 @@ pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Re
             }
             "target_maturity" => ctx["target_maturity"] = answer.clone(),
             "loads_and_use" => ctx["loads_and_use"] = answer.clone(),
+            // The generator's product-specific questions refine the intent (see `generator_intent`).
+            model if model.starts_with(MODEL_QUESTION_PREFIX) => {}
             other => return Err(format!("answers.{other}: not a question flow.propose asks")),
         }
     }
@@ -120,6 +157,7 @@ pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Re
 /// `flow.propose`.
 pub struct FlowPropose {
     stores: FlowStores,
+    generator: Option<Arc<dyn ProposalGenerator>>,
 }
 
 /// `flow.propose`'s descriptor, shared by the in-process and the gateway-bound tool.
@@ -128,9 +166,21 @@ pub(crate) fn propose_descriptor() -> ToolDescriptor {
 }
 
 impl FlowPropose {
-    /// The tool over `stores`.
+    /// The tool over `stores`; without a generator, a call with neither template nor operations
+    /// is refused naming what to send instead.
     pub fn new(stores: FlowStores) -> Self {
-        Self { stores }
+        Self {
+            stores,
+            generator: None,
+        }
+    }
+
+    /// Answers calls without template and operations through `generator` (the gateway's, when
+    /// the sidecar runs inside it).
+    #[must_use]
+    pub fn with_generator(mut self, generator: Arc<dyn ProposalGenerator>) -> Self {
+        self.generator = Some(generator);
+        self
     }
 
     fn spec(&self) -> ToolSpec {
@@ -184,16 +234,19 @@ impl FlowPropose {
         ToolDescriptor {
             name: "flow.propose".to_owned(),
             title: Some("Propose a tailored design flow".to_owned()),
-            description: "Tailor a built-in flow template with your operations. Missing context \
-                          comes back as questions (needs_input). A valid proposal is stored as a \
-                          new version held for a person: the result carries the diff and the \
-                          approval id and does not wait. Nothing here approves it."
+            description: "Tailor a built-in flow template with your operations (template_id + \
+                          operations), or send only the intent and context to have MetaForge's \
+                          own generator tailor it. Missing context comes back as questions \
+                          (needs_input): ask the person, do not answer them yourself. A valid \
+                          proposal is stored as a new version held for a person: the result \
+                          carries the diff and the approval id and does not wait. Nothing here \
+                          approves it."
                 .to_owned(),
             input_schema: json!({
                 "type": "object",
-                "required": ["template_id"],
                 "properties": {
-                    "template_id": {"type": "string", "description": "e.g. mech_v1"},
+                    "template_id": {"type": "string", "description": "e.g. mech_v1 (design_v1 when operations come without one)"},
+                    "intent": {"type": "string", "description": "what the person wants made; required when no template_id and operations are sent"},
                     "operations": {"type": "array", "items": {"type": "object"},
                         "description": "[{op, phase, value, rationale}]"},
                     "context": {"type": "object", "description": "manufacturing_context, target_maturity, loads_and_use"},
@@ -223,10 +276,13 @@ impl FlowPropose {
         if verdict.decision == Decision::Refuse {
             return Ok(refused(TOOL, &verdict.reason));
         }
+        if wants_generator(&arguments) {
+            return self.generate(caller, &arguments).await;
+        }
         let template_id = arguments
             .get("template_id")
             .and_then(Value::as_str)
-            .unwrap_or_default()
+            .unwrap_or(DEFAULT_TEMPLATE_ID)
             .to_owned();
         let operations: Vec<Operation> = match arguments.get("operations") {
             None | Some(Value::Null) => Vec::new(),
@@ -259,30 +315,7 @@ impl FlowPropose {
             .await;
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            Err(FlowServiceError::Template(e)) => {
-                return Ok(invalid(TOOL, "template_id", e.to_string()));
-            }
-            Err(FlowServiceError::Invalid { message, result }) => {
-                return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
-                    "status": result.status.as_str(),
-                    "error": "invalid_proposal",
-                    "message": message,
-                    "refused": result.refused,
-                    "violations": result.violations,
-                    "diff": result.diff,
-                }))));
-            }
-            Err(FlowServiceError::Violations { violations }) => {
-                return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
-                    "status": "invalid", "error": "invalid_proposal", "violations": violations,
-                }))));
-            }
-            Err(FlowServiceError::IdenticalToTemplate(message)) => {
-                return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
-                    "status": "invalid", "error": "identical_to_template", "message": message,
-                }))));
-            }
-            Err(FlowServiceError::Port(e)) => return Err(e),
+            Err(err) => return refusal_output(err),
         };
         let result = &outcome.result;
         if result.status == TailorStatus::NeedsInput {
@@ -300,30 +333,175 @@ impl FlowPropose {
                 })),
             });
         }
-        let (Some(version), Some(approval_id)) = (&outcome.version, &outcome.approval_id) else {
-            return Err(PortError::new(
-                PortErrorKind::Internal,
-                "a proposal was accepted without a stored version and a hold",
+        held_output(&outcome, &[], caller)
+    }
+}
+
+impl FlowPropose {
+    /// The server generator path: intent required; needs_input carries the server's questions and
+    /// the model's; a proposal is held exactly as the gateway holds it.
+    async fn generate(
+        &self,
+        caller: &CallerContext,
+        arguments: &Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        const TOOL: &str = "flow.propose";
+        let Some(intent) = generator_intent(arguments) else {
+            return Ok(invalid(
+                TOOL,
+                "intent",
+                "send intent (and context) for MetaForge's generator, or template_id and operations to tailor the flow yourself".to_owned(),
             ));
         };
-        tracing::info!(
-            event = "mcp_flow_proposal_held",
-            approval_id = %approval_id,
-            flow_version_id = %version.id,
-            caller = caller.class.as_str(),
-            gate = %verdict.reason,
-        );
-        Ok(HostCallOutcome::Done(ToolOutput::json(json!({
-            "status": "proposed",
-            "held_for_approval": true,
-            "approval_id": approval_id,
-            "flow_version_id": version.id,
-            "template_id": version.template_id,
-            "content_hash": version.content_hash,
-            "diff": result.diff,
-            "applied": result.applied,
-            "note": "A person approves or rejects this in the MetaForge approvals queue; no MCP tool decides it.",
-        }))))
+        let mut context = match context_argument(arguments) {
+            Ok(c) => c,
+            Err(e) => return Ok(invalid(TOOL, "context", e)),
+        };
+        if let Some(answers) = arguments.get("answers").filter(|a| !a.is_null()) {
+            context = match apply_answers(context, answers) {
+                Ok(c) => Some(c),
+                Err(e) => return Ok(invalid(TOOL, "answers", e)),
+            };
+        }
+        let Some(generator) = &self.generator else {
+            return Ok(generator_unavailable(
+                "MetaForge's generator does not run in this sidecar: send template_id and operations (your own tailoring), or run the sidecar with METAFORGE_GATEWAY_URL or under `metaforge up`",
+            ));
+        };
+        let request = GenerateRequest {
+            intent,
+            context: context.unwrap_or_default(),
+            requirements: arguments.get("requirements").filter(|r| !r.is_null()).cloned(),
+            caller: caller.class.as_str().to_owned(),
+            session: format!("mcp-{}", caller.class.as_str()),
+        };
+        match generator.generate(request).await {
+            Ok(Generated::NeedsInput { questions, notes, .. }) => {
+                let questions = serde_json::to_value(&questions)
+                    .map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))?;
+                Ok(generated_needs_input(&questions, &notes))
+            }
+            Ok(Generated::Proposed {
+                outcome,
+                open_questions,
+                ..
+            }) => held_output(&outcome, &open_questions, caller),
+            Err(GenerateError::Flow(err)) => refusal_output(err),
+            Err(err) => Ok(generator_unavailable(&err.to_string())),
+        }
+    }
+}
+
+/// A held proposal as the agent sees it — the same shape the gateway-bound tool gives
+/// ([`held_proposal_output`]), whichever path wrote it.
+fn held_output(
+    outcome: &ProposalOutcome,
+    open_questions: &[String],
+    caller: &CallerContext,
+) -> Result<HostCallOutcome, PortError> {
+    let (Some(version), Some(approval_id)) = (&outcome.version, &outcome.approval_id) else {
+        return Err(PortError::new(
+            PortErrorKind::Internal,
+            "a proposal was accepted without a stored version and a hold",
+        ));
+    };
+    tracing::info!(
+        event = "mcp_flow_proposal_held",
+        approval_id = %approval_id,
+        flow_version_id = %version.id,
+        caller = caller.class.as_str(),
+        generated = outcome.generated_by.is_some(),
+    );
+    let value = |v: Result<Value, serde_json::Error>| {
+        v.map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))
+    };
+    let held = HeldProposal {
+        approval_id: approval_id.clone(),
+        flow_version_id: version.id.clone(),
+        template_id: version.template_id.clone(),
+        content_hash: version.content_hash.clone(),
+        diff: value(serde_json::to_value(&outcome.result.diff))?,
+        applied: value(serde_json::to_value(&outcome.result.applied))?,
+        skipped: value(serde_json::to_value(&outcome.result.skipped))?,
+        generated_by: outcome
+            .generated_by
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))?,
+        open_questions: open_questions.to_vec(),
+    };
+    Ok(HostCallOutcome::Done(ToolOutput::json(held_proposal_output(
+        &held,
+    ))))
+}
+
+/// The agent-facing answer when the server's generator cannot run: nothing was proposed.
+pub(crate) fn generator_unavailable(message: &str) -> HostCallOutcome {
+    HostCallOutcome::Done(ToolOutput::error(json!({
+        "status": "unavailable", "error": "generator_unavailable", "message": message,
+    })))
+}
+
+/// needs_input from the generator path, in the wire form of its questions (`id`, `question`,
+/// `options`, `source`), shared by the in-process and the gateway-bound tool.
+pub(crate) fn generated_needs_input(questions: &Value, notes: &[String]) -> HostCallOutcome {
+    let asked: Vec<InputQuestion> = questions
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|q| {
+            Some(InputQuestion {
+                id: q.get("id")?.as_str()?.to_owned(),
+                prompt: q.get("question")?.as_str()?.to_owned(),
+                choices: q
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|o| o.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect();
+    HostCallOutcome::NeedsInput {
+        message: format!(
+            "Before MetaForge's generator tailors a flow, it needs {} answer(s). Ask the person; do not answer them yourself.",
+            asked.len()
+        ),
+        questions: asked,
+        result: ToolOutput::json(json!({
+            "status": "needs_input",
+            "questions": questions,
+            "notes": notes,
+            "hint": "call flow.propose again with the same arguments plus answers: {question id: answer}",
+        })),
+    }
+}
+
+/// A refused tailoring as the agent sees it: the reason and every problem; nothing was stored.
+fn refusal_output(err: FlowServiceError) -> Result<HostCallOutcome, PortError> {
+    const TOOL: &str = "flow.propose";
+    match err {
+        FlowServiceError::Template(e) => Ok(invalid(TOOL, "template_id", e.to_string())),
+        FlowServiceError::Invalid { message, result } => {
+            Ok(HostCallOutcome::Done(ToolOutput::error(json!({
+                "status": result.status.as_str(),
+                "error": "invalid_proposal",
+                "message": message,
+                "refused": result.refused,
+                "violations": result.violations,
+                "diff": result.diff,
+            }))))
+        }
+        FlowServiceError::Violations { violations } => Ok(HostCallOutcome::Done(ToolOutput::error(json!({
+            "status": "invalid", "error": "invalid_proposal", "violations": violations,
+        })))),
+        FlowServiceError::IdenticalToTemplate(message) => {
+            Ok(HostCallOutcome::Done(ToolOutput::error(json!({
+                "status": "invalid", "error": "identical_to_template", "message": message,
+            }))))
+        }
+        FlowServiceError::Port(e) => Err(e),
     }
 }
 

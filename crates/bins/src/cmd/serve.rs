@@ -16,10 +16,10 @@ use metaforge_app::flows::FlowService;
 use metaforge_app::gateway::chat::UsageStoreSink;
 use metaforge_app::gateway::harness::HarnessConfig;
 use metaforge_app::gateway::providers::ProviderRow;
-use metaforge_app::sidecar::{FlowStores, HoldPolicy, host_with_stores};
+use metaforge_app::sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
-use metaforge_app::gateway::{self, AuthState, GatewayState};
+use metaforge_app::gateway::{self, AuthState, GatewayProposalGenerator, GatewayState};
 use metaforge_app::pipeline::{Candidate, ProviderPipeline};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
@@ -410,13 +410,19 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         clock: Arc::clone(&composition.clock),
         ids: Arc::clone(&composition.ids),
     };
+    // flow.propose without operations runs the gateway's own generator: one pipeline, one
+    // routing table, one ledger, whichever door the proposal came through.
+    let propose = FlowPropose::new(stores.clone()).with_generator(Arc::new(GatewayProposalGenerator::new(
+        Arc::clone(&composition.state),
+    )));
     let host = host_with_stores(
         stores,
         HoldPolicy {
             timeout: HOLD_TIMEOUT,
             poll: HOLD_POLL,
         },
-    );
+    )
+    .with_tool(Arc::new(propose));
     let cancel = tokio_util::sync::CancellationToken::new();
     let service_key = env("METAFORGE_MCP_SERVICE_KEY");
     let sidecar =

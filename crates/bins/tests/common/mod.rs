@@ -183,3 +183,37 @@ pub(crate) fn proposal_arguments() -> Map<String, Value> {
                     "target_maturity": "sim_validated", "loads_and_use": "20 kg"}
     }))
 }
+
+/// aimock serving `fixtures` (a path relative to this crate).
+pub(crate) fn start_aimock(fixtures: &str) -> (Process, u16) {
+    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
+    let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
+    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
+    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixtures);
+    let port = free_port();
+    let child = Command::new("node")
+        .arg(&cli)
+        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
+        .arg(&fixtures)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn aimock");
+    let mock = Process(child);
+    wait_until_listening(("127.0.0.1", port), "aimock");
+    (mock, port)
+}
+
+/// The environment that points a `metaforge` process's `openai` provider at aimock on `port` and
+/// routes `flow_generator` there (credentials file kept inside `home`).
+pub(crate) fn aimock_provider_env(port: u16, home: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+        ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
+        ("METAFORGE_ROUTE_FLOW_GENERATOR", "openai:gpt-4o-mini".to_owned()),
+        (
+            "METAFORGE_CREDENTIALS_PATH",
+            home.join("credentials.json").display().to_string(),
+        ),
+    ]
+}
