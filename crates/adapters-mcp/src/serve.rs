@@ -103,7 +103,30 @@ pub async fn bind_http(
     })
 }
 
+/// Renders the process's Prometheus exposition text (the composition root owns the recorder).
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
+
+/// The path the sidecar serves its process metrics on, next to [`MCP_PATH`].
+pub const METRICS_PATH: &str = "/metrics";
+
 impl HttpSidecar {
+    /// Also serves `GET /metrics` on the same loopback listener, so a standalone sidecar's own
+    /// counters (held-write resolutions, holds no approver can reach) can be scraped.
+    #[must_use]
+    pub fn with_metrics(mut self, render: MetricsRender) -> Self {
+        let route = axum::routing::get(move || {
+            let render = Arc::clone(&render);
+            async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                    render(),
+                )
+            }
+        });
+        self.router = self.router.route(METRICS_PATH, route);
+        self
+    }
+
     /// Serves until the shutdown token is cancelled.
     pub async fn run(self) -> Result<(), ServeError> {
         let addr = self.local_addr.to_string();

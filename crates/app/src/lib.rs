@@ -11,3 +11,5 @@ pub mod gateway;
 pub mod pipeline;
 pub mod sidecar;
 pub mod tools;
+pub mod unreachable_holds;
+pub mod usage_metrics;

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use common::{
-    Process, aimock_provider_env, args, banner_address, http, mcp_client, metaforge, server_command,
-    start_aimock, start_gateway,
+    Process, aimock_provider_env, args, banner_address, http, http_raw, mcp_client, metaforge,
+    server_command, start_aimock, start_gateway,
 };
 
 #[test]
@@ -170,7 +170,14 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
     assert_eq!(status, 200, "{providers}");
     assert_eq!(providers["pipeline"], true);
     let request = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
-    let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
+    let (status, text) = http_raw(
+        &gw,
+        "POST",
+        "/v1/chat/completions",
+        Some(&request),
+        &[("x-metaforge-run-id", "run-42")],
+    );
+    let answer: serde_json::Value = serde_json::from_str(&text).expect("json answer");
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         answer["choices"][0]["message"]["content"],
@@ -193,6 +200,29 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The call is in the Prometheus series (FORGE-476): one call, usage reported, by role.
+    let (status, metrics) = http_raw(&gw, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    let calls = metrics
+        .lines()
+        .find(|l| l.starts_with("metaforge_llm_calls_total{") && l.contains("role=\"chat\""))
+        .unwrap_or_default();
+    assert!(calls.contains("usage_reported=\"true\""), "{metrics}");
+    assert!(calls.ends_with(" 1"), "{calls}");
+    assert!(
+        metrics.contains("metaforge_llm_tokens_total{") && metrics.contains("kind=\"prompt\""),
+        "{metrics}"
+    );
+    // A run id that is not one is refused naming the header; nothing is called.
+    let (status, refused) = http_raw(
+        &gw,
+        "POST",
+        "/v1/chat/completions",
+        Some(&request),
+        &[("x-metaforge-run-id", &"r".repeat(300))],
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.contains("x-metaforge-run-id"), "{refused}");
 }
 
 #[test]

@@ -25,8 +25,8 @@ use metaforge_ports::{
 use serde_json::{Map, Value, json};
 
 use common::{
-    Ids, KEY, Process, Wall, aimock_provider_env, args, http, mcp_client, proposal_arguments, start_aimock,
-    start_gateway, start_sidecar,
+    Ids, KEY, Process, Wall, aimock_provider_env, args, http, http_raw, mcp_client, proposal_arguments,
+    start_aimock, start_gateway, start_sidecar,
 };
 
 /// The sidecar in remote mode: the gateway's URL and key and a home of its own; its stderr is
@@ -147,6 +147,44 @@ fn without_a_gateway_url_the_sidecar_logs_the_in_process_choice_at_start() {
         .unwrap_or_else(|| panic!("no in-process warning in: {logged}"));
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("correct only inside the gateway"), "{line}");
+}
+
+/// A standalone sidecar without `METAFORGE_GATEWAY_URL` parks holds where no approver is known
+/// to look: each hold is still parked, and is logged `approval_hold_unreachable` and counted in
+/// `metaforge_unreachable_approval_hold_total` on the sidecar's own `/metrics`.
+#[tokio::test]
+async fn a_hold_parked_by_a_sidecar_without_a_gateway_is_logged_and_counted_as_unreachable() {
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("sidecar.log");
+    let (_sidecar, url) = start_sidecar(&home.path().join("home"), |sidecar| {
+        sidecar
+            .env_remove("METAFORGE_GATEWAY_URL")
+            .env("RUST_LOG", "info,rmcp=warn")
+            .stderr(std::fs::File::create(&log).unwrap());
+    });
+    let proposed = mcp_client(url.clone())
+        .call_tool("flow.propose", proposal_arguments())
+        .await
+        .unwrap();
+    assert_eq!(proposed.structured.unwrap()["status"], "proposed");
+    let authority = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let (status, metrics) = http_raw(&authority, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200, "{metrics}");
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("metaforge_unreachable_approval_hold_total{"))
+        .unwrap_or_else(|| panic!("no unreachable-hold series in: {metrics}"));
+    assert!(line.contains("kind=\"design_flow_proposal\""), "{line}");
+    assert!(line.ends_with(" 1"), "{line}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let unreachable = logged
+        .lines()
+        .find(|l| l.contains("approval_hold_unreachable"))
+        .unwrap_or_else(|| panic!("no approval_hold_unreachable in: {logged}"));
+    assert!(unreachable.contains("ERROR"), "{unreachable}");
 }
 
 /// A write the gating rules hold for a remote caller: test-only, never in the product binary.

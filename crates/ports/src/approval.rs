@@ -57,6 +57,17 @@ pub enum ApprovalKind {
     DesignFlowVersion,
 }
 
+impl ApprovalKind {
+    /// The snake_case name used in JSON, metrics labels and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolCall => "tool_call",
+            Self::DesignFlowProposal => "design_flow_proposal",
+            Self::DesignFlowVersion => "design_flow_version",
+        }
+    }
+}
+
 /// One hold in the approval ledger.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -31,9 +31,15 @@ use super::extract::ApiJson;
 use crate::pipeline::{
     CallSpec, CallUsage, Candidate, PipelineError, Served, UsageScope, UsageSink, with_usage_scope,
 };
+use crate::usage_metrics::UsageMetrics;
 
 /// Response header naming the `provider:model` that served the answer.
 pub const SERVED_BY_HEADER: &str = "x-metaforge-served-by";
+/// Request header attributing a call to a design-flow run (usage by run, the per-run spend alarm).
+pub const RUN_ID_HEADER: &str = "x-metaforge-run-id";
+/// The longest run id accepted: ids are uuids; anything far longer is not one.
+const MAX_RUN_ID_LEN: usize = 128;
+
 /// Response header naming the configured primary `provider:model` when a fallback served.
 pub const FELL_BACK_FROM_HEADER: &str = "x-metaforge-fell-back-from";
 
@@ -43,13 +49,25 @@ pub const FELL_BACK_FROM_HEADER: &str = "x-metaforge-fell-back-from";
 pub struct UsageStoreSink {
     store: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
+    metrics: Option<Arc<UsageMetrics>>,
 }
 
 impl UsageStoreSink {
     /// A sink writing into `store`, stamping each event's time from `clock` (the pipeline leaves
     /// `at` to the recorder).
     pub fn new(store: Arc<dyn UsageStore>, clock: Arc<dyn Clock>) -> Self {
-        Self { store, clock }
+        Self {
+            store,
+            clock,
+            metrics: None,
+        }
+    }
+
+    /// Also adds every call to the usage series and the per-run spend alarm.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<UsageMetrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 }
 
@@ -59,6 +77,9 @@ impl UsageSink for UsageStoreSink {
         let mut event = usage.event;
         if event.at.is_none() {
             event.at = Some(self.clock.now());
+        }
+        if let Some(metrics) = &self.metrics {
+            metrics.observe(&event);
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             tracing::error!(event = "llm_usage_not_recorded", provider = %event.provider, "no runtime to record usage on");
@@ -281,6 +302,22 @@ fn pipeline_error(err: PipelineError) -> ApiError {
     }
 }
 
+/// The run a call is attributed to, from [`RUN_ID_HEADER`]; a present but unusable value is a 400
+/// naming the header (never silently unattributed).
+fn run_id(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(value) = headers.get(RUN_ID_HEADER) else {
+        return Ok(None);
+    };
+    let text = value.to_str().map(str::trim).unwrap_or_default();
+    if text.is_empty() || text.len() > MAX_RUN_ID_LEN || !text.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(ApiError::bad_request(
+            RUN_ID_HEADER,
+            format!("{RUN_ID_HEADER} must be a run id (1 to {MAX_RUN_ID_LEN} visible ASCII characters)"),
+        ));
+    }
+    Ok(Some(text.to_owned()))
+}
+
 fn provenance<T>(served: &Served<T>) -> Vec<(HeaderName, HeaderValue)> {
     let mut headers = Vec::new();
     if let Ok(v) = HeaderValue::from_str(&format!("{}:{}", served.provider, served.model)) {
@@ -305,6 +342,8 @@ fn provenance<T>(served: &Served<T>) -> Vec<(HeaderName, HeaderValue)> {
         (status = 401, body = ErrorBody),
         (status = 429, description = "Every provider is rate limited; see Retry-After", body = ErrorBody),
         (status = 503, description = "No pipeline, no route, or every provider failed (attempts in details)", body = ErrorBody)),
+    params(("x-metaforge-run-id" = Option<String>, Header,
+        description = "The design-flow run this call works for: its usage is attributed to the run and counts toward the run's spend alarm")),
     security(("api_key" = [])))]
 pub(crate) async fn completions(
     State(state): State<Arc<GatewayState>>,
@@ -318,6 +357,7 @@ pub(crate) async fn completions(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("local")
         .to_owned();
+    let run_id = run_id(&headers)?;
     let spec = call_spec(&state, &request.model, request_id.clone()).await?;
     let Some(pipeline) = state.pipeline.clone() else {
         return Err(ApiError::unavailable(
@@ -325,6 +365,7 @@ pub(crate) async fn completions(
         ));
     };
     let scope = UsageScope {
+        run_id,
         role: Some(spec.role.clone()),
         caller: Some(identity.0.clone()),
         ..UsageScope::default()

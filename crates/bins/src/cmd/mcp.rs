@@ -15,6 +15,7 @@ use clap::{Args, Subcommand};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::sidecar::{FlowStores, HeldWrites, HoldPolicy, host_with_bindings, host_with_stores};
+use metaforge_app::unreachable_holds::UnreachableApproverLedger;
 use metaforge_ports::{Clock, ToolHost};
 
 use crate::system::{SystemClock, UuidV7Ids};
@@ -202,8 +203,10 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
         approvals = %approvals_path.display(),
         flow_versions = %versions_path.display(),
     );
+    // No approver is known to reach this process (it is not the gateway): every hold it parks is
+    // logged and counted so the ApprovalHoldWithNoApprover alert can say so.
     let stores = FlowStores {
-        approvals: Arc::new(approvals),
+        approvals: Arc::new(UnreachableApproverLedger::new(Arc::new(approvals))),
         versions: Arc::new(versions),
         clock,
         ids: Arc::new(UuidV7Ids),
@@ -225,6 +228,15 @@ async fn serve_http(
     let shutdown = tokio_util::sync::CancellationToken::new();
     let sidecar =
         metaforge_adapters_mcp::bind_http(host, addr, service_key.clone(), shutdown.clone()).await?;
+    // The sidecar's own counters (held-write resolutions, holds no approver can reach) are
+    // scrapeable at /metrics on the same loopback listener.
+    let sidecar = match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => sidecar.with_metrics(Arc::new(move || handle.render())),
+        Err(err) => {
+            tracing::error!(event = "mcp_sidecar_metrics_unavailable", error = %err, "cannot install the metrics recorder; /metrics is not served");
+            sidecar
+        }
+    };
     tracing::info!(
         event = "mcp_sidecar_listening",
         url = %format!("http://{}{}", sidecar.local_addr, metaforge_adapters_mcp::MCP_PATH),

@@ -17,6 +17,7 @@ use metaforge_app::gateway::chat::UsageStoreSink;
 use metaforge_app::gateway::harness::HarnessConfig;
 use metaforge_app::gateway::providers::ProviderRow;
 use metaforge_app::sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
+use metaforge_app::usage_metrics::UsageMetrics;
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 use metaforge_app::gateway::{self, AuthState, GatewayProposalGenerator, GatewayState};
@@ -232,6 +233,12 @@ async fn gateway_pipeline(
     clock: Arc<dyn Clock>,
 ) -> Result<Option<Arc<ProviderPipeline>>, StartError> {
     use metaforge_domain::routing::{RouteCall, resolve_route};
+    // A bad threshold refuses start even with no provider yet: it would bite the day one is added.
+    let env_vars: std::collections::BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| k == metaforge_domain::usage::RUN_SPEND_ALERT_ENV)
+        .collect();
+    let threshold =
+        metaforge_domain::usage::spend_threshold_from_env(&env_vars).map_err(StartError::Config)?;
     let configured: Vec<String> = rows
         .iter()
         .filter(|r| r.configured)
@@ -278,7 +285,8 @@ async fn gateway_pipeline(
             }
         }
     }
-    let sink = Arc::new(UsageStoreSink::new(usage, clock));
+    let sink =
+        Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
     let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
         BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
         other => StartError::Runtime(format!("provider pipeline: {other}")),

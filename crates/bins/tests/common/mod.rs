@@ -149,10 +149,23 @@ pub(crate) fn mcp_client(url: String) -> McpToolServer {
 /// would make it (the test crate carries no HTTP client): the status and the JSON body
 /// (`Null` when the body is not JSON).
 pub(crate) fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let (status, text) = http_raw(addr, method, path, body, &[]);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// [`http`] with extra request headers, answering the raw body text (e.g. `/metrics`).
+pub(crate) fn http_raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     let payload = body.map(Value::to_string).unwrap_or_default();
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
         payload.len()
     );
     stream.write_all(request.as_bytes()).expect("write");
@@ -164,7 +177,7 @@ pub(crate) fn http(addr: &str, method: &str, path: &str, body: Option<&Value>) -
         .and_then(|s| s.parse().ok())
         .expect("status");
     let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    (status, body.to_owned())
 }
 
 /// Tool-call arguments from a `json!` object literal.
