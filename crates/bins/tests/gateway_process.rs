@@ -1,5 +1,10 @@
 //! The gateway as a process: start-up policy, durability across a restart, the orphan rule.
 
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a peer that does not start must fail the test loudly"
+)]
+
 #[expect(
     dead_code,
     reason = "shared process helpers; these tests start no sidecar and compose no services of their own"
@@ -89,25 +94,32 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     assert_eq!(status, 409, "{conflict}");
 }
 
-#[test]
-fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
-    let home = tempfile::tempdir().expect("tempdir");
+/// `metaforge up` on free loopback ports over `home` with `vars` added: the process, the
+/// gateway's `host:port` and the MCP endpoint URL, read from its two banner lines.
+fn start_up(home: &std::path::Path, vars: &[(&str, String)]) -> (Process, String, String) {
     let mut child = server_command(
         &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
-        home.path(),
+        home,
     )
+    .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
     .spawn()
     .expect("spawn up");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
     let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
-    let _up = Process(child);
-    let gw = banner_address(&gateway_line);
+    let up = Process(child);
     let mcp_url = mcp_line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
         .expect("mcp url")
         .to_owned();
+    (up, banner_address(&gateway_line), mcp_url)
+}
+
+#[test]
+fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_up, gw, mcp_url) = start_up(home.path(), &[]);
     let (status, health) = http(&gw, "GET", "/health", None);
     assert_eq!(status, 200, "{health}");
 
@@ -322,23 +334,7 @@ fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by
 fn up_answers_flow_propose_without_operations_through_the_gateways_generator() {
     let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
     let home = tempfile::tempdir().expect("tempdir");
-    let mut child = server_command(
-        &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
-        home.path(),
-    )
-    .envs(aimock_provider_env(port, home.path()))
-    .spawn()
-    .expect("spawn up");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
-    let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
-    let _up = Process(child);
-    let gw = banner_address(&gateway_line);
-    let mcp_url = mcp_line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("mcp url")
-        .to_owned();
+    let (_up, gw, mcp_url) = start_up(home.path(), &aimock_provider_env(port, home.path()));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let client = mcp_client(mcp_url);
     let proposed = runtime

@@ -15,9 +15,9 @@ use metaforge_ports::{
 };
 use serde_json::{Map, Value, json};
 
-use super::flow_read::{context_argument, invalid};
+use super::flow_read::invalid;
 use super::flow_write::{
-    FlowStores, apply_answers, generated_needs_input, generator_intent, generator_unavailable,
+    FlowStores, context_with_answers, generated_needs_input, generator_intent, generator_unavailable,
     propose_descriptor, propose_spec, refused, version_descriptor, version_view, wants_generator,
 };
 use super::host::{SidecarHost, SidecarTool};
@@ -183,16 +183,10 @@ impl SidecarTool for BoundFlowPropose {
             .get("template_id")
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let mut context = match context_argument(&arguments) {
+        let context = match context_with_answers(&arguments) {
             Ok(c) => c,
-            Err(e) => return Ok(invalid(TOOL, "context", e)),
+            Err(refusal) => return Ok(*refusal),
         };
-        if let Some(answers) = arguments.get("answers").filter(|a| !a.is_null()) {
-            context = match apply_answers(context, answers) {
-                Ok(c) => Some(c),
-                Err(e) => return Ok(invalid(TOOL, "answers", e)),
-            };
-        }
         let context = match context.map(serde_json::to_value).transpose() {
             Ok(c) => c,
             Err(e) => return Ok(invalid(TOOL, "context", e.to_string())),
@@ -253,7 +247,7 @@ impl SidecarTool for BoundFlowPropose {
 
 /// The questions as the transport asks them, read from their wire form (`id`, `question`,
 /// `options`) so they look the same whichever bindings asked.
-fn input_questions(questions: &Value) -> Vec<InputQuestion> {
+pub(crate) fn input_questions(questions: &Value) -> Vec<InputQuestion> {
     questions
         .as_array()
         .map(Vec::as_slice)

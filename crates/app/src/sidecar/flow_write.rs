@@ -19,7 +19,7 @@ use metaforge_ports::{
 };
 use serde_json::{Map, Value, json};
 
-use super::bound::held_proposal_output;
+use super::bound::{held_proposal_output, input_questions};
 use super::flow_read::{context_argument, invalid};
 use super::host::{SidecarResource, SidecarTool};
 use crate::approvals::ApprovalService;
@@ -110,6 +110,21 @@ pub(crate) fn generator_intent(arguments: &Map<String, Value>) -> Option<String>
 pub(crate) fn wants_generator(arguments: &Map<String, Value>) -> bool {
     arguments.get("template_id").is_none_or(Value::is_null)
         && arguments.get("operations").is_none_or(Value::is_null)
+}
+
+/// The `context` argument with the person's `answers` folded in; a bad one is the refusal naming
+/// it (nothing was done).
+pub(crate) fn context_with_answers(
+    arguments: &Map<String, Value>,
+) -> Result<Option<FlowContext>, Box<HostCallOutcome>> {
+    const TOOL: &str = "flow.propose";
+    let context = context_argument(arguments).map_err(|e| Box::new(invalid(TOOL, "context", e)))?;
+    match arguments.get("answers").filter(|a| !a.is_null()) {
+        None => Ok(context),
+        Some(answers) => apply_answers(context, answers)
+            .map(Some)
+            .map_err(|e| Box::new(invalid(TOOL, "answers", e))),
+    }
 }
 
 /// Folds a person's answers (keyed by question id) into the tailoring context.
@@ -291,16 +306,10 @@ impl FlowPropose {
                 Err(e) => return Ok(invalid(TOOL, "operations", e.to_string())),
             },
         };
-        let mut context = match context_argument(&arguments) {
+        let context = match context_with_answers(&arguments) {
             Ok(c) => c,
-            Err(e) => return Ok(invalid(TOOL, "context", e)),
+            Err(refusal) => return Ok(*refusal),
         };
-        if let Some(answers) = arguments.get("answers").filter(|a| !a.is_null()) {
-            context = match apply_answers(context, answers) {
-                Ok(c) => Some(c),
-                Err(e) => return Ok(invalid(TOOL, "answers", e)),
-            };
-        }
         let outcome = self
             .stores
             .flow_service()
@@ -353,16 +362,10 @@ impl FlowPropose {
                 "send intent (and context) for MetaForge's generator, or template_id and operations to tailor the flow yourself".to_owned(),
             ));
         };
-        let mut context = match context_argument(arguments) {
+        let context = match context_with_answers(arguments) {
             Ok(c) => c,
-            Err(e) => return Ok(invalid(TOOL, "context", e)),
+            Err(refusal) => return Ok(*refusal),
         };
-        if let Some(answers) = arguments.get("answers").filter(|a| !a.is_null()) {
-            context = match apply_answers(context, answers) {
-                Ok(c) => Some(c),
-                Err(e) => return Ok(invalid(TOOL, "answers", e)),
-            };
-        }
         let Some(generator) = &self.generator else {
             return Ok(generator_unavailable(
                 "MetaForge's generator does not run in this sidecar: send template_id and operations (your own tailoring), or run the sidecar with METAFORGE_GATEWAY_URL or under `metaforge up`",
@@ -446,23 +449,7 @@ pub(crate) fn generator_unavailable(message: &str) -> HostCallOutcome {
 /// needs_input from the generator path, in the wire form of its questions (`id`, `question`,
 /// `options`, `source`), shared by the in-process and the gateway-bound tool.
 pub(crate) fn generated_needs_input(questions: &Value, notes: &[String]) -> HostCallOutcome {
-    let asked: Vec<InputQuestion> = questions
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|q| {
-            Some(InputQuestion {
-                id: q.get("id")?.as_str()?.to_owned(),
-                prompt: q.get("question")?.as_str()?.to_owned(),
-                choices: q
-                    .get("options")
-                    .and_then(Value::as_array)
-                    .map(|o| o.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                    .unwrap_or_default(),
-            })
-        })
-        .collect();
+    let asked = input_questions(questions);
     HostCallOutcome::NeedsInput {
         message: format!(
             "Before MetaForge's generator tailors a flow, it needs {} answer(s). Ask the person; do not answer them yourself.",
