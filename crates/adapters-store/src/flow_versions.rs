@@ -6,9 +6,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use metaforge_ports::{
     FlowVersionDecision, FlowVersionRecord, FlowVersionRestore, FlowVersionStore, PortError, PortErrorKind,
-    SkippedFlowVersion,
+    SkippedFlowVersion, sha256_hex,
 };
-use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 
 use crate::sqlite::{
@@ -16,11 +15,6 @@ use crate::sqlite::{
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/flow_versions");
-
-/// Lower-case hex SHA-256 of a frozen flow, the hash a version must carry.
-pub fn frozen_hash(frozen: &str) -> String {
-    hex::encode(Sha256::digest(frozen.as_bytes()))
-}
 
 /// The flow-version store in one SQLite file (`flow_versions.db`).
 #[derive(Clone)]
@@ -46,7 +40,7 @@ struct VersionRow {
 impl VersionRow {
     /// Decodes and verifies the row; a hash mismatch or undecodable field is `Corrupt`.
     fn into_verified(self) -> Result<FlowVersionRecord, PortError> {
-        let actual = frozen_hash(&self.frozen);
+        let actual = sha256_hex(&self.frozen);
         if actual != self.content_hash {
             return Err(PortError::new(
                 PortErrorKind::Corrupt,
@@ -87,7 +81,7 @@ pub(crate) fn validate_new_version(record: &FlowVersionRecord) -> Result<(), Por
     if record.template_id.trim().is_empty() {
         return invalid("template_id", "must not be empty".into());
     }
-    let actual = frozen_hash(&record.frozen);
+    let actual = sha256_hex(&record.frozen);
     if actual != record.content_hash {
         return invalid(
             "content_hash",

@@ -24,7 +24,7 @@ pub mod sessions;
 pub mod usage;
 
 pub use client_tasks::SqliteClientTaskStore;
-pub use flow_versions::{SqliteFlowVersionStore, frozen_hash};
+pub use flow_versions::SqliteFlowVersionStore;
 pub use runs::SqliteRunLedger;
 pub use sessions::SqliteSessionStore;
 pub use usage::SqliteUsageStore;

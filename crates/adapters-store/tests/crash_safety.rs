@@ -12,7 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, frozen_hash};
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
+use metaforge_ports::sha256_hex;
 use metaforge_ports::{
     ApprovalLedger, ApprovalStatus, Clock, FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus,
     FlowVersionStore, ORPHANED_APPROVAL_REASON, PortErrorKind, Timestamp,
@@ -48,7 +49,7 @@ async fn plant_tampered_version(dir: &Path, versions: &SqliteFlowVersionStore) {
             template_id: "tpl-crash".into(),
             template_version: "1.0.0".into(),
             status: FlowVersionStatus::Proposed,
-            content_hash: frozen_hash(&frozen),
+            content_hash: sha256_hex(&frozen),
             frozen,
             origin: FlowVersionOrigin::Caller,
             approval_id: None,
@@ -161,8 +162,8 @@ async fn sigkill_at_random_points_loses_no_committed_approval_or_version() {
             checked += 1;
             match versions.get(id).await {
                 Ok(v)
-                    if v.content_hash == frozen_hash(&v.frozen)
-                        && v.status == FlowVersionStatus::Proposed => {}
+                    if v.content_hash == sha256_hex(&v.frozen) && v.status == FlowVersionStatus::Proposed => {
+                }
                 other => {
                     lost += 1;
                     problems.push(format!("version {id}: {other:?}"));

@@ -333,20 +333,5 @@ pub fn invalid_arguments_envelope(tool: &str, errors: &[ArgumentError]) -> Value
 /// The same-turn duplicate guard's key: the tool and its arguments with object keys sorted, so
 /// `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call (MET-569).
 pub fn canonical_call_key(tool: &str, arguments: &Value) -> String {
-    fn canonical(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), canonical(&map[k])))
-                        .collect(),
-                )
-            }
-            Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
-            other => other.clone(),
-        }
-    }
-    format!("{tool}:{}", canonical(arguments))
+    format!("{tool}:{}", metaforge_ports::canonical::canonical_json(arguments))
 }

@@ -6,6 +6,7 @@
 
 pub mod approval;
 pub mod approval_ledger;
+pub mod canonical;
 pub mod client_task_store;
 pub mod clock;
 pub mod credentials;
@@ -29,6 +30,7 @@ pub use approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
     ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
 };
+pub use canonical::{canonical_json, canonical_sha256, sha256_hex};
 pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};
 pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};
@@ -51,7 +53,7 @@ pub use tools::{
 };
 pub use twin_store::{
     EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,
-    TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinNodeType, TwinStore, canonical_json,
+    TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinNodeType, TwinStore,
     twin_content_hash,
 };
 pub use usage::{Billing, UsageEvent};

@@ -3,7 +3,6 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
 use crate::error::PortError;
@@ -308,46 +307,6 @@ pub trait TwinStore: Send + Sync {
     async fn merge_fast_forward(&self, source: &str, target: &str) -> Result<TwinBranch, PortError>;
 }
 
-/// Canonical JSON: object keys sorted, no whitespace. Used for content hashes and for exact
-/// property matching, so every engine compares the same bytes.
-pub fn canonical_json(value: &serde_json::Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
-    match value {
-        serde_json::Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&serde_json::Value::String((*key).clone()).to_string());
-                out.push(':');
-                if let Some(v) = map.get(*key) {
-                    write_canonical(v, out);
-                }
-            }
-            out.push('}');
-        }
-        serde_json::Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
 /// The content hash of a node: SHA-256 (lower-case hex) of the canonical JSON of
 /// `{"properties": …, "type": …}`.
 pub fn twin_content_hash(
@@ -363,6 +322,5 @@ pub fn twin_content_hash(
         "properties".to_owned(),
         serde_json::Value::Object(properties.clone()),
     );
-    let digest = Sha256::digest(canonical_json(&serde_json::Value::Object(doc)).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::canonical::canonical_sha256(&serde_json::Value::Object(doc))
 }

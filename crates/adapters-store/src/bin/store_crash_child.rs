@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, frozen_hash};
+use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
+use metaforge_ports::sha256_hex;
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, Clock, FlowVersionOrigin,
     FlowVersionRecord, FlowVersionStatus, FlowVersionStore, PortError, PortErrorKind, Timestamp,
@@ -68,7 +69,7 @@ async fn run_loop(dir: &Path, tag: &str) -> Result<(), PortError> {
                 template_id: "tpl-crash".into(),
                 template_version: "1.0.0".into(),
                 status: FlowVersionStatus::Proposed,
-                content_hash: frozen_hash(&frozen),
+                content_hash: sha256_hex(&frozen),
                 frozen,
                 origin: FlowVersionOrigin::Server,
                 approval_id: Some(format!("a-{id}")),

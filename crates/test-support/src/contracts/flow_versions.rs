@@ -7,7 +7,7 @@ use metaforge_ports::{
 };
 
 use super::{kind_of, t};
-use crate::doubles::sha256_hex;
+use metaforge_ports::sha256_hex;
 
 /// Overwrites a stored version's frozen content behind the store's back (keeping its hash), as
 /// disk corruption or a hand edit would; the store must then refuse to serve it.

@@ -6,16 +6,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use metaforge_ports::{
     FlowVersionDecision, FlowVersionRecord, FlowVersionRestore, FlowVersionStore, PortError, PortErrorKind,
-    SkippedFlowVersion,
+    SkippedFlowVersion, sha256_hex,
 };
-use sha2::{Digest, Sha256};
 
 use super::{err, lock};
-
-/// Lower-case hex SHA-256.
-pub fn sha256_hex(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
-}
 
 /// A flow-version store in memory (unit tests only).
 #[derive(Default)]

@@ -12,7 +12,7 @@ mod usage;
 pub use approvals::MemoryApprovalLedger;
 pub use client_tasks::MemoryClientTaskStore;
 pub use event_bus::MemoryEventBus;
-pub use flow_versions::{MemoryFlowVersionStore, sha256_hex};
+pub use flow_versions::MemoryFlowVersionStore;
 pub use runs::MemoryRunLedger;
 pub use sessions::MemorySessionStore;
 pub use twin::MemoryTwinStore;
