@@ -557,7 +557,7 @@ async fn when_every_provider_fails_all_providers_failed_lists_each_attempt() {
         None,
     );
     let error = rig.pipeline.complete(&spec("s"), hello()).await.unwrap_err();
-    let PipelineError::AllProvidersFailed { role, attempts } = &error else {
+    let PipelineError::AllProvidersFailed { role, attempts, .. } = &error else {
         panic!("expected AllProvidersFailed, got {error}");
     };
     assert_eq!(role, "chat");

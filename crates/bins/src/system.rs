@@ -23,16 +23,74 @@ impl IdGen for UuidV7Ids {
     }
 }
 
-/// Structured JSON logs on stderr, filtered by `RUST_LOG` (default `info`).
+/// The filter used when neither `METAFORGE_LOG` nor `RUST_LOG` is set: our own events at info,
+/// library internals (MCP sessions, SQL statements, HTTP connections) only when they warn.
+pub(crate) const DEFAULT_LOG_FILTER: &str =
+    "info,rmcp=warn,sqlx=warn,hyper=warn,hyper_util=warn,h2=warn,reqwest=warn,tower=warn,tower_http=warn";
+
+/// How log lines are written on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogFormat {
+    /// One short line per event for people; coloured only when stderr is a terminal.
+    Text,
+    /// One JSON object per event for collectors (`METAFORGE_LOG_FORMAT=json`).
+    Json,
+}
+
+impl LogFormat {
+    /// Reads `METAFORGE_LOG_FORMAT` (`text` or `json`; unset means text).
+    pub(crate) fn from_env() -> Result<Self, String> {
+        match env("METAFORGE_LOG_FORMAT")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            None | Some("text") => Ok(Self::Text),
+            Some("json") => Ok(Self::Json),
+            Some(other) => Err(format!(
+                "METAFORGE_LOG_FORMAT: '{other}' is not a log format; use 'text' (the default) or 'json'"
+            )),
+        }
+    }
+}
+
+/// Logs on stderr for every command: filtered by `METAFORGE_LOG` (or `RUST_LOG`; default
+/// [`DEFAULT_LOG_FILTER`]), human lines by default, JSON with `METAFORGE_LOG_FORMAT=json`.
+/// A bad filter or format is reported on stderr and the defaults are used, so logging can never
+/// stop a command from running.
 pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    // A second initialisation (tests running commands in-process) is harmless; ignore it.
-    let _ = tracing_subscriber::fmt()
-        .json()
+    use tracing_subscriber::EnvFilter;
+    let filter = env("METAFORGE_LOG")
+        .or_else(|| env("RUST_LOG"))
+        .map_or_else(
+            || EnvFilter::new(DEFAULT_LOG_FILTER),
+            |directives| {
+                EnvFilter::try_new(&directives).unwrap_or_else(|err| {
+                    eprintln!("metaforge: METAFORGE_LOG: '{directives}' is not a log filter ({err}); using '{DEFAULT_LOG_FILTER}'");
+                    EnvFilter::new(DEFAULT_LOG_FILTER)
+                })
+            },
+        );
+    let format = LogFormat::from_env().unwrap_or_else(|err| {
+        eprintln!("metaforge: {err}");
+        LogFormat::Text
+    });
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests running commands in-process) is harmless; ignore it.
+    let _ = match format {
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init(),
+        LogFormat::Text => builder
+            .compact()
+            .with_target(false)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+    };
 }
 
 /// Reads an environment variable, treating an empty value as unset.

@@ -136,7 +136,56 @@ fn an_unreachable_provider_exits_1_listing_every_attempt() {
         .assert()
         .code(1)
         .stderr(
-            predicate::str::contains("all providers failed")
-                .and(predicate::str::contains("openai:gpt-4o #3")),
+            predicate::str::contains("all providers failed for openai:gpt-4o:")
+                .and(predicate::str::contains("openai:gpt-4o #3"))
+                .and(predicate::str::contains("role 'chat'").not()),
         );
+}
+
+#[test]
+fn a_silent_upstream_is_given_up_at_the_timeout_naming_the_flag_and_piped_stderr_shows_no_progress() {
+    let home = tempfile::tempdir().unwrap();
+    // Accepts connections and never answers: the adapter alone would wait minutes per attempt.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let started = std::time::Instant::now();
+    let output = metaforge(home.path())
+        .args([
+            "llm",
+            "complete",
+            "--provider",
+            "openai",
+            "--model",
+            "gpt-4o-mini",
+            "--timeout",
+            "1.5",
+            "hi",
+        ])
+        .env("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .env("OPENAI_API_KEY", "sk-test")
+        .output()
+        .unwrap();
+    let waited = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no answer within 1.5 s (--timeout)"), "{stderr}");
+    assert!(
+        !stderr.contains("waiting on"),
+        "progress is for terminals only: {stderr}"
+    );
+    assert!(
+        waited < std::time::Duration::from_secs(20),
+        "gave up after {waited:?}"
+    );
+    drop(silent);
+}
+
+#[test]
+fn a_timeout_that_is_not_a_positive_number_exits_2_naming_the_flag() {
+    let home = tempfile::tempdir().unwrap();
+    metaforge(home.path())
+        .args(["llm", "complete", "--role", "chat", "--timeout", "0", "hi"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--timeout").and(predicate::str::contains("positive")));
 }

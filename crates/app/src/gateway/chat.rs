@@ -275,7 +275,7 @@ pub(super) fn attempts_json(attempts: &[crate::pipeline::Attempt]) -> Vec<serde_
 /// limited, 503 with every attempt in `details` otherwise.
 fn pipeline_error(err: PipelineError) -> ApiError {
     match err {
-        PipelineError::AllProvidersFailed { role, attempts } => {
+        PipelineError::AllProvidersFailed { role, attempts, .. } => {
             let details = serde_json::json!({"role": role, "attempts": attempts_json(&attempts)});
             let all_limited = !attempts.is_empty()
                 && attempts

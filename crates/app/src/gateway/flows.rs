@@ -451,6 +451,7 @@ fn generate_error(err: GenerateError) -> ApiError {
         GenerateError::Generator(GeneratorError::Unreachable(PipelineError::AllProvidersFailed {
             role,
             attempts,
+            ..
         })) => ApiError::unavailable(format!(
             "no model is reachable for the flow generator (role '{role}'); no proposal was made"
         ))

@@ -105,10 +105,14 @@ pub enum PipelineError {
     #[error("credential store: {0}")]
     Credentials(String),
     /// Every candidate failed; every attempt is listed.
-    #[error("all providers failed for role '{role}': {}", .attempts.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    #[error("all providers failed for {asked}: {}", .attempts.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     AllProvidersFailed {
         /// The role.
         role: String,
+        /// What the caller asked for, in its own words: `provider:model` when it named one
+        /// explicitly, `role 'chat'` when it named a role, so the error never names a role the
+        /// user did not ask for.
+        asked: String,
         /// Every attempt, in order.
         attempts: Vec<Attempt>,
     },
@@ -131,6 +135,24 @@ pub struct Served<T> {
     pub fallback: Option<FallbackRecord>,
 }
 
+/// Which call the pipeline is waiting on, for a caller that shows progress on long waits (the
+/// CLI on a terminal). Published before every attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallProgress {
+    /// Provider being called.
+    pub provider: String,
+    /// Model being called.
+    pub model: String,
+    /// 1-based attempt at this provider.
+    pub attempt: u32,
+    /// Most attempts this provider gets (retries included; credential rotations may add more).
+    pub max_attempts: u32,
+    /// 1-based position of this provider in the chain.
+    pub candidate: usize,
+    /// Providers in the chain.
+    pub candidates: usize,
+}
+
 /// The pipeline.
 pub struct ProviderPipeline {
     providers: BTreeMap<String, ProviderEntry>,
@@ -140,6 +162,7 @@ pub struct ProviderPipeline {
     alarm: Arc<FallbackAlarm>,
     usage: Arc<dyn UsageSink>,
     prices: Option<Arc<PriceTable>>,
+    progress: Option<tokio::sync::watch::Sender<Option<CallProgress>>>,
 }
 
 impl std::fmt::Debug for ProviderPipeline {
@@ -181,7 +204,14 @@ impl ProviderPipeline {
             alarm,
             usage,
             prices: None,
+            progress: None,
         })
+    }
+
+    /// Publishes every attempt to `progress` (the CLI's "waiting on …" line).
+    pub fn with_progress(mut self, progress: tokio::sync::watch::Sender<Option<CallProgress>>) -> Self {
+        self.progress = Some(progress);
+        self
     }
 
     /// Prices every usage event from `prices` (models missing from it get cost `None`).
@@ -323,7 +353,7 @@ impl ProviderPipeline {
     {
         let chain = self.chain_for(spec)?;
         let mut attempts: Vec<Attempt> = Vec::new();
-        for candidate in &chain.candidates {
+        for (index, candidate) in chain.candidates.iter().enumerate() {
             let Some(entry) = self.providers.get(&candidate.provider) else {
                 return Err(PipelineError::ProviderNotWired(candidate.provider.clone()));
             };
@@ -339,6 +369,16 @@ impl ProviderPipeline {
             let mut attempt_no = 0u32;
             loop {
                 attempt_no += 1;
+                if let Some(progress) = &self.progress {
+                    progress.send_replace(Some(CallProgress {
+                        provider: candidate.provider.clone(),
+                        model: candidate.model.clone(),
+                        attempt: attempt_no,
+                        max_attempts: self.policy.api_max_retries.saturating_add(1).max(attempt_no),
+                        candidate: index + 1,
+                        candidates: chain.candidates.len(),
+                    }));
+                }
                 let result = call(Arc::clone(&entry.adapter), request.clone(), credential.clone()).await;
                 let err = match result {
                     Ok(value) => {
@@ -402,6 +442,10 @@ impl ProviderPipeline {
         }
         Err(PipelineError::AllProvidersFailed {
             role: spec.role.clone(),
+            asked: spec.explicit.as_ref().map_or_else(
+                || format!("role '{}'", spec.role),
+                |c| format!("{}:{}", c.provider, c.model),
+            ),
             attempts,
         })
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use futures::StreamExt;
-use metaforge_app::pipeline::{CallSpec, CallUsage, Candidate, PipelineError, UsageSink};
+use metaforge_app::pipeline::{CallProgress, CallSpec, CallUsage, Candidate, PipelineError, UsageSink};
 use metaforge_domain::providers::resolve_provider;
 use metaforge_domain::routing::{
     MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RouteCall, RoutingInputs, RoutingTable, env_var_for_role,
@@ -50,6 +50,10 @@ pub(crate) struct CompleteArgs {
     /// Output cap.
     #[arg(long)]
     max_tokens: Option<u32>,
+    /// Give up after this many seconds for the whole call (every retry and fallback included);
+    /// exit 1 naming the limit.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    timeout: Option<std::time::Duration>,
     /// The prompt.
     prompt: String,
 }
@@ -143,14 +147,7 @@ pub(crate) fn run_llm(command: LlmCommand) -> ExitCode {
 }
 
 async fn complete(args: CompleteArgs) -> ExitCode {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("METAFORGE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
+    crate::system::init_logging();
     let (role, chain, explicit) = match chain_from_args(&args) {
         Ok(parts) => parts,
         Err(err) => {
@@ -162,8 +159,9 @@ async fn complete(args: CompleteArgs) -> ExitCode {
     if !chain.is_empty() {
         chains.insert(role.clone(), chain);
     }
+    let (progress_tx, progress_rx) = tokio::sync::watch::channel(None);
     let pipeline = match build_pipeline(chains, explicit.as_slice(), &[], Arc::new(StderrUsage)) {
-        Ok(pipeline) => pipeline,
+        Ok(pipeline) => pipeline.with_progress(progress_tx),
         Err(BuildError::Config(err)) => {
             eprintln!("metaforge: {err}");
             return ExitCode::from(2);
@@ -183,12 +181,94 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         max_tokens: args.max_tokens,
         ..LlmRequest::default()
     };
+    let ticker = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        .then(|| tokio::spawn(show_progress(progress_rx)));
+    let call = answer(&pipeline, &spec, request, args.stream, ticker.as_ref());
+    let code = match args.timeout {
+        Some(limit) => match tokio::time::timeout(limit, call).await {
+            Ok(code) => code,
+            Err(_) => {
+                stop_progress(ticker.as_ref());
+                eprintln!(
+                    "metaforge: no answer within {} s (--timeout); nothing more was waited for",
+                    limit.as_secs_f64()
+                );
+                ExitCode::FAILURE
+            }
+        },
+        None => call.await,
+    };
+    stop_progress(ticker.as_ref());
+    code
+}
+
+/// Parses `--timeout` seconds (a positive number, fractions allowed).
+fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("'{text}' must be a positive number of seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(seconds))
+}
+
+/// On a terminal, after the first second, one self-updating line on stderr saying what the call
+/// waits on (provider, model, attempt n of m) and for how long.
+async fn show_progress(progress: tokio::sync::watch::Receiver<Option<CallProgress>>) {
+    let started = std::time::Instant::now();
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let waiting = progress.borrow().as_ref().map_or_else(
+            || "the provider pipeline".to_owned(),
+            |p| {
+                let chain = if p.candidates > 1 {
+                    format!(", provider {} of {}", p.candidate, p.candidates)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "{}:{} (attempt {} of {}{chain})",
+                    p.provider, p.model, p.attempt, p.max_attempts
+                )
+            },
+        );
+        eprint!("\r\x1b[2Kwaiting on {waiting}: {} s", started.elapsed().as_secs());
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Stops the progress line and clears it, so answers and errors start on a clean line.
+fn stop_progress(ticker: Option<&tokio::task::JoinHandle<()>>) {
+    if let Some(ticker) = ticker
+        && !ticker.is_finished()
+    {
+        ticker.abort();
+        eprint!("\r\x1b[2K");
+        let _ = std::io::stderr().flush();
+    }
+}
+
+/// Calls the pipeline and prints the answer (streamed or whole) on stdout.
+async fn answer(
+    pipeline: &metaforge_app::pipeline::ProviderPipeline,
+    spec: &CallSpec,
+    request: LlmRequest,
+    stream: bool,
+    ticker: Option<&tokio::task::JoinHandle<()>>,
+) -> ExitCode {
     let mut out = std::io::stdout();
-    if args.stream {
-        let served = match pipeline.stream(&spec, request).await {
+    if stream {
+        let served = match pipeline.stream(spec, request).await {
             Ok(s) => s,
-            Err(err) => return pipeline_failure(&err),
+            Err(err) => {
+                stop_progress(ticker);
+                return pipeline_failure(&err);
+            }
         };
+        stop_progress(ticker);
         let mut events = served.value;
         let mut failed = false;
         let mut line_open = false;
@@ -231,7 +311,9 @@ async fn complete(args: CompleteArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     } else {
-        let served = match pipeline.complete(&spec, request).await {
+        let served = pipeline.complete(spec, request).await;
+        stop_progress(ticker);
+        let served = match served {
             Ok(s) => s,
             Err(err) => return pipeline_failure(&err),
         };

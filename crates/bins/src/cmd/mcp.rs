@@ -55,14 +55,7 @@ enum McpCommand {
 /// Runs `metaforge mcp …`.
 pub(crate) fn run(args: McpArgs) -> ExitCode {
     let McpCommand::Serve { stdio: _, http } = args.command;
-    let _logging = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
-        )
-        .try_init();
+    crate::system::init_logging();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
