@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTransition, ApprovalTrigger,
-    Clock, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp, WaiterResolution,
+    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
+    ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp, WaiterResolution,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -18,9 +18,6 @@ use crate::sqlite::{
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/approvals");
-
-/// The reason written on a hold a read found past its deadline.
-pub const DEADLINE_REASON: &str = "deadline passed: no waiter resolved this approval before its deadline";
 
 const AWAITING: &str = "awaiting_approval";
 
@@ -105,11 +102,11 @@ impl SqliteApprovalLedger {
 
     /// Expires holds overdue at `now`. Decisions pass the same `now` they record, so a hold is
     /// either expired before the decision or decided before its deadline, never both.
-    async fn expire_overdue_at(&self, now: Timestamp) -> Result<(), PortError> {
-        let now = ts(now);
+    async fn expire_overdue_at(&self, at: Timestamp) -> Result<(), PortError> {
+        let now = ts(at);
         let overdue: Option<(String,)> = sqlx::query_as(
             "SELECT id FROM approvals WHERE status = 'awaiting_approval' \
-             AND deadline IS NOT NULL AND deadline <= ? LIMIT 1",
+             AND deadline IS NOT NULL AND deadline < ? LIMIT 1",
         )
         .bind(&now)
         .fetch_optional(&self.pool)
@@ -119,35 +116,23 @@ impl SqliteApprovalLedger {
             return Ok(());
         }
         let mut tx = begin_write(&self.pool).await?;
-        let expired: Vec<(String,)> = sqlx::query_as(
-            "SELECT id FROM approvals WHERE status = 'awaiting_approval' \
-             AND deadline IS NOT NULL AND deadline <= ?",
+        let rows: Vec<ApprovalRow> = sqlx::query_as(
+            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
+             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < ?",
         )
         .bind(&now)
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| db_error("list overdue approvals", e))?;
-        sqlx::query(
-            "INSERT INTO approval_history (approval_id, from_status, to_status, trigger, reason, at) \
-             SELECT id, status, 'timed_out', 'deadline', ?, ? FROM approvals \
-             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline <= ?",
-        )
-        .bind(DEADLINE_REASON)
-        .bind(&now)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("record approval deadline expiry", e))?;
-        sqlx::query(
-            "UPDATE approvals SET status = 'timed_out', reason = ?, decided_at = ? \
-             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline <= ?",
-        )
-        .bind(DEADLINE_REASON)
-        .bind(&now)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("expire overdue approvals", e))?;
+        let mut expired = Vec::with_capacity(rows.len());
+        for row in rows {
+            let current = row.into_record()?;
+            if let Some(next) = current.expired(at) {
+                Self::persist(&mut tx, &current, &next, ApprovalTrigger::Deadline).await?;
+                expired.push((next.id,));
+            }
+        }
         tx.commit()
             .await
             .map_err(|e| db_error("commit approval deadline expiry", e))?;
@@ -178,6 +163,36 @@ impl SqliteApprovalLedger {
         row.map(ApprovalRow::into_record).transpose()
     }
 
+    /// Writes `next` over `current` if the row is still open (compare-and-set on
+    /// `awaiting_approval`) and appends the audit entry. The next record was computed by the one
+    /// state machine (`ApprovalRecord::{decided, resolved, expired, orphaned}`); this only stores
+    /// it. Returns false when another writer closed the hold first (nothing written).
+    async fn persist(
+        tx: &mut Transaction<'static, Sqlite>,
+        current: &ApprovalRecord,
+        next: &ApprovalRecord,
+        trigger: ApprovalTrigger,
+    ) -> Result<bool, PortError> {
+        let changed = sqlx::query(
+            "UPDATE approvals SET status = ?, reason = ?, approver = ?, decided_at = ? \
+             WHERE id = ? AND status = 'awaiting_approval'",
+        )
+        .bind(label(&next.status)?)
+        .bind(&next.reason)
+        .bind(&next.approver)
+        .bind(next.decided_at.map(ts))
+        .bind(&current.id)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| db_error("change an approval", e))?
+        .rows_affected();
+        if changed == 0 {
+            return Ok(false);
+        }
+        Self::append_history(tx, &current.transition_to(next, trigger)).await?;
+        Ok(true)
+    }
+
     async fn append_history(
         tx: &mut Transaction<'static, Sqlite>,
         entry: &ApprovalTransition,
@@ -202,63 +217,10 @@ impl SqliteApprovalLedger {
     }
 }
 
-/// The conflict a decision on a closed hold gets: names the state and its reason (409 upstream).
-pub(crate) fn closed_conflict(record: &ApprovalRecord) -> PortError {
-    PortError::new(
-        PortErrorKind::Conflict,
-        format!(
-            "approval {} is {}, not awaiting_approval: {}",
-            record.id,
-            record.status.as_str(),
-            record.reason.as_deref().unwrap_or("no reason recorded")
-        ),
-    )
-}
-
-/// Refuses a record that cannot be parked, naming the field.
-pub(crate) fn validate_park(record: &ApprovalRecord) -> Result<(), PortError> {
-    let invalid = |field: &str, why: &str| {
-        Err(PortError::new(
-            PortErrorKind::Invalid,
-            format!("approval.{field}: {why}"),
-        ))
-    };
-    if record.id.trim().is_empty() {
-        return invalid("id", "must not be empty");
-    }
-    if record.tool.trim().is_empty() {
-        return invalid("tool", "must not be empty");
-    }
-    if record.status != ApprovalStatus::AwaitingApproval {
-        return invalid("status", "a new hold must be awaiting_approval");
-    }
-    if record.approver.is_some() {
-        return invalid("approver", "a new hold has no approver");
-    }
-    if record.decided_at.is_some() {
-        return invalid("decided_at", "a new hold is not decided");
-    }
-    if record.deadline.is_some_and(|d| d < record.created_at) {
-        return invalid("deadline", "must not be before created_at");
-    }
-    Ok(())
-}
-
-/// Refuses a decision without an approver.
-pub(crate) fn validate_decision(decision: &ApprovalDecision) -> Result<(), PortError> {
-    if decision.approver.trim().is_empty() {
-        return Err(PortError::new(
-            PortErrorKind::Invalid,
-            "decision.approver: must not be empty",
-        ));
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl ApprovalLedger for SqliteApprovalLedger {
     async fn park(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
-        validate_park(&record)?;
+        record.check_new()?;
         let mut tx = begin_write(&self.pool).await?;
         let inserted = sqlx::query(
             "INSERT INTO approvals (id, kind, tool, arguments, caller, status, reason, approver, \
@@ -287,19 +249,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
             }
             return Err(err);
         }
-        Self::append_history(
-            &mut tx,
-            &ApprovalTransition {
-                approval_id: record.id.clone(),
-                from: None,
-                to: ApprovalStatus::AwaitingApproval,
-                trigger: ApprovalTrigger::Park,
-                reason: record.reason.clone(),
-                approver: None,
-                at: record.created_at,
-            },
-        )
-        .await?;
+        Self::append_history(&mut tx, &record.park_transition()).await?;
         tx.commit()
             .await
             .map_err(|e| db_error("commit a parked approval", e))?;
@@ -339,56 +289,23 @@ impl ApprovalLedger for SqliteApprovalLedger {
     }
 
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
-        validate_decision(&decision)?;
+        decision.check()?;
         let now = self.clock.now();
         self.expire_overdue_at(now).await?;
-        let status = if decision.approve {
-            ApprovalStatus::Approved
-        } else {
-            ApprovalStatus::Rejected
-        };
         let mut tx = begin_write(&self.pool).await?;
-        let changed = sqlx::query(
-            "UPDATE approvals SET status = ?, reason = ?, approver = ?, decided_at = ? \
-             WHERE id = ? AND status = 'awaiting_approval'",
-        )
-        .bind(label(&status)?)
-        .bind(&decision.note)
-        .bind(&decision.approver)
-        .bind(ts(now))
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("decide an approval", e))?
-        .rows_affected();
-        if changed == 0 {
-            let current = Self::fetch_in(&mut tx, id).await?;
-            drop(tx);
-            return Err(match current {
-                None => not_found("approval", id),
-                Some(record) => closed_conflict(&record),
-            });
-        }
-        Self::append_history(
-            &mut tx,
-            &ApprovalTransition {
-                approval_id: id.to_owned(),
-                from: Some(ApprovalStatus::AwaitingApproval),
-                to: status,
-                trigger: ApprovalTrigger::Decision,
-                reason: decision.note.clone(),
-                approver: Some(decision.approver.clone()),
-                at: now,
-            },
-        )
-        .await?;
-        let record = Self::fetch_in(&mut tx, id)
+        let current = Self::fetch_in(&mut tx, id)
             .await?
             .ok_or_else(|| not_found("approval", id))?;
+        let next = current.decided(&decision, now)?;
+        if !Self::persist(&mut tx, &current, &next, ApprovalTrigger::Decision).await? {
+            // Unreachable under BEGIN IMMEDIATE (the row was read open in this transaction);
+            // answered as the conflict it would be rather than assumed.
+            return Err(current.conflict());
+        }
         tx.commit()
             .await
             .map_err(|e| db_error("commit an approval decision", e))?;
-        Ok(record)
+        Ok(next)
     }
 
     async fn resolve(
@@ -399,89 +316,42 @@ impl ApprovalLedger for SqliteApprovalLedger {
     ) -> Result<ResolveOutcome, PortError> {
         let now = self.clock.now();
         self.expire_overdue_at(now).await?;
-        let status = resolution.status();
         let mut tx = begin_write(&self.pool).await?;
-        let changed = sqlx::query(
-            "UPDATE approvals SET status = ?, reason = ?, decided_at = ? \
-             WHERE id = ? AND status = 'awaiting_approval'",
-        )
-        .bind(label(&status)?)
-        .bind(&reason)
-        .bind(ts(now))
-        .bind(id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("resolve an approval", e))?
-        .rows_affected();
-        if changed == 0 {
-            let current = Self::fetch_in(&mut tx, id).await?;
-            drop(tx);
-            return match current {
-                None => Err(not_found("approval", id)),
-                Some(record)
-                    if matches!(record.status, ApprovalStatus::Approved | ApprovalStatus::Rejected) =>
-                {
-                    Err(closed_conflict(&record))
-                }
-                Some(record) => Ok(ResolveOutcome::AlreadyClosed { record }),
-            };
-        }
-        Self::append_history(
-            &mut tx,
-            &ApprovalTransition {
-                approval_id: id.to_owned(),
-                from: Some(ApprovalStatus::AwaitingApproval),
-                to: status,
-                trigger: ApprovalTrigger::Waiter,
-                reason,
-                approver: None,
-                at: now,
-            },
-        )
-        .await?;
-        let record = Self::fetch_in(&mut tx, id)
+        let current = Self::fetch_in(&mut tx, id)
             .await?
             .ok_or_else(|| not_found("approval", id))?;
+        let outcome = current.resolved(resolution, reason, now)?;
+        if let ResolveOutcome::Resolved { record: next } = &outcome
+            && !Self::persist(&mut tx, &current, next, ApprovalTrigger::Waiter).await?
+        {
+            return Err(current.conflict());
+        }
         tx.commit()
             .await
             .map_err(|e| db_error("commit an approval resolution", e))?;
-        Ok(ResolveOutcome::Resolved { record })
+        Ok(outcome)
     }
 
     async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
         // A hold whose deadline already passed timed out; only the rest were orphaned.
         self.expire_overdue().await?;
-        let now = ts(self.clock.now());
+        let now = self.clock.now();
         let mut tx = begin_write(&self.pool).await?;
-        let ids: Vec<(String,)> = sqlx::query_as(
-            "SELECT id FROM approvals WHERE status = 'awaiting_approval' ORDER BY created_at, id",
+        let rows: Vec<ApprovalRow> = sqlx::query_as(
+            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
+             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             WHERE status = 'awaiting_approval' ORDER BY created_at, id",
         )
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| db_error("list orphaned approvals", e))?;
-        sqlx::query(
-            "INSERT INTO approval_history (approval_id, from_status, to_status, trigger, reason, at) \
-             SELECT id, status, 'failed', 'restart', ?, ? FROM approvals \
-             WHERE status = 'awaiting_approval'",
-        )
-        .bind(ORPHANED_APPROVAL_REASON)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("record orphaned approvals", e))?;
-        sqlx::query(
-            "UPDATE approvals SET status = 'failed', reason = ?, decided_at = ? \
-             WHERE status = 'awaiting_approval'",
-        )
-        .bind(ORPHANED_APPROVAL_REASON)
-        .bind(&now)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("mark orphaned approvals failed", e))?;
-        let mut orphaned = Vec::with_capacity(ids.len());
-        for (id,) in &ids {
-            if let Some(record) = Self::fetch_in(&mut tx, id).await? {
-                orphaned.push(record);
+        let mut orphaned = Vec::with_capacity(rows.len());
+        for row in rows {
+            let current = row.into_record()?;
+            if let Some(next) = current.orphaned(now)
+                && Self::persist(&mut tx, &current, &next, ApprovalTrigger::Restart).await?
+            {
+                orphaned.push(next);
             }
         }
         tx.commit()

@@ -10,8 +10,7 @@ use metaforge_ports::{
     ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionStatus, IdGen, PortError, PortErrorKind,
 };
 
-/// The longest a waiter may wait on one hold: a week.
-pub const MAX_HOLD_TIMEOUT_SECONDS: u64 = 604_800;
+pub use metaforge_ports::MAX_HOLD_TIMEOUT_SECONDS;
 
 /// A hold a waiter asks to park (sidecar remote mode, chat harness).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
@@ -77,22 +76,7 @@ impl ApprovalService {
             return Err(PortError::new(PortErrorKind::Invalid, "caller must not be empty"));
         }
         let now = self.clock.now();
-        let deadline = match request.timeout_seconds {
-            None => None,
-            Some(secs) if secs <= MAX_HOLD_TIMEOUT_SECONDS => {
-                let grace = metaforge_ports::approval_ledger::APPROVAL_DEADLINE_GRACE_SECONDS;
-                let total = i64::try_from(secs).unwrap_or_default().saturating_add(grace);
-                chrono::Duration::try_seconds(total).and_then(|d| now.checked_add_signed(d))
-            }
-            Some(secs) => {
-                return Err(PortError::new(
-                    PortErrorKind::Invalid,
-                    format!(
-                        "timeout_seconds must be at most {MAX_HOLD_TIMEOUT_SECONDS} (a week), not {secs}"
-                    ),
-                ));
-            }
-        };
+        let deadline = metaforge_ports::hold_deadline(now, request.timeout_seconds)?;
         let record = ApprovalRecord {
             id: self.ids.new_id(),
             kind: ApprovalKind::ToolCall,

@@ -95,7 +95,6 @@ impl WaiterResolution {
 /// an error, but the caller learns it changed nothing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ResolveOutcome {
     /// The hold was open and is now closed as asked.
     Resolved {

@@ -6,6 +6,7 @@
 
 pub mod approval;
 pub mod approval_ledger;
+pub mod approval_rules;
 pub mod canonical;
 pub mod client_task_store;
 pub mod clock;
@@ -30,6 +31,7 @@ pub use approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
     ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
 };
+pub use approval_rules::{DEADLINE_REASON, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline};
 pub use canonical::{canonical_json, canonical_sha256, sha256_hex};
 pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};

@@ -249,6 +249,8 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     let mut overdue = hold("a-6", clock);
     overdue.deadline = Some(clock.now());
     ledger.park(overdue).await.expect("park a-6");
+    // At its deadline a decision still lands; one second later the hold is past it.
+    clock.advance(chrono::Duration::seconds(1));
     let orphaned = ledger.restore().await.expect("restore");
     let mut ids: Vec<String> = orphaned.iter().map(|r| r.id.clone()).collect();
     ids.sort();

@@ -6,13 +6,10 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTransition, ApprovalTrigger,
-    Clock, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
+    Clock, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
 };
 
 use super::{err, lock};
-
-/// Mirrors the reason the SQLite ledger writes at deadline expiry.
-const DEADLINE_REASON: &str = "deadline passed: no waiter resolved this approval before its deadline";
 
 #[derive(Default)]
 struct State {
@@ -38,64 +35,36 @@ impl MemoryApprovalLedger {
 
     fn expire(&self, state: &mut State) {
         let now = self.clock.now();
-        let overdue: Vec<String> = state
+        let expired: Vec<(ApprovalRecord, ApprovalRecord)> = state
             .records
             .values()
-            .filter(|r| r.status == ApprovalStatus::AwaitingApproval && r.deadline.is_some_and(|d| d <= now))
-            .map(|r| r.id.clone())
+            .filter_map(|r| r.expired(now).map(|next| (r.clone(), next)))
             .collect();
-        for id in overdue {
-            if let Some(r) = state.records.get_mut(&id) {
-                r.status = ApprovalStatus::TimedOut;
-                r.reason = Some(DEADLINE_REASON.to_owned());
-                r.decided_at = Some(now);
-            }
-            state.history.push(ApprovalTransition {
-                approval_id: id,
-                from: Some(ApprovalStatus::AwaitingApproval),
-                to: ApprovalStatus::TimedOut,
-                trigger: ApprovalTrigger::Deadline,
-                reason: Some(DEADLINE_REASON.to_owned()),
-                approver: None,
-                at: now,
-            });
+        for (current, next) in expired {
+            Self::store(state, &current, next, ApprovalTrigger::Deadline);
         }
     }
-}
 
-fn closed_conflict(r: &ApprovalRecord) -> PortError {
-    err(
-        PortErrorKind::Conflict,
-        format!(
-            "approval {} is {}, not awaiting_approval: {}",
-            r.id,
-            r.status.as_str(),
-            r.reason.as_deref().unwrap_or("no reason recorded")
-        ),
-    )
+    /// Stores `next` (computed by the port's state machine) over the open `current` and appends
+    /// the audit entry; the double only persists, like the SQLite engine.
+    fn store(state: &mut State, current: &ApprovalRecord, next: ApprovalRecord, trigger: ApprovalTrigger) {
+        state.history.push(current.transition_to(&next, trigger));
+        state.records.insert(next.id.clone(), next);
+    }
+
+    fn current(state: &State, id: &str) -> Result<ApprovalRecord, PortError> {
+        state
+            .records
+            .get(id)
+            .cloned()
+            .ok_or_else(|| err(PortErrorKind::NotFound, format!("approval {id:?} does not exist")))
+    }
 }
 
 #[async_trait]
 impl ApprovalLedger for MemoryApprovalLedger {
     async fn park(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
-        if record.id.trim().is_empty() || record.tool.trim().is_empty() {
-            return Err(err(PortErrorKind::Invalid, "approval.id/tool: must not be empty"));
-        }
-        if record.status != ApprovalStatus::AwaitingApproval
-            || record.approver.is_some()
-            || record.decided_at.is_some()
-        {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "approval.status: a new hold must be awaiting_approval",
-            ));
-        }
-        if record.deadline.is_some_and(|d| d < record.created_at) {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "approval.deadline: must not be before created_at",
-            ));
-        }
+        record.check_new()?;
         let mut s = lock(&self.state);
         if s.records.contains_key(&record.id) {
             return Err(err(
@@ -103,15 +72,7 @@ impl ApprovalLedger for MemoryApprovalLedger {
                 format!("approval {} already exists", record.id),
             ));
         }
-        s.history.push(ApprovalTransition {
-            approval_id: record.id.clone(),
-            from: None,
-            to: ApprovalStatus::AwaitingApproval,
-            trigger: ApprovalTrigger::Park,
-            reason: record.reason.clone(),
-            approver: None,
-            at: record.created_at,
-        });
+        s.history.push(record.park_transition());
         s.order.push(record.id.clone());
         s.records.insert(record.id.clone(), record.clone());
         Ok(record)
@@ -149,41 +110,13 @@ impl ApprovalLedger for MemoryApprovalLedger {
     }
 
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
-        if decision.approver.trim().is_empty() {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "decision.approver: must not be empty",
-            ));
-        }
+        decision.check()?;
         let mut s = lock(&self.state);
         self.expire(&mut s);
-        let now = self.clock.now();
-        let r = s
-            .records
-            .get_mut(id)
-            .ok_or_else(|| err(PortErrorKind::NotFound, format!("approval {id:?} does not exist")))?;
-        if r.status != ApprovalStatus::AwaitingApproval {
-            return Err(closed_conflict(r));
-        }
-        r.status = if decision.approve {
-            ApprovalStatus::Approved
-        } else {
-            ApprovalStatus::Rejected
-        };
-        r.reason = decision.note.clone();
-        r.approver = Some(decision.approver.clone());
-        r.decided_at = Some(now);
-        let record = r.clone();
-        s.history.push(ApprovalTransition {
-            approval_id: id.to_owned(),
-            from: Some(ApprovalStatus::AwaitingApproval),
-            to: record.status,
-            trigger: ApprovalTrigger::Decision,
-            reason: decision.note,
-            approver: Some(decision.approver),
-            at: now,
-        });
-        Ok(record)
+        let current = Self::current(&s, id)?;
+        let next = current.decided(&decision, self.clock.now())?;
+        Self::store(&mut s, &current, next.clone(), ApprovalTrigger::Decision);
+        Ok(next)
     }
 
     async fn resolve(
@@ -194,30 +127,12 @@ impl ApprovalLedger for MemoryApprovalLedger {
     ) -> Result<ResolveOutcome, PortError> {
         let mut s = lock(&self.state);
         self.expire(&mut s);
-        let now = self.clock.now();
-        let r = s
-            .records
-            .get_mut(id)
-            .ok_or_else(|| err(PortErrorKind::NotFound, format!("approval {id:?} does not exist")))?;
-        match r.status {
-            ApprovalStatus::AwaitingApproval => {}
-            ApprovalStatus::Approved | ApprovalStatus::Rejected => return Err(closed_conflict(r)),
-            _ => return Ok(ResolveOutcome::AlreadyClosed { record: r.clone() }),
+        let current = Self::current(&s, id)?;
+        let outcome = current.resolved(resolution, reason, self.clock.now())?;
+        if let ResolveOutcome::Resolved { record } = &outcome {
+            Self::store(&mut s, &current, record.clone(), ApprovalTrigger::Waiter);
         }
-        r.status = resolution.status();
-        r.reason = reason.clone();
-        r.decided_at = Some(now);
-        let record = r.clone();
-        s.history.push(ApprovalTransition {
-            approval_id: id.to_owned(),
-            from: Some(ApprovalStatus::AwaitingApproval),
-            to: record.status,
-            trigger: ApprovalTrigger::Waiter,
-            reason,
-            approver: None,
-            at: now,
-        });
-        Ok(ResolveOutcome::Resolved { record })
+        Ok(outcome)
     }
 
     async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
@@ -225,25 +140,14 @@ impl ApprovalLedger for MemoryApprovalLedger {
         self.expire(&mut s);
         let now = self.clock.now();
         let mut out = Vec::new();
-        let ids: Vec<String> = s.order.clone();
-        for id in ids {
-            let Some(r) = s.records.get_mut(&id) else { continue };
-            if r.status != ApprovalStatus::AwaitingApproval {
+        for id in s.order.clone() {
+            let Some(current) = s.records.get(&id).cloned() else {
                 continue;
+            };
+            if let Some(next) = current.orphaned(now) {
+                out.push(next.clone());
+                Self::store(&mut s, &current, next, ApprovalTrigger::Restart);
             }
-            r.status = ApprovalStatus::Failed;
-            r.reason = Some(ORPHANED_APPROVAL_REASON.to_owned());
-            r.decided_at = Some(now);
-            out.push(r.clone());
-            s.history.push(ApprovalTransition {
-                approval_id: id,
-                from: Some(ApprovalStatus::AwaitingApproval),
-                to: ApprovalStatus::Failed,
-                trigger: ApprovalTrigger::Restart,
-                reason: Some(ORPHANED_APPROVAL_REASON.to_owned()),
-                approver: None,
-                at: now,
-            });
         }
         out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(out)

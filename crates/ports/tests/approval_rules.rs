@@ -1,5 +1,6 @@
-//! Table + properties: the approval state machine (FORGE-89/393/466), from
-//! `fixtures/rules/approvals.json`.
+//! Table + properties: the approval state machine (FORGE-89/393/466) on the ledger's record type,
+//! from `fixtures/rules/approvals.json`. Every ledger engine and double computes transitions with
+//! these methods, so this table pins what every engine does.
 
 #![expect(
     clippy::unwrap_used,
@@ -7,11 +8,10 @@
 )]
 
 use chrono::{Duration, TimeZone, Utc};
-use metaforge_domain::approvals::{
-    ApprovalError, DecisionRecord, NewHold, Resolution, Verdict, WaiterOutcome, decide, expire_if_overdue,
-    orphan_on_restart, park, resolve,
+use metaforge_ports::{
+    ApprovalDecision, ApprovalKind, ApprovalRecord, ApprovalStatus, PortErrorKind, ResolveOutcome, Timestamp,
+    WaiterResolution, hold_deadline,
 };
-use metaforge_ports::{ApprovalKind, ApprovalRecord, ApprovalStatus, Timestamp};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -20,18 +20,27 @@ fn t0() -> Timestamp {
 }
 
 fn parked(timeout: Option<u64>) -> ApprovalRecord {
-    park(
-        NewHold {
-            id: "01890000-0000-7000-8000-000000000001".into(),
-            kind: ApprovalKind::ToolCall,
-            tool: "twin.commit_geometry".into(),
-            arguments: json!({"path": "/tmp/a.step", "approver": "the-agent"}),
-            caller: "remote".into(),
-            flow_version_id: None,
-            timeout_seconds: timeout,
-        },
-        t0(),
-    )
+    let record = ApprovalRecord {
+        id: "01890000-0000-7000-8000-000000000001".into(),
+        kind: ApprovalKind::ToolCall,
+        tool: "twin.commit_geometry".into(),
+        arguments: json!({"path": "/tmp/a.step", "approver": "the-agent"}),
+        caller: "remote".into(),
+        status: ApprovalStatus::AwaitingApproval,
+        reason: None,
+        approver: None,
+        flow_version_id: None,
+        created_at: t0(),
+        decided_at: None,
+        deadline: hold_deadline(t0(), timeout).unwrap(),
+    };
+    record.check_new().unwrap();
+    record
+}
+
+/// The record after a read at `now` (a read expires an overdue hold).
+fn read(record: &ApprovalRecord, now: Timestamp) -> ApprovalRecord {
+    record.expired(now).unwrap_or_else(|| record.clone())
 }
 
 /// Applies one fixture event; returns the outcome label.
@@ -39,45 +48,44 @@ fn apply(record: &mut ApprovalRecord, event: &Value) -> String {
     let now = t0() + Duration::seconds(event["at_s"].as_i64().unwrap());
     match event["op"].as_str().unwrap() {
         "decide" => {
-            let decision = DecisionRecord {
-                verdict: serde_json::from_value(event["verdict"].clone()).unwrap(),
+            let decision = ApprovalDecision {
+                approve: event["verdict"].as_str().unwrap() == "approve",
                 approver: event["approver"].as_str().unwrap().to_owned(),
                 note: event["note"].as_str().map(str::to_owned),
             };
-            match decide(record, &decision, now) {
+            match record.decided(&decision, now) {
                 Ok(next) => {
                     *record = next;
                     "ok".into()
                 }
-                Err(ApprovalError::Conflict { state, .. }) => {
-                    *record = expire_if_overdue(record, now).0;
-                    format!("conflict:{state}")
+                Err(err) if err.kind == PortErrorKind::Conflict => {
+                    *record = read(record, now);
+                    format!("conflict:{}", record.status.as_str())
                 }
-                Err(ApprovalError::MissingApprover) => "missing_approver".into(),
+                Err(err) if err.kind == PortErrorKind::Invalid => "missing_approver".into(),
                 Err(other) => format!("error:{other}"),
             }
         }
         "resolve" => {
-            let outcome: WaiterOutcome = serde_json::from_value(event["outcome"].clone()).unwrap();
-            match resolve(record, outcome, now) {
-                Resolution::Closed(next) => {
+            let outcome: WaiterResolution = serde_json::from_value(event["outcome"].clone()).unwrap();
+            let reason = event.get("reason").and_then(Value::as_str).map(str::to_owned);
+            match record.resolved(outcome, reason, now) {
+                Ok(ResolveOutcome::Resolved { record: next }) => {
                     *record = next;
                     "closed".into()
                 }
-                Resolution::AlreadyClosed(next) => {
+                Ok(ResolveOutcome::AlreadyClosed { record: next }) => {
                     *record = next;
                     "already_closed".into()
                 }
-                Resolution::AlreadyDecided(next) => {
-                    *record = next;
-                    "already_decided".into()
-                }
-                other => format!("unexpected:{other:?}"),
+                Err(err) if err.kind == PortErrorKind::Conflict => "already_decided".into(),
+                Err(other) => format!("error:{other}"),
             }
         }
         "restart" => {
             let before = record.status;
-            *record = orphan_on_restart(record, now);
+            *record = read(record, now);
+            *record = record.orphaned(now).unwrap_or_else(|| record.clone());
             if before == record.status {
                 "unchanged".into()
             } else {
@@ -85,8 +93,9 @@ fn apply(record: &mut ApprovalRecord, event: &Value) -> String {
             }
         }
         "read" => {
-            let (next, changed) = expire_if_overdue(record, now);
-            *record = next;
+            let next = record.expired(now);
+            let changed = next.is_some();
+            *record = next.unwrap_or_else(|| record.clone());
             if changed {
                 "expired".into()
             } else {
@@ -153,18 +162,26 @@ fn the_deadline_is_the_timeout_plus_thirty_seconds() {
 }
 
 #[test]
+fn a_timeout_over_a_week_is_refused_never_clamped() {
+    let err = hold_deadline(t0(), Some(604_801)).unwrap_err();
+    assert_eq!(err.kind, PortErrorKind::Invalid);
+    assert!(err.message.contains("timeout_seconds"), "{err}");
+    assert!(hold_deadline(t0(), Some(604_800)).unwrap().is_some());
+}
+
+#[test]
 fn the_approver_comes_from_the_decision_never_from_the_arguments() {
     let record = parked(Some(60));
-    let decided = decide(
-        &record,
-        &DecisionRecord {
-            verdict: Verdict::Approve,
-            approver: "alice".into(),
-            note: None,
-        },
-        t0(),
-    )
-    .unwrap();
+    let decided = record
+        .decided(
+            &ApprovalDecision {
+                approve: true,
+                approver: "alice".into(),
+                note: None,
+            },
+            t0(),
+        )
+        .unwrap();
     assert_eq!(decided.approver.as_deref(), Some("alice"));
     assert_eq!(decided.arguments["approver"], "the-agent");
 }
@@ -202,22 +219,25 @@ proptest! {
             let now = t0() + Duration::seconds(clock);
             record = match event {
                 Event::Decide(approve, who) => {
-                    let d = DecisionRecord {
-                        verdict: if approve { Verdict::Approve } else { Verdict::Reject },
+                    let d = ApprovalDecision {
+                        approve,
                         approver: ["alice", "bob", " "][who as usize].into(),
                         note: None,
                     };
-                    decide(&record, &d, now).unwrap_or_else(|_| expire_if_overdue(&record, now).0)
+                    record.decided(&d, now).unwrap_or_else(|_| read(&record, now))
                 }
                 Event::Resolve(timed_out) => {
-                    let outcome = if timed_out { WaiterOutcome::TimedOut } else { WaiterOutcome::Canceled };
-                    match resolve(&record, outcome, now) {
-                        Resolution::Closed(r) | Resolution::AlreadyClosed(r) | Resolution::AlreadyDecided(r) => r,
-                        _ => record.clone(),
+                    let outcome = if timed_out { WaiterResolution::TimedOut } else { WaiterResolution::Canceled };
+                    match record.resolved(outcome, Some("closed by the waiter".into()), now) {
+                        Ok(ResolveOutcome::Resolved { record: r } | ResolveOutcome::AlreadyClosed { record: r }) => r,
+                        Err(_) => read(&record, now),
                     }
                 }
-                Event::Restart => orphan_on_restart(&record, now),
-                Event::Read => expire_if_overdue(&record, now).0,
+                Event::Restart => {
+                    let current = read(&record, now);
+                    current.orphaned(now).unwrap_or(current)
+                }
+                Event::Read => read(&record, now),
             };
             match &first_final {
                 None if record.status.is_final() => {
