@@ -1,7 +1,10 @@
 //! `cargo xtask`: the project's automation, one entry point for CI and developers.
 //!
 //! Subcommands:
-//! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
+//! - `ci`       — the one local gate: installs missing test tools (`setup`), then fmt check, clippy
+//!   `-D warnings`, layering, nextest, doctests, cargo-deny.
+//! - `setup`    — installs what the tests need when it is missing (venv + npm prefix under
+//!   `METAFORGE_TOOLS_DIR`, cargo-nextest, cargo-deny, promtool).
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
@@ -15,6 +18,7 @@ mod bench_gateway;
 mod bench_pipeline;
 mod e2e;
 mod layering;
+mod setup;
 
 use std::process::{Command, ExitCode};
 
@@ -24,8 +28,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("setup") => setup::ensure(),
         Some("layering") => layering::check(),
-        Some("test") => test(),
+        Some("test") => setup::ensure().and_then(|()| test()),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
         Some("alerts") => alerts(),
         Some("api-fuzz") => api_fuzz::run(args.get(1).map_or("50", String::as_str)),
@@ -35,7 +40,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|layering|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }
@@ -54,6 +59,7 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
     eprintln!("xtask: $ {program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(setup::tool_env().iter().map(|(k, v)| (k, v)))
         .status()
         .with_context(|| format!("could not start `{program}`"))?;
     if !status.success() {
@@ -63,6 +69,7 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
 }
 
 fn ci() -> Result<()> {
+    setup::ensure()?;
     run("cargo", &["fmt", "--all", "--", "--check"])?;
     run(
         "cargo",

