@@ -5,6 +5,7 @@
 //!   `-D warnings`, layering, nextest, doctests, cargo-deny.
 //! - `setup`    — installs what the tests need when it is missing (venv + npm prefix under
 //!   `METAFORGE_TOOLS_DIR`, cargo-nextest, cargo-deny, promtool).
+//! - `doc-check` — fails when `docs/ARCHITECTURE.md` names a path or identifier that does not exist.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
@@ -16,6 +17,7 @@ mod api_fuzz;
 mod bench;
 mod bench_gateway;
 mod bench_pipeline;
+mod doc_check;
 mod e2e;
 mod layering;
 mod setup;
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("setup") => setup::ensure(),
+        Some("doc-check") => doc_check::run(),
         Some("layering") => layering::check(),
         Some("test") => setup::ensure().and_then(|()| test()),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
@@ -40,7 +43,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }
@@ -84,6 +87,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
+    doc_check::run()?;
     alerts()?;
     test()?;
     api_fuzz::run("50")?;

@@ -142,12 +142,7 @@ fn python_packages(venv: &Path) -> Result<()> {
     let venv_text = venv.to_string_lossy();
     crate::run("python3", &["-m", "venv", &venv_text])?;
     let pip = venv.join("bin/pip");
-    let mut args = vec![
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-input",
-    ];
+    let mut args = vec!["install", "--quiet", "--disable-pip-version-check", "--no-input"];
     args.extend_from_slice(PIP_PACKAGES);
     crate::run(&pip.to_string_lossy(), &args)?;
     stamp(venv, PIP_PACKAGES)

@@ -1,0 +1,198 @@
+//! `cargo xtask doc-check`: `docs/ARCHITECTURE.md` may only name paths and identifiers that exist.
+//!
+//! Every code span (text in backticks) is read as one of:
+//! - a path (it starts with a top-level directory of the repository, such as `crates/` or
+//!   `fixtures/`): it must exist; `{a,b}` alternatives are expanded and a trailing `:LINE` or
+//!   `:LINE-LINE` is ignored;
+//! - a Rust identifier (a `CamelCase` type, a `snake_case()` function, or a `a::b::c` path): its
+//!   last segment must occur as a whole word in the workspace's Rust sources;
+//! - anything else (commands, env variables, metric names, JSON): not checked.
+//!
+//! A document that names something that was renamed or deleted fails CI, so the map cannot drift
+//! from the code silently.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// The top-level directories a path in the document may start with.
+const ROOTS: &[&str] = &["crates/", "fixtures/", "deploy/", "docs/", "xtask/", ".ci/"];
+
+/// Checks `docs/ARCHITECTURE.md` against the tree rooted at the current directory.
+pub(crate) fn run() -> Result<()> {
+    let root = PathBuf::from(".");
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md"))
+        .context("cannot read docs/ARCHITECTURE.md")?;
+    let words = source_words(&root)?;
+    let problems = check(&doc, &root, &words);
+    if !problems.is_empty() {
+        for problem in &problems {
+            eprintln!("doc-check: {problem}");
+        }
+        bail!(
+            "docs/ARCHITECTURE.md names {} thing(s) that do not exist",
+            problems.len()
+        );
+    }
+    eprintln!("xtask: doc-check ok");
+    Ok(())
+}
+
+/// Every problem in `doc`, as `line N: … ` messages.
+fn check(doc: &str, root: &Path, words: &BTreeSet<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut in_fence = false;
+    for (number, line) in doc.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        for span in code_spans(line) {
+            if let Some(problem) = check_span(span, root, words) {
+                problems.push(format!("line {}: `{span}`: {problem}", number + 1));
+            }
+        }
+    }
+    problems
+}
+
+/// The text between each pair of single backticks on one line.
+fn code_spans(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+fn check_span(span: &str, root: &Path, words: &BTreeSet<String>) -> Option<String> {
+    let span = span.trim();
+    if ROOTS.iter().any(|r| span.starts_with(r)) && !span.contains(' ') {
+        let missing: Vec<String> = expand(strip_line_ref(span))
+            .into_iter()
+            .filter(|p| !exists(root, p))
+            .collect();
+        return (!missing.is_empty()).then(|| format!("no such path: {}", missing.join(", ")));
+    }
+    let name = identifier(span)?;
+    (!words.contains(name)).then(|| format!("no Rust item or word `{name}` in the sources"))
+}
+
+/// True when `path` exists; a `*` in its last component matches any run of characters, and the
+/// pattern exists when at least one entry matches.
+fn exists(root: &Path, path: &str) -> bool {
+    let full = root.join(path);
+    let Some(pattern) = full
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| n.contains('*'))
+    else {
+        return full.exists();
+    };
+    let Some((prefix, suffix)) = pattern.split_once('*') else {
+        return full.exists();
+    };
+    let Some(parent) = full.parent() else {
+        return false;
+    };
+    std::fs::read_dir(parent).is_ok_and(|entries| {
+        entries.filter_map(Result::ok).any(|e| {
+            e.file_name().to_str().is_some_and(|n| {
+                n.len() >= prefix.len() + suffix.len() && n.starts_with(prefix) && n.ends_with(suffix)
+            })
+        })
+    })
+}
+
+/// Drops a `:12` or `:12-40` line reference.
+fn strip_line_ref(span: &str) -> &str {
+    match span.rsplit_once(':') {
+        Some((path, lines)) if !lines.is_empty() && lines.chars().all(|c| c.is_ascii_digit() || c == '-') => {
+            path
+        }
+        _ => span,
+    }
+}
+
+/// Expands one `{a,b,c}` group (the only form the document uses).
+fn expand(path: &str) -> Vec<String> {
+    let (Some(open), Some(close)) = (path.find('{'), path.find('}')) else {
+        return vec![path.to_owned()];
+    };
+    if close < open {
+        return vec![path.to_owned()];
+    }
+    let (head, tail) = (&path[..open], &path[close + 1..]);
+    path[open + 1..close]
+        .split(',')
+        .flat_map(|alt| expand(&format!("{head}{}{tail}", alt.trim())))
+        .collect()
+}
+
+/// The name a code span refers to, when it looks like a Rust identifier or path.
+fn identifier(span: &str) -> Option<&str> {
+    let (span, call) = match span.strip_suffix("()") {
+        Some(name) => (name, true),
+        None => (span, false),
+    };
+    let last = span.rsplit("::").next()?;
+    let is_word = !last.is_empty() && last.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !is_word || last.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let camel = last.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && last.chars().any(|c| c.is_ascii_lowercase())
+        && !last.contains('_');
+    (span.contains("::") || camel || call).then_some(last)
+}
+
+/// Every word (identifier-shaped token) in the workspace's Rust sources.
+fn source_words(root: &Path) -> Result<BTreeSet<String>> {
+    let mut words = BTreeSet::new();
+    for dir in ["crates", "xtask"] {
+        collect(&root.join(dir), &mut words)?;
+    }
+    Ok(words)
+}
+
+fn collect(dir: &Path, words: &mut BTreeSet<String>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n == "target") {
+                continue;
+            }
+            collect(&path, words)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text =
+                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            words.extend(
+                text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_missing_path_and_a_missing_identifier_are_reported_and_real_ones_pass() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let doc = "see `xtask/src/doc_check.rs:10-20` and `crates/{ports,domain}/Cargo.toml` `xtask/src/*.rs`\n\
+                   `crates/nope.rs` · `ApprovalRecord` · `Gone` · `ports::canonical::sha256_hex` · `run()`\n\
+                   ```\n`crates/inside/a/fence.rs`\n```\n`METAFORGE_HOME` `cargo xtask ci`";
+        let problems = check(doc, &root, &words(&["ApprovalRecord", "sha256_hex", "run"]));
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(problems[0].contains("crates/nope.rs"), "{problems:#?}");
+        assert!(problems[1].contains("`Gone`"), "{problems:#?}");
+    }
+}
