@@ -135,6 +135,14 @@ impl ApprovalService {
             )
             .await?;
         self.carry_to_version(&decided).await?;
+        tracing::info!(
+            event = "approval_decided",
+            approval_id = %decided.id,
+            kind = decided.kind.as_str(),
+            decision = if approve { "approve" } else { "reject" },
+            approver = %approver,
+            "a person decided"
+        );
         Ok(decided)
     }
 

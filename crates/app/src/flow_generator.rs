@@ -210,10 +210,9 @@ pub async fn generate_proposal(
         PromptPurpose::QuestionsOnly
     };
     let reply = match (pipeline, spec) {
-        (None, _) => Err(GenerateError::Unavailable(
-            "no provider pipeline runs here (configure a provider credential and a route for flow_generator)"
-                .to_owned(),
-        )),
+        (None, _) => Err(GenerateError::Unavailable(crate::pipeline::no_pipeline_reason(
+            "flow_generator",
+        ))),
         (Some(_), Err(reason)) => Err(GenerateError::Unavailable(reason)),
         (Some(pipeline), Ok(spec)) => {
             let asked = GeneratorRequest {

@@ -78,9 +78,36 @@ fn credentials_path() -> PathBuf {
     )
 }
 
+/// The environment variable holding an API-key provider's key (`OPENAI_API_KEY`, …).
+fn api_key_variable(info: &ProviderInfo) -> String {
+    match info.id {
+        "gemini" => "GEMINI_API_KEY".to_owned(),
+        id => format!("{}_API_KEY", id.to_ascii_uppercase().replace('-', "_")),
+    }
+}
+
+/// What a person sets to make `info` callable, named by variable (for `providers list` and
+/// every "no provider" error).
+fn configure_hint(info: &ProviderInfo) -> String {
+    if KEYLESS.contains(&info.id) {
+        let upper = info.id.to_ascii_uppercase().replace('-', "_");
+        return format!("set HARNESS_{upper}_BASE_URL to the local server (no key needed)");
+    }
+    let from_env = match info.family {
+        ApiFamily::Bedrock => {
+            "set AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_REGION, or AWS_BEARER_TOKEN_BEDROCK"
+                .to_owned()
+        }
+        ApiFamily::OpenaiCodex => "run `codex login` (reads $CODEX_HOME/auth.json)".to_owned(),
+        ApiFamily::OpenaiCompatible | ApiFamily::Anthropic | ApiFamily::Gemini => {
+            format!("set {}", api_key_variable(info))
+        }
+    };
+    format!("{from_env}, or add a credential to METAFORGE_CREDENTIALS_PATH (~/.metaforge/credentials.json)")
+}
+
 /// Credentials from the environment, used for a provider only when the file store has none.
 fn env_credentials(info: &ProviderInfo) -> Vec<Credential> {
-    let upper = info.id.to_ascii_uppercase().replace('-', "_");
     match info.family {
         ApiFamily::Bedrock => {
             let region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
@@ -118,10 +145,7 @@ fn env_credentials(info: &ProviderInfo) -> Vec<Credential> {
             }
         }
         _ => {
-            let key_var = match info.id {
-                "gemini" => "GEMINI_API_KEY".to_owned(),
-                _ => format!("{upper}_API_KEY"),
-            };
+            let key_var = api_key_variable(info);
             env(&key_var)
                 .map(|api_key| Credential {
                     id: "env".into(),
@@ -224,7 +248,7 @@ pub(crate) async fn provider_rows() -> Result<Vec<ProviderRow>, PortError> {
         } else if KEYLESS.contains(&info.id) && url.is_ok() {
             (true, "local runtime (no key needed)".to_owned())
         } else {
-            (false, "no credential".to_owned())
+            (false, format!("no credential: {}", configure_hint(info)))
         };
         let (base, source) = match &url {
             Ok(u) => (u.url.clone(), u.source.to_owned()),

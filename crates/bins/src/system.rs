@@ -97,3 +97,24 @@ pub(crate) fn init_logging() {
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
+
+/// A bind failure in words a person can act on: an address already in use names the flag and
+/// the variable that choose another one.
+pub(crate) fn bind_failure(
+    addr: impl std::fmt::Display,
+    flag: &str,
+    variable: Option<&str>,
+    err: &dyn std::fmt::Display,
+) -> String {
+    let text = err.to_string();
+    if text.contains("Address already in use") || text.contains("address in use") {
+        let choose = variable.map_or_else(
+            || format!("pass {flag} 127.0.0.1:PORT"),
+            |var| format!("pass {flag} 127.0.0.1:PORT (or set {var})"),
+        );
+        return format!(
+            "cannot listen on {addr}: the address is already in use (is another metaforge running?); {choose}"
+        );
+    }
+    format!("cannot listen on {addr}: {text}")
+}

@@ -43,6 +43,13 @@ fn providers_list_reports_family_configuration_and_base_url_source() {
     assert_eq!(row("openai")["base_url_source"], "explicit (env override)");
     assert_eq!(row("openai")["base_url"], "http://127.0.0.1:9/v1");
     assert_eq!(row("openai")["configured"], false);
+    assert!(
+        row("openai")["configured_reason"]
+            .as_str()
+            .unwrap()
+            .contains("set OPENAI_API_KEY"),
+        "an unconfigured provider names the variable that configures it"
+    );
     assert_eq!(row("anthropic")["configured"], true);
     assert_eq!(row("anthropic")["base_url_source"], "fixed");
     assert_eq!(

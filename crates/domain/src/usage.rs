@@ -133,7 +133,6 @@ pub fn normalize_usage(family: ApiFamily, raw: &Value) -> NormalizedUsage {
                 reasoning_tokens: count(usage, "/output_tokens_details/reasoning_tokens"),
             }
         }
-        _ => NormalizedUsage::default(),
     }
 }
 

@@ -365,7 +365,7 @@ async fn generate(
 /// The generator path over this gateway's pipeline, routes (resolved now) and flow service.
 async fn run_generator(state: &GatewayState, request: &GenerateRequest) -> Result<Generated, GenerateError> {
     let spec = match state.pipeline {
-        None => Err("no provider pipeline runs in this gateway".to_owned()),
+        None => Err(crate::pipeline::no_pipeline_reason(GENERATOR_ROLE)),
         Some(_) => harness::role_call(&state.harness, GENERATOR_ROLE, request.session.clone())
             .await
             .map_err(|e| e.body.message),

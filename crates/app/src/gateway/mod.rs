@@ -195,10 +195,43 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
                     .unwrap_or("-")
                     .to_owned();
                 tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id = %id)
-            }),
+            })
+            .on_failure(log_server_error),
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+}
+
+/// 5xx answers in the log: a 503 is an expected answer (no provider configured, a peer down) and
+/// says so at WARN; any other 5xx is a fault and logs at ERROR.
+fn log_server_error(
+    class: tower_http::classify::ServerErrorsFailureClass,
+    latency: Duration,
+    _span: &tracing::Span,
+) {
+    use tower_http::classify::ServerErrorsFailureClass as Class;
+    let millis = latency.as_millis();
+    match class {
+        Class::StatusCode(status) if status == axum::http::StatusCode::SERVICE_UNAVAILABLE => {
+            tracing::warn!(
+                event = "http_unavailable",
+                status = status.as_u16(),
+                latency_ms = millis,
+                "answered 503"
+            );
+        }
+        Class::StatusCode(status) => {
+            tracing::error!(
+                event = "http_server_error",
+                status = status.as_u16(),
+                latency_ms = millis,
+                "server error"
+            );
+        }
+        Class::Error(error) => {
+            tracing::error!(event = "http_server_error", error = %error, latency_ms = millis, "request failed");
+        }
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.

@@ -33,6 +33,17 @@ pub use rotation::CredentialRotor;
 pub use slots::{Candidate, DroppedCandidate, ResolvedChain, RoleModelSlots, SlotError, resolve_chain};
 pub use usage::{CallUsage, UsageScope, UsageSink, current_usage_scope, spawn_in_scope, with_usage_scope};
 
+/// Why nothing can serve `role` when no pipeline runs, naming what a person sets to fix it.
+pub fn no_pipeline_reason(role: &str) -> String {
+    format!(
+        "no provider pipeline runs in this process: set a provider's key (for example OPENAI_API_KEY or \
+         ANTHROPIC_API_KEY; `metaforge providers list` names each provider's) and {}=provider:model (or a \
+         routes file at {}), then restart",
+        metaforge_domain::routing::env_var_for_role(role),
+        metaforge_domain::routing::MODEL_ROUTES_PATH_ENV,
+    )
+}
+
 /// A provider the pipeline can call: its canonical id, adapter and billing.
 #[derive(Clone)]
 pub struct ProviderEntry {

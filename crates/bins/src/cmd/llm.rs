@@ -380,6 +380,9 @@ pub(crate) fn run_providers(command: ProvidersCommand) -> ExitCode {
             row.base_url,
             row.base_url_source,
         );
+        if let Some(how) = row.configured_reason.strip_prefix("no credential: ") {
+            let _ = writeln!(out, "{:<22} to configure: {how}", "");
+        }
     }
     ExitCode::SUCCESS
 }

@@ -95,6 +95,15 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
             eprintln!("metaforge mcp serve: --http: {e}");
             ExitCode::from(2)
         }
+        Err(metaforge_adapters_mcp::ServeError::Io { addr, source })
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            eprintln!(
+                "metaforge mcp serve: {}",
+                crate::system::bind_failure(addr, "--http", None, &source)
+            );
+            ExitCode::FAILURE
+        }
         Err(e) => {
             eprintln!("metaforge mcp serve: {e}");
             ExitCode::FAILURE

@@ -28,7 +28,7 @@ use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Clock, IdGen};
 
 use crate::providers_config::{self, BuildError};
-use crate::system::{SystemClock, UuidV7Ids, env, init_logging};
+use crate::system::{SystemClock, UuidV7Ids, bind_failure, env, init_logging};
 
 /// Options of `metaforge gateway`.
 #[derive(Debug, clap::Args)]
@@ -344,9 +344,14 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
         Arc::clone(&composition.auth),
         args.body_limit_bytes,
     );
-    let listener = tokio::net::TcpListener::bind(args.bind)
-        .await
-        .map_err(|e| StartError::Runtime(format!("cannot bind {}: {e}", args.bind)))?;
+    let listener = tokio::net::TcpListener::bind(args.bind).await.map_err(|e| {
+        StartError::Runtime(bind_failure(
+            args.bind,
+            "--bind",
+            Some("METAFORGE_GATEWAY_BIND"),
+            &e,
+        ))
+    })?;
     let addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
@@ -408,7 +413,14 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     );
     let listener = tokio::net::TcpListener::bind(args.gateway.bind)
         .await
-        .map_err(|e| StartError::Runtime(format!("cannot bind {}: {e}", args.gateway.bind)))?;
+        .map_err(|e| {
+            StartError::Runtime(bind_failure(
+                args.gateway.bind,
+                "--bind",
+                Some("METAFORGE_GATEWAY_BIND"),
+                &e,
+            ))
+        })?;
     let gateway_addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
@@ -436,7 +448,12 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     let sidecar =
         metaforge_adapters_mcp::bind_http(Arc::new(host), args.mcp_bind, service_key, cancel.clone())
             .await
-            .map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))?;
+            .map_err(|e| {
+                StartError::Runtime(format!(
+                    "MCP sidecar: {}",
+                    bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
+                ))
+            })?;
     let mcp_url = format!(
         "http://{}{}",
         sidecar.local_addr,
