@@ -6,6 +6,7 @@
 //! - `setup`    — installs what the tests need when it is missing (venv + npm prefix under
 //!   `METAFORGE_TOOLS_DIR`, cargo-nextest, cargo-deny, promtool).
 //! - `doc-check` — fails when `docs/ARCHITECTURE.md` names a path or identifier that does not exist.
+//! - `readme-check` — runs the README's walk-through as written against a real `metaforge up`.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
@@ -20,6 +21,7 @@ mod bench_pipeline;
 mod doc_check;
 mod e2e;
 mod layering;
+mod readme_check;
 mod setup;
 
 use std::process::{Command, ExitCode};
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("setup") => setup::ensure(),
         Some("doc-check") => doc_check::run(),
+        Some("readme-check") => readme_check::run(),
         Some("layering") => layering::check(),
         Some("test") => setup::ensure().and_then(|()| test()),
         Some("fmt") => run("cargo", &["fmt", "--all"]),
@@ -43,7 +46,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|doc-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }
@@ -91,6 +94,7 @@ fn ci() -> Result<()> {
     alerts()?;
     test()?;
     api_fuzz::run("50")?;
+    readme_check::run()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
     run(

@@ -1,0 +1,171 @@
+//! `cargo xtask readme-check`: runs the README's walk-through, as written, against a real
+//! `metaforge up`, so the walk-through cannot drift from the binary again.
+//!
+//! Every ```` ```sh ```` block between the `## Walk-through` heading and the next `##` heading is
+//! run, in order, as one bash script under `set -euo pipefail`, from the repository root, with
+//! the freshly built `metaforge` first on `PATH` (as `cargo install` would put it) and `metaforge
+//! up` listening on the README's own addresses over a scratch `METAFORGE_HOME`. The check fails
+//! when a command fails, a command is not found, or a field the README selects with jq comes
+//! back `null` (the sign of a renamed field).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use cargo_metadata::MetadataCommand;
+
+/// Fields the walk-through selects; a `null` for any of them means the README and the API drifted.
+const MUST_NOT_BE_NULL: &[&str] = &[
+    "id",
+    "version",
+    "status",
+    "approvalId",
+    "version_id",
+    "approver",
+    "kind",
+    "content_hash",
+    "error",
+    "message",
+];
+
+/// Kills the server when the check ends, however it ends.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Builds the binary, starts `metaforge up`, runs the walk-through, stops the server.
+pub(crate) fn run() -> Result<()> {
+    let readme = std::fs::read_to_string("README.md").context("cannot read README.md")?;
+    let script = walkthrough_script(&readme)?;
+    crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
+    let target = MetadataCommand::new()
+        .no_deps()
+        .exec()
+        .context("cargo metadata failed")?
+        .target_directory;
+    let bin_dir = target.join("debug");
+    let home = std::env::temp_dir().join(format!("metaforge-readme-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    let path = std::env::join_paths(
+        std::iter::once(bin_dir.clone().into_std_path_buf())
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .context("PATH cannot be joined")?;
+    let log = std::fs::File::create(std::env::temp_dir().join("metaforge-readme-up.log"))
+        .context("cannot create the server log")?;
+    let mut child = Command::new(bin_dir.join("metaforge").as_std_path())
+        .arg("up")
+        .env("METAFORGE_HOME", &home)
+        .env_remove("METAFORGE_GATEWAY_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .context("cannot start metaforge up")?;
+    let stdout = child.stdout.take();
+    let server = Server(child);
+    let banners = read_banners(stdout)?;
+    eprintln!("xtask: readme-check: {}", banners.join(" | "));
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -euo pipefail\n{script}"))
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run bash")?;
+    drop(server);
+    let _ = std::fs::remove_dir_all(&home);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    eprint!("{stderr}");
+    if !output.status.success() {
+        bail!("the README walk-through failed ({})", output.status);
+    }
+    if let Some(line) = stderr.lines().find(|l| l.contains("command not found")) {
+        bail!("the README walk-through calls a command that does not exist: {line}");
+    }
+    let nulls: Vec<&str> = stdout
+        .lines()
+        .filter(|line| {
+            MUST_NOT_BE_NULL
+                .iter()
+                .any(|field| line.trim_start().starts_with(&format!("\"{field}\": null")))
+        })
+        .collect();
+    if !nulls.is_empty() {
+        bail!(
+            "the README selects fields the API no longer returns: {}",
+            nulls.join("; ")
+        );
+    }
+    eprintln!("xtask: readme-check ok");
+    Ok(())
+}
+
+/// The two banner lines of `metaforge up` (gateway, sidecar), or why they never came.
+fn read_banners(stdout: Option<std::process::ChildStdout>) -> Result<Vec<String>> {
+    let stdout = stdout.context("metaforge up has no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut banners = Vec::new();
+    while banners.len() < 2 {
+        match lines.next() {
+            Some(Ok(line)) => banners.push(line),
+            Some(Err(err)) => bail!("reading metaforge up's banner: {err}"),
+            None => bail!(
+                "metaforge up stopped before listening (is something else on 127.0.0.1:8787 or :8765?); \
+                 its log: {}",
+                std::env::temp_dir().join("metaforge-readme-up.log").display()
+            ),
+        }
+    }
+    Ok(banners)
+}
+
+/// The `sh` blocks of the walk-through section, joined in order.
+fn walkthrough_script(readme: &str) -> Result<String> {
+    let mut in_section = false;
+    let mut in_block = false;
+    let mut script = String::new();
+    for line in readme.lines() {
+        if line.starts_with("## ") {
+            in_section = line.starts_with("## Walk-through");
+            continue;
+        }
+        if !in_section {
+            continue;
+        }
+        if in_block {
+            if line.trim_start().starts_with("```") {
+                in_block = false;
+                script.push('\n');
+            } else {
+                script.push_str(line);
+                script.push('\n');
+            }
+        } else if line.trim_start().starts_with("```sh") {
+            in_block = true;
+        }
+    }
+    if script.trim().is_empty() {
+        bail!("README.md has no sh blocks under a '## Walk-through' heading");
+    }
+    Ok(script)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_sh_blocks_of_the_walkthrough_section_are_run() {
+        let readme = "# T\n## On a fresh machine\n```sh\ncargo run\n```\n## Walk-through: x\ntext\n```sh\necho one\n```\n\
+                      ```json\n{}\n```\n```sh\necho two\n```\n## The CLI\n```sh\nmetaforge up\n```\n";
+        assert_eq!(walkthrough_script(readme).ok().as_deref(), Some("echo one\n\necho two\n\n"));
+        assert!(walkthrough_script("# nothing\n").is_err());
+    }
+}
