@@ -51,10 +51,9 @@ pub(crate) fn run() -> Result<()> {
     let bin_dir = target.join("debug");
     let home = std::env::temp_dir().join(format!("metaforge-readme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
-    let path = std::env::join_paths(
-        std::iter::once(bin_dir.clone().into_std_path_buf())
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
-    )
+    let path = std::env::join_paths(std::iter::once(bin_dir.clone().into_std_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
     .context("PATH cannot be joined")?;
     let log = std::fs::File::create(std::env::temp_dir().join("metaforge-readme-up.log"))
         .context("cannot create the server log")?;
@@ -165,7 +164,10 @@ mod tests {
     fn only_the_sh_blocks_of_the_walkthrough_section_are_run() {
         let readme = "# T\n## On a fresh machine\n```sh\ncargo run\n```\n## Walk-through: x\ntext\n```sh\necho one\n```\n\
                       ```json\n{}\n```\n```sh\necho two\n```\n## The CLI\n```sh\nmetaforge up\n```\n";
-        assert_eq!(walkthrough_script(readme).ok().as_deref(), Some("echo one\n\necho two\n\n"));
+        assert_eq!(
+            walkthrough_script(readme).ok().as_deref(),
+            Some("echo one\n\necho two\n\n")
+        );
         assert!(walkthrough_script("# nothing\n").is_err());
     }
 }

@@ -28,7 +28,6 @@ pub use flow_versions::SqliteFlowVersionStore;
 pub use runs::SqliteRunLedger;
 pub use sessions::SqliteSessionStore;
 pub use usage::SqliteUsageStore;
-mod twin_rules;
 pub mod twin_sqlite;
 
 pub use twin_sqlite::SqliteTwinStore;

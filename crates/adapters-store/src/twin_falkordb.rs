@@ -19,7 +19,7 @@ use metaforge_ports::{
 use tokio::sync::Mutex;
 
 use crate::sqlite::{parse_json, parse_ts, to_json, ts};
-use crate::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
+use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
 
 /// The twin in one FalkorDB graph.
 pub struct FalkorTwinStore {

@@ -11,7 +11,7 @@ use metaforge_ports::{
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
 use crate::sqlite::{begin_write, db_error, not_found, open_pool, parse_json, parse_ts, to_json, ts};
-use crate::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
+use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/twin");
 

@@ -22,6 +22,7 @@ pub mod run_ledger;
 pub mod selection_store;
 pub mod session_store;
 pub mod tools;
+pub mod twin_rules;
 pub mod twin_store;
 pub mod usage;
 pub mod usage_store;

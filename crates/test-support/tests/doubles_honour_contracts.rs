@@ -7,8 +7,8 @@ use futures::FutureExt;
 use metaforge_test_support::ManualClock;
 use metaforge_test_support::contracts;
 use metaforge_test_support::doubles::{
-    MemoryApprovalLedger, MemoryClientTaskStore, MemoryEventBus, MemoryFlowVersionStore, MemoryRunLedger,
-    MemorySessionStore, MemoryTwinStore, MemoryUsageStore,
+    MemoryApprovalLedger, MemoryClientTaskStore, MemoryFlowVersionStore, MemoryRunLedger, MemorySessionStore,
+    MemoryTwinStore, MemoryUsageStore,
 };
 
 #[tokio::test]
@@ -54,11 +54,4 @@ async fn memory_session_store_honours_the_contract() {
 #[tokio::test]
 async fn memory_twin_store_honours_the_contract() {
     contracts::twin_store_contract(&MemoryTwinStore::new(), "").await;
-}
-
-#[tokio::test]
-async fn memory_event_bus_honours_the_contract_and_records_what_it_published() {
-    let bus = MemoryEventBus::new();
-    contracts::event_bus_contract(&bus, "mem").await;
-    assert_eq!(bus.published().len(), 2, "two valid events were published");
 }

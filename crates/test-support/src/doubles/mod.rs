@@ -2,7 +2,6 @@
 
 mod approvals;
 mod client_tasks;
-mod event_bus;
 mod flow_versions;
 mod runs;
 mod sessions;
@@ -11,7 +10,6 @@ mod usage;
 
 pub use approvals::MemoryApprovalLedger;
 pub use client_tasks::MemoryClientTaskStore;
-pub use event_bus::MemoryEventBus;
 pub use flow_versions::MemoryFlowVersionStore;
 pub use runs::MemoryRunLedger;
 pub use sessions::MemorySessionStore;

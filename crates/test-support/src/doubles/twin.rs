@@ -6,9 +6,10 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use metaforge_ports::{
     EdgeDirection, PortError, PortErrorKind, TWIN_MAIN_BRANCH, TwinBranch, TwinCommit, TwinCommitRequest,
-    TwinDiff, TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinStore, canonical_json,
-    twin_content_hash,
+    TwinDiff, TwinEdge, TwinEdgeType, TwinNode, TwinNodeQuery, TwinStore, canonical_json,
 };
+
+use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
 
 use super::{err, lock};
 
@@ -74,8 +75,7 @@ fn apply(graph: &mut Graph, request: &TwinCommitRequest) -> Result<(), PortError
     let branch = &request.branch;
     let c = &request.changes;
     for n in &c.upsert_nodes {
-        let mut n = n.clone();
-        n.content_hash = twin_content_hash(n.node_type, &n.properties);
+        let n = normalised(n);
         graph.nodes.insert(n.id.clone(), n);
     }
     for (i, id) in c.delete_nodes.iter().enumerate() {
@@ -126,16 +126,7 @@ impl TwinStore for MemoryTwinStore {
     }
 
     async fn create_branch(&self, name: &str, from: &str) -> Result<TwinBranch, PortError> {
-        let ok = !name.is_empty()
-            && name.len() <= 200
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '/' | '-'));
-        if !ok {
-            return Err(invalid(format!(
-                "branch name {name:?}: must be 1-200 characters of [A-Za-z0-9._/-]"
-            )));
-        }
+        validate_branch_name(name)?;
         let mut s = lock(&self.state);
         let source = s.branches.get(from).ok_or_else(|| no_branch(from))?;
         let copy = Branch {
@@ -157,33 +148,7 @@ impl TwinStore for MemoryTwinStore {
     }
 
     async fn commit(&self, request: TwinCommitRequest) -> Result<TwinCommit, PortError> {
-        if request.id.trim().is_empty() || request.author.trim().is_empty() {
-            return Err(invalid("commit.id/author: must not be empty".into()));
-        }
-        if request.changes.is_empty() {
-            return Err(invalid(
-                "commit.changes: an empty change set is not a commit".into(),
-            ));
-        }
-        if request
-            .changes
-            .upsert_nodes
-            .iter()
-            .any(|n| n.id.trim().is_empty())
-            || request.changes.add_edges.iter().any(|e| e.id.trim().is_empty())
-        {
-            return Err(invalid(
-                "commit.changes: node and edge ids must not be empty".into(),
-            ));
-        }
-        for (i, e) in request.changes.add_edges.iter().enumerate() {
-            if request.changes.add_edges[..i].iter().any(|o| o.id == e.id) {
-                return Err(invalid(format!(
-                    "commit.changes.add_edges[{i}].id: edge id {} appears twice",
-                    e.id
-                )));
-            }
-        }
+        validate_commit(&request)?;
         let mut s = lock(&self.state);
         let branch = s
             .branches
@@ -304,38 +269,12 @@ impl TwinStore for MemoryTwinStore {
         let s = lock(&self.state);
         let b = &s.branches.get(base).ok_or_else(|| no_branch(base))?.graph;
         let h = &s.branches.get(head).ok_or_else(|| no_branch(head))?.graph;
-        let mut d = TwinDiff::default();
-        for (id, n) in &h.nodes {
-            match b.nodes.get(id) {
-                None => d.nodes_added.push(n.clone()),
-                Some(before) if before.content_hash != n.content_hash => {
-                    d.nodes_changed.push(TwinNodeChange {
-                        before: before.clone(),
-                        after: n.clone(),
-                    });
-                }
-                Some(_) => {}
-            }
-        }
-        d.nodes_removed = b
-            .nodes
-            .iter()
-            .filter(|(id, _)| !h.nodes.contains_key(*id))
-            .map(|(_, n)| n.clone())
-            .collect();
-        d.edges_added = h
-            .edges
-            .iter()
-            .filter(|(id, e)| b.edges.get(*id) != Some(e))
-            .map(|(_, e)| e.clone())
-            .collect();
-        d.edges_removed = b
-            .edges
-            .iter()
-            .filter(|(id, e)| h.edges.get(*id) != Some(e))
-            .map(|(_, e)| e.clone())
-            .collect();
-        Ok(d)
+        Ok(diff_states(
+            b.nodes.values().cloned().collect(),
+            b.edges.values().cloned().collect(),
+            h.nodes.values().cloned().collect(),
+            h.edges.values().cloned().collect(),
+        ))
     }
 
     async fn merge_fast_forward(&self, source: &str, target: &str) -> Result<TwinBranch, PortError> {

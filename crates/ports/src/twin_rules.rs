@@ -1,15 +1,14 @@
-//! Twin rules every engine shares (SQLite and FalkorDB): request validation and the diff of two
-//! branch states, so both adapters answer the contract identically.
+//! Twin rules every engine shares (SQLite, FalkorDB and the test double): request validation, the
+//! stored form of a node and the diff of two branch states, so every engine answers the contract
+//! identically. They live in `ports` because adapters never depend on the domain.
 
 use std::collections::BTreeMap;
 
-use metaforge_ports::{
-    PortError, PortErrorKind, TwinCommitRequest, TwinDiff, TwinEdge, TwinNode, TwinNodeChange,
-    twin_content_hash,
-};
+use crate::error::{PortError, PortErrorKind};
+use crate::twin_store::{TwinCommitRequest, TwinDiff, TwinEdge, TwinNode, TwinNodeChange, twin_content_hash};
 
 /// Refuses a branch name that is empty, too long or not `[A-Za-z0-9._/-]`.
-pub(crate) fn validate_branch_name(name: &str) -> Result<(), PortError> {
+pub fn validate_branch_name(name: &str) -> Result<(), PortError> {
     let ok = !name.is_empty()
         && name.len() <= 200
         && name
@@ -26,7 +25,7 @@ pub(crate) fn validate_branch_name(name: &str) -> Result<(), PortError> {
 }
 
 /// Refuses a malformed commit request before anything is read or written.
-pub(crate) fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortError> {
+pub fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortError> {
     let invalid = |field: &str, why: String| {
         Err(PortError::new(
             PortErrorKind::Invalid,
@@ -65,7 +64,7 @@ pub(crate) fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortErr
 }
 
 /// The node as it will be stored: its hash recomputed from its content, never trusted.
-pub(crate) fn normalised(node: &TwinNode) -> TwinNode {
+pub fn normalised(node: &TwinNode) -> TwinNode {
     TwinNode {
         content_hash: twin_content_hash(node.node_type, &node.properties),
         ..node.clone()
@@ -73,7 +72,7 @@ pub(crate) fn normalised(node: &TwinNode) -> TwinNode {
 }
 
 /// The diff from `base` to `head` given both branches' full states.
-pub(crate) fn diff_states(
+pub fn diff_states(
     base_nodes: Vec<TwinNode>,
     base_edges: Vec<TwinEdge>,
     head_nodes: Vec<TwinNode>,
