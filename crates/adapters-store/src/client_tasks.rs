@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ClientTask, ClientTaskStatus, ClientTaskStore, IntelligenceMode, PortError, PortErrorKind, RunLedger,
-    Timestamp, client_task_id,
+    ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
+    client_task_key,
 };
 use sqlx::SqlitePool;
 
@@ -63,47 +63,6 @@ impl TaskRow {
     }
 }
 
-/// Checks that a task may be opened for `run_id`: the run exists (`NotFound`) and runs in
-/// client mode (`Conflict`).
-pub(crate) async fn check_client_run(runs: &dyn RunLedger, run_id: &str) -> Result<(), PortError> {
-    let run = runs.get(run_id).await?;
-    if run.intelligence != IntelligenceMode::Client {
-        return Err(PortError::new(
-            PortErrorKind::Conflict,
-            format!(
-                "run {run_id} was started in {} mode, so it has no client tasks",
-                run.intelligence.as_str()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses a post with an empty run or phase.
-pub(crate) fn validate_post(run_id: &str, phase: &str) -> Result<(), PortError> {
-    for (field, value) in [("run_id", run_id), ("phase", phase)] {
-        if value.trim().is_empty() || value.contains(':') {
-            return Err(PortError::new(
-                PortErrorKind::Invalid,
-                format!("client_task.{field}: must be non-empty and contain no ':'"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The conflict for a task in the wrong state.
-pub(crate) fn state_conflict(task: &ClientTask, action: &str) -> PortError {
-    PortError::new(
-        PortErrorKind::Conflict,
-        format!(
-            "client task {} is {}, so it cannot be {action}",
-            task.id,
-            task.status.as_str()
-        ),
-    )
-}
-
 impl SqliteClientTaskStore {
     /// Opens (creating and migrating) the store at `path`, checking runs through `runs`.
     pub async fn open(path: &Path, runs: Arc<dyn RunLedger>) -> Result<Self, PortError> {
@@ -128,29 +87,48 @@ impl SqliteClientTaskStore {
         row.map(TaskRow::into_task).transpose()
     }
 
-    /// Runs one conditional transition; on no match, reports NotFound or the state conflict.
+    /// Reads the task, computes its next state with the one state machine
+    /// (`ClientTask::{claimed, submitted, withdrawn}`), and stores it if the row still has the
+    /// status that was read (compare-and-set). `None` from `next` changes nothing.
     async fn transition(
         &self,
         id: &str,
-        action: &str,
-        update: sqlx::query::Query<'_, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>,
+        next: impl FnOnce(&ClientTask) -> Result<Option<ClientTask>, PortError>,
     ) -> Result<ClientTask, PortError> {
         let mut tx = begin_write(&self.pool).await?;
-        let changed = update
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_error("update a client task", e))?
-            .rows_affected();
-        let task = Self::fetch(&mut *tx, id)
+        let current = Self::fetch(&mut *tx, id)
             .await?
             .ok_or_else(|| not_found("client task", id))?;
+        let Some(next) = next(&current)? else {
+            return Ok(current);
+        };
+        let changed = sqlx::query(
+            "UPDATE client_tasks SET status = ?, claimed_by = ?, submission = ?, updated_at = ? \
+             WHERE id = ? AND status = ?",
+        )
+        .bind(next.status.as_str())
+        .bind(&next.claimed_by)
+        .bind(
+            next.submission
+                .as_ref()
+                .map(|v| to_json("client_task.submission", v))
+                .transpose()?,
+        )
+        .bind(ts(next.updated_at))
+        .bind(id)
+        .bind(current.status.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_error("update a client task", e))?
+        .rows_affected();
         if changed == 0 {
-            return Err(state_conflict(&task, action));
+            // Unreachable under BEGIN IMMEDIATE (the row was read in this transaction).
+            return Err(current.state_conflict("changed concurrently"));
         }
         tx.commit()
             .await
             .map_err(|e| db_error("commit a client task", e))?;
-        Ok(task)
+        Ok(next)
     }
 }
 
@@ -164,9 +142,8 @@ impl ClientTaskStore for SqliteClientTaskStore {
         brief: serde_json::Value,
         at: Timestamp,
     ) -> Result<ClientTask, PortError> {
-        validate_post(run_id, phase)?;
-        check_client_run(self.runs.as_ref(), run_id).await?;
-        let id = client_task_id(run_id, phase, attempt);
+        let id = client_task_key(run_id, phase, attempt)?;
+        self.runs.get(run_id).await?.check_accepts_client_tasks()?;
         let mut tx = begin_write(&self.pool).await?;
         sqlx::query(
             "INSERT INTO client_tasks (id, run_id, phase, attempt, brief, status, created_at, updated_at) \
@@ -182,19 +159,27 @@ impl ClientTaskStore for SqliteClientTaskStore {
         .execute(&mut *tx)
         .await
         .map_err(|e| db_error("post a client task", e))?;
-        // A retry reopens a withdrawn task (with no claimant); anything else stays as it is.
-        sqlx::query(
-            "UPDATE client_tasks SET status = 'open', claimed_by = NULL, updated_at = ? \
-             WHERE id = ? AND status = 'withdrawn'",
-        )
-        .bind(ts(at))
-        .bind(&id)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("reopen a client task", e))?;
         let task = Self::fetch(&mut *tx, &id)
             .await?
             .ok_or_else(|| not_found("client task", &id))?;
+        // A retry reopens a withdrawn task (with no claimant); anything else stays as it is.
+        let task = match task.reposted(at) {
+            Some(reopened) => {
+                sqlx::query(
+                    "UPDATE client_tasks SET status = ?, claimed_by = NULL, updated_at = ? \
+                     WHERE id = ? AND status = ?",
+                )
+                .bind(reopened.status.as_str())
+                .bind(ts(at))
+                .bind(&id)
+                .bind(task.status.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_error("reopen a client task", e))?;
+                reopened
+            }
+            None => task,
+        };
         tx.commit()
             .await
             .map_err(|e| db_error("commit a client task", e))?;
@@ -228,20 +213,8 @@ impl ClientTaskStore for SqliteClientTaskStore {
     }
 
     async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError> {
-        if claimant.trim().is_empty() {
-            return Err(PortError::new(
-                PortErrorKind::Invalid,
-                "claim.claimant: must not be empty",
-            ));
-        }
-        let update = sqlx::query(
-            "UPDATE client_tasks SET status = 'claimed', claimed_by = ?, updated_at = ? \
-             WHERE id = ? AND status = 'open'",
-        )
-        .bind(claimant.to_owned())
-        .bind(ts(at))
-        .bind(id.to_owned());
-        self.transition(id, "claimed", update).await
+        self.transition(id, |task| task.claimed(claimant, at).map(Some))
+            .await
     }
 
     async fn submit(
@@ -251,29 +224,11 @@ impl ClientTaskStore for SqliteClientTaskStore {
         submission: serde_json::Value,
         at: Timestamp,
     ) -> Result<ClientTask, PortError> {
-        let update = sqlx::query(
-            "UPDATE client_tasks SET status = 'submitted', submission = ?, updated_at = ? \
-             WHERE id = ? AND status = 'claimed' AND claimed_by = ?",
-        )
-        .bind(to_json("client_task.submission", &submission)?)
-        .bind(ts(at))
-        .bind(id.to_owned())
-        .bind(claimant.to_owned());
-        self.transition(id, &format!("submitted by {claimant}"), update)
+        self.transition(id, |task| task.submitted(claimant, submission, at).map(Some))
             .await
     }
 
     async fn withdraw(&self, id: &str, at: Timestamp) -> Result<ClientTask, PortError> {
-        let current = self.get(id).await?;
-        if current.status == ClientTaskStatus::Withdrawn {
-            return Ok(current);
-        }
-        let update = sqlx::query(
-            "UPDATE client_tasks SET status = 'withdrawn', updated_at = ? \
-             WHERE id = ? AND status IN ('open', 'claimed')",
-        )
-        .bind(ts(at))
-        .bind(id.to_owned());
-        self.transition(id, "withdrawn", update).await
+        self.transition(id, |task| task.withdrawn(at)).await
     }
 }

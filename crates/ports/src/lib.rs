@@ -8,6 +8,7 @@ pub mod approval;
 pub mod approval_ledger;
 pub mod approval_rules;
 pub mod canonical;
+pub mod client_task_rules;
 pub mod client_task_store;
 pub mod clock;
 pub mod credentials;
@@ -34,6 +35,7 @@ pub use approval_ledger::{
 };
 pub use approval_rules::{DEADLINE_REASON, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline};
 pub use canonical::{canonical_json, canonical_sha256, sha256_hex};
+pub use client_task_rules::client_task_key;
 pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};
 pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};

@@ -95,7 +95,6 @@ impl FlowEngineKind {
 /// Who does a run's phase work (FORGE-581): fixed when the run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum IntelligenceMode {
     /// A model the server calls.
     Server,

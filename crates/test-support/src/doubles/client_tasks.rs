@@ -5,8 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ClientTask, ClientTaskStatus, ClientTaskStore, IntelligenceMode, PortError, PortErrorKind, RunLedger,
-    Timestamp, client_task_id,
+    ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
 };
 
 use super::{err, lock};
@@ -27,22 +26,27 @@ impl MemoryClientTaskStore {
     }
 }
 
-fn conflict(t: &ClientTask, action: &str) -> PortError {
-    err(
-        PortErrorKind::Conflict,
-        format!(
-            "client task {} is {}, so it cannot be {action}",
-            t.id,
-            t.status.as_str()
-        ),
-    )
-}
-
 fn missing(id: &str) -> PortError {
     err(
         PortErrorKind::NotFound,
         format!("client task {id:?} does not exist"),
     )
+}
+
+impl MemoryClientTaskStore {
+    /// Stores the next state the port's state machine computes (`None`: unchanged).
+    fn transition(
+        &self,
+        id: &str,
+        next: impl FnOnce(&ClientTask) -> Result<Option<ClientTask>, PortError>,
+    ) -> Result<ClientTask, PortError> {
+        let mut tasks = lock(&self.tasks);
+        let task = tasks.get_mut(id).ok_or_else(|| missing(id))?;
+        if let Some(next) = next(task)? {
+            *task = next;
+        }
+        Ok(task.clone())
+    }
 }
 
 #[async_trait]
@@ -55,42 +59,12 @@ impl ClientTaskStore for MemoryClientTaskStore {
         brief: serde_json::Value,
         at: Timestamp,
     ) -> Result<ClientTask, PortError> {
-        for (field, value) in [("run_id", run_id), ("phase", phase)] {
-            if value.trim().is_empty() || value.contains(':') {
-                return Err(err(
-                    PortErrorKind::Invalid,
-                    format!("client_task.{field}: must be non-empty and contain no ':'"),
-                ));
-            }
-        }
-        let run = self.runs.get(run_id).await?;
-        if run.intelligence != IntelligenceMode::Client {
-            return Err(err(
-                PortErrorKind::Conflict,
-                format!(
-                    "run {run_id} was started in {} mode, so it has no client tasks",
-                    run.intelligence.as_str()
-                ),
-            ));
-        }
-        let id = client_task_id(run_id, phase, attempt);
+        let new = ClientTask::posted(run_id, phase, attempt, brief, at)?;
+        self.runs.get(run_id).await?.check_accepts_client_tasks()?;
         let mut tasks = lock(&self.tasks);
-        let task = tasks.entry(id.clone()).or_insert_with(|| ClientTask {
-            id,
-            run_id: run_id.to_owned(),
-            phase: phase.to_owned(),
-            attempt,
-            brief,
-            status: ClientTaskStatus::Open,
-            claimed_by: None,
-            submission: None,
-            created_at: at,
-            updated_at: at,
-        });
-        if task.status == ClientTaskStatus::Withdrawn {
-            task.status = ClientTaskStatus::Open;
-            task.claimed_by = None;
-            task.updated_at = at;
+        let task = tasks.entry(new.id.clone()).or_insert(new);
+        if let Some(reopened) = task.reposted(at) {
+            *task = reopened;
         }
         Ok(task.clone())
     }
@@ -114,18 +88,7 @@ impl ClientTaskStore for MemoryClientTaskStore {
     }
 
     async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError> {
-        if claimant.trim().is_empty() {
-            return Err(err(PortErrorKind::Invalid, "claim.claimant: must not be empty"));
-        }
-        let mut tasks = lock(&self.tasks);
-        let t = tasks.get_mut(id).ok_or_else(|| missing(id))?;
-        if t.status != ClientTaskStatus::Open {
-            return Err(conflict(t, "claimed"));
-        }
-        t.status = ClientTaskStatus::Claimed;
-        t.claimed_by = Some(claimant.to_owned());
-        t.updated_at = at;
-        Ok(t.clone())
+        self.transition(id, |t| t.claimed(claimant, at).map(Some))
     }
 
     async fn submit(
@@ -135,28 +98,10 @@ impl ClientTaskStore for MemoryClientTaskStore {
         submission: serde_json::Value,
         at: Timestamp,
     ) -> Result<ClientTask, PortError> {
-        let mut tasks = lock(&self.tasks);
-        let t = tasks.get_mut(id).ok_or_else(|| missing(id))?;
-        if t.status != ClientTaskStatus::Claimed || t.claimed_by.as_deref() != Some(claimant) {
-            return Err(conflict(t, &format!("submitted by {claimant}")));
-        }
-        t.status = ClientTaskStatus::Submitted;
-        t.submission = Some(submission);
-        t.updated_at = at;
-        Ok(t.clone())
+        self.transition(id, |t| t.submitted(claimant, submission, at).map(Some))
     }
 
     async fn withdraw(&self, id: &str, at: Timestamp) -> Result<ClientTask, PortError> {
-        let mut tasks = lock(&self.tasks);
-        let t = tasks.get_mut(id).ok_or_else(|| missing(id))?;
-        match t.status {
-            ClientTaskStatus::Withdrawn => {}
-            ClientTaskStatus::Open | ClientTaskStatus::Claimed => {
-                t.status = ClientTaskStatus::Withdrawn;
-                t.updated_at = at;
-            }
-            _ => return Err(conflict(t, "withdrawn")),
-        }
-        Ok(t.clone())
+        self.transition(id, |t| t.withdrawn(at))
     }
 }
