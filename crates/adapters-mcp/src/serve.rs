@@ -17,7 +17,6 @@ pub const MCP_PATH: &str = "/mcp";
 
 /// Why the sidecar could not serve.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ServeError {
     /// The address is not a loopback address; the sidecar never listens beyond this machine.
     #[error("refusing to listen on {0}: the MCP sidecar binds loopback addresses only (127.0.0.1 or ::1)")]

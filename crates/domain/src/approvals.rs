@@ -26,7 +26,6 @@ pub const DEADLINE_REASON: &str = "deadline passed with no decision (waiter time
 
 /// Errors of the approval rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ApprovalError {
     /// The hold is no longer awaiting a decision (HTTP 409).
     #[error("approval is already {state}: {reason}")]
@@ -44,7 +43,6 @@ pub enum ApprovalError {
 /// A person's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum Verdict {
     /// Let it run.
     Approve,
@@ -67,7 +65,6 @@ pub struct DecisionRecord {
 /// How the waiter stopped waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum WaiterOutcome {
     /// Its window closed.
     TimedOut,
@@ -176,7 +173,6 @@ pub fn decide(
 
 /// What closing a hold from the waiter's side did.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum Resolution {
     /// It was open and is now closed with the waiter's outcome.
     Closed(ApprovalRecord),
@@ -207,7 +203,9 @@ pub fn resolve(record: &ApprovalRecord, outcome: WaiterOutcome, now: Timestamp) 
             Resolution::Closed(next)
         }
         ApprovalStatus::Approved | ApprovalStatus::Rejected => Resolution::AlreadyDecided(current),
-        _ => Resolution::AlreadyClosed(current),
+        ApprovalStatus::TimedOut | ApprovalStatus::Canceled | ApprovalStatus::Failed => {
+            Resolution::AlreadyClosed(current)
+        }
     }
 }
 

@@ -242,7 +242,7 @@ pub fn resolve_base_url(
 pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
     match provider.family {
         ApiFamily::OpenaiCompatible => Some(128),
-        _ => None,
+        ApiFamily::Anthropic | ApiFamily::Gemini | ApiFamily::Bedrock | ApiFamily::OpenaiCodex => None,
     }
 }
 

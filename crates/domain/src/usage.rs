@@ -133,7 +133,6 @@ pub fn normalize_usage(family: ApiFamily, raw: &Value) -> NormalizedUsage {
                 reasoning_tokens: count(usage, "/output_tokens_details/reasoning_tokens"),
             }
         }
-        _ => NormalizedUsage::default(),
     }
 }
 
@@ -156,7 +155,6 @@ pub struct ModelPrice {
 
 /// Errors reading a price table.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum PriceTableError {
     /// The text is not JSON of the price table's shape.
     #[error("price table is not valid JSON at line {line}, column {column}: {message}")]
@@ -323,7 +321,6 @@ pub fn price_event(event: &UsageEvent, prices: &PriceTable) -> UsageEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum TotalBilling {
     /// Every call was metered (or there were no calls).
     #[default]

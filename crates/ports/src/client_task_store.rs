@@ -10,7 +10,6 @@ use crate::error::PortError;
 /// Where a client task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ClientTaskStatus {
     /// Posted, nobody working on it.
     Open,

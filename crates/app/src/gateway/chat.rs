@@ -151,7 +151,6 @@ fn finish_text(reason: &FinishReason) -> String {
         FinishReason::ToolCalls => "tool_calls".to_owned(),
         FinishReason::ContentFilter => "content_filter".to_owned(),
         FinishReason::Other(other) => other.clone(),
-        _ => "stop".to_owned(),
     }
 }
 
@@ -160,7 +159,11 @@ fn finish_text(reason: &FinishReason) -> String {
 fn arguments_text(arguments: &serde_json::Value) -> String {
     match arguments {
         serde_json::Value::String(text) => text.clone(),
-        other => other.to_string(),
+        serde_json::Value::Null
+        | serde_json::Value::Bool(_)
+        | serde_json::Value::Number(_)
+        | serde_json::Value::Array(_)
+        | serde_json::Value::Object(_) => arguments.to_string(),
     }
 }
 
@@ -205,7 +208,8 @@ impl ChunkDeltas {
                 ))
             }
             StreamEvent::Finish { reason } => Some((serde_json::json!({}), Some(finish_text(&reason)))),
-            _ => None,
+            // A call's end adds nothing to OpenAI's chunks; usage is its own chunk (see `completions`).
+            StreamEvent::ToolCallEnd { .. } | StreamEvent::Usage { .. } => None,
         }
     }
 }
@@ -298,7 +302,9 @@ fn pipeline_error(err: PipelineError) -> ApiError {
                 ApiError::unavailable(format!("all providers failed for role '{role}'")).with_details(details)
             }
         }
-        other => ApiError::unavailable(other.to_string()),
+        other @ (PipelineError::Config(_)
+        | PipelineError::ProviderNotWired(_)
+        | PipelineError::Credentials(_)) => ApiError::unavailable(other.to_string()),
     }
 }
 

@@ -123,7 +123,7 @@ impl From<metaforge_ports::PortError> for ApiError {
             K::Invalid => Self::unprocessable("invalid", err.message),
             K::Unavailable => Self::unavailable(err.message),
             K::Corrupt => Self::new(StatusCode::CONFLICT, "corrupt", err.message),
-            _ => {
+            K::Internal => {
                 tracing::error!(event = "gateway_port_error", error = %err, "ledger error");
                 Self::internal(err.message)
             }

@@ -93,7 +93,6 @@ impl std::fmt::Display for Attempt {
 
 /// Why a pipeline call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum PipelineError {
     /// The role or the explicit candidate cannot be served by configuration.
     #[error(transparent)]

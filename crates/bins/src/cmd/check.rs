@@ -56,7 +56,6 @@ pub(crate) struct CheckArgs {
 
 /// Why `check` could not produce a verdict.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub(crate) enum CheckError {
     /// The input could not be read.
     #[error("{source_name}: cannot read input: {message}")]

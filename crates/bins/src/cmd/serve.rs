@@ -289,7 +289,7 @@ async fn gateway_pipeline(
         Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
     let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
         BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
-        other => StartError::Runtime(format!("provider pipeline: {other}")),
+        other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
     })?;
     Ok(Some(Arc::new(pipeline)))
 }

@@ -202,7 +202,9 @@ impl ApprovalLedger for MemoryApprovalLedger {
         match r.status {
             ApprovalStatus::AwaitingApproval => {}
             ApprovalStatus::Approved | ApprovalStatus::Rejected => return Err(closed_conflict(r)),
-            _ => return Ok(ResolveOutcome::AlreadyClosed { record: r.clone() }),
+            ApprovalStatus::TimedOut | ApprovalStatus::Canceled | ApprovalStatus::Failed => {
+                return Ok(ResolveOutcome::AlreadyClosed { record: r.clone() });
+            }
         }
         r.status = resolution.status();
         r.reason = reason.clone();

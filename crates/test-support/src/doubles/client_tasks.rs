@@ -155,7 +155,7 @@ impl ClientTaskStore for MemoryClientTaskStore {
                 t.status = ClientTaskStatus::Withdrawn;
                 t.updated_at = at;
             }
-            _ => return Err(conflict(t, "withdrawn")),
+            ClientTaskStatus::Submitted => return Err(conflict(t, "withdrawn")),
         }
         Ok(t.clone())
     }
