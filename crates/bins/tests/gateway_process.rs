@@ -237,6 +237,62 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
     assert!(refused.contains("x-metaforge-run-id"), "{refused}");
 }
 
+/// What an OpenAI SDK user sends: a bare (or `openai/`-prefixed) model name, no MetaForge role;
+/// served by the configured `openai` provider (aimock here); `/v1/models` lists it; a model nothing
+/// here serves is a 400 in OpenAI's error shape.
+#[test]
+fn an_openai_sdk_model_name_is_served_through_aimock_and_listed_by_v1_models() {
+    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[
+            ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+            ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
+            ("METAFORGE_LLM_PROVIDER", "openai".to_owned()),
+            ("METAFORGE_LLM_MODEL", "gpt-4o-mini".to_owned()),
+            (
+                "METAFORGE_CREDENTIALS_PATH",
+                home.path().join("credentials.json").display().to_string(),
+            ),
+        ],
+    );
+    for model in ["gpt-4o-mini", "openai/gpt-4o-mini"] {
+        let request = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        let (status, text) = http_raw(&gw, "POST", "/v1/chat/completions", Some(&request), &[]);
+        let answer: serde_json::Value = serde_json::from_str(&text).expect("json answer");
+        assert_eq!(status, 200, "{model}: {answer}");
+        assert_eq!(
+            answer["choices"][0]["message"]["content"],
+            "Hello from aimock! How can I help?"
+        );
+        assert_eq!(answer["object"], "chat.completion");
+    }
+    let (status, models) = http(&gw, "GET", "/v1/models", None);
+    assert_eq!(status, 200, "{models}");
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    for id in ["chat", "openai:gpt-4o-mini", "gpt-4o-mini"] {
+        assert!(ids.contains(&id), "{id} not listed: {models}");
+    }
+    let request = json!({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, refused) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["type"], "invalid_request_error", "{refused}");
+    assert_eq!(refused["error"]["param"], "model", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("provider:model")),
+        "{refused}"
+    );
+}
+
 #[test]
 fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_503() {
     let home = tempfile::tempdir().expect("tempdir");
@@ -250,7 +306,7 @@ fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_50
     let request = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
     let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
     assert_eq!(status, 503, "{answer}");
-    assert_eq!(answer["error"], "unavailable");
+    assert_eq!(answer["error"]["code"], "unavailable", "{answer}");
 }
 
 /// The generator path through the real binary: `flow_generator` routed to aimock's OpenAI
