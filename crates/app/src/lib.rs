@@ -5,6 +5,7 @@
 //! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
 
 pub mod approvals;
+pub mod exposition;
 pub mod flow_generator;
 pub mod flows;
 // The gateway and the sidecar name every variant of our own enums (issue 11, W4).

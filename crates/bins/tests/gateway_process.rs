@@ -14,6 +14,7 @@ mod common;
 use metaforge_ports::ToolSource;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -237,6 +238,71 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
     assert!(refused.contains("x-metaforge-run-id"), "{refused}");
 }
 
+/// `/metrics` before any call: the build, and the process (memory, CPU, fds, start time); the
+/// exposition is valid Prometheus text (promtool, when installed, checks it).
+#[test]
+fn metrics_at_start_carry_build_info_and_process_series() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[(
+            "METAFORGE_CREDENTIALS_PATH",
+            home.path().join("credentials.json").display().to_string(),
+        )],
+    );
+    let (status, metrics) = http_raw(&gw, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    let build = format!(
+        "metaforge_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(metrics.lines().any(|l| l == build), "{build} missing: {metrics}");
+    for series in [
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+        "process_threads",
+    ] {
+        let value: f64 = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{series} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0);
+        assert!(value >= 0.0, "{series} missing: {metrics}");
+    }
+    let rss: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(rss > 1_000_000.0, "a running gateway holds more than 1 MB: {rss}");
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            promtool
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(metrics.as_bytes())
+                .expect("write");
+            let out = promtool.wait_with_output().expect("promtool");
+            let text =
+                String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "promtool check metrics: {text}");
+        }
+        Err(err) => eprintln!("promtool not runnable ({err}): the exposition's syntax is not checked here"),
+    }
+}
+
 /// What an OpenAI SDK user sends: a bare (or `openai/`-prefixed) model name, no MetaForge role;
 /// served by the configured `openai` provider (aimock here); `/v1/models` lists it; a model nothing
 /// here serves is a 400 in OpenAI's error shape.
@@ -280,6 +346,20 @@ fn an_openai_sdk_model_name_is_served_through_aimock_and_listed_by_v1_models() {
     for id in ["chat", "openai:gpt-4o-mini", "gpt-4o-mini"] {
         assert!(ids.contains(&id), "{id} not listed: {models}");
     }
+    // Both calls were priced: the cost is a counter of fractional dollars, by role/provider/model.
+    let (status, metrics) = http_raw(&gw, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("# TYPE metaforge_llm_cost_usd_total counter"),
+        "{metrics}"
+    );
+    let cost: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("metaforge_llm_cost_usd_total{") && l.contains("model=\"gpt-4o-mini\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(cost > 0.0 && cost < 0.01, "two tiny priced calls: {metrics}");
     let request = json!({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]});
     let (status, refused) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
     assert_eq!(status, 400, "{refused}");

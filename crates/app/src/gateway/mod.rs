@@ -24,7 +24,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderName;
-use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
@@ -52,8 +51,9 @@ pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
 
 /// What the handlers share.
 pub struct GatewayState {
-    /// Renders `/metrics`; `None` when no recorder was installed (tests).
-    pub metrics: Option<PrometheusHandle>,
+    /// Renders `/metrics` (build info, process series, every recorded series); `None` when no
+    /// recorder was installed (tests).
+    pub metrics: Option<Arc<crate::exposition::Exposition>>,
     /// The one approval ledger's use cases.
     pub approvals: Arc<ApprovalService>,
     /// Design-flow proposals and versions.

@@ -150,8 +150,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         Arc::clone(&clock),
         Arc::clone(&ids),
     ));
-    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
+    let metrics = metaforge_app::exposition::Exposition::install()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
     let rows = providers_config::provider_rows()
         .await
@@ -163,7 +162,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
     let state = Arc::new(GatewayState {
-        metrics: Some(metrics),
+        metrics: Some(Arc::new(metrics)),
         approvals,
         flows,
         usage,
