@@ -447,12 +447,7 @@ impl ProviderPipeline {
 /// No raw usage leaves every count `None` (unknown, never 0); no price table leaves cost `None`.
 fn account(mut event: UsageEvent, raw: Option<RawUsage>, prices: Option<&PriceTable>) -> CallUsage {
     if let Some(raw) = &raw {
-        let counts = normalize_usage(raw.family, &raw.raw);
-        event.prompt_tokens = counts.prompt_tokens;
-        event.completion_tokens = counts.completion_tokens;
-        event.cached_input_tokens = counts.cached_input_tokens;
-        event.cache_write_tokens = counts.cache_write_tokens;
-        event.reasoning_tokens = counts.reasoning_tokens;
+        normalize_usage(raw.family, &raw.raw).apply_to(&mut event);
     }
     let event = match prices {
         Some(table) => price_event(&event, table),

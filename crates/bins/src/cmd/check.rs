@@ -18,7 +18,7 @@ use metaforge_domain::providers::{max_tools_for, model_family_mismatch, resolve_
 use metaforge_domain::routing::{RouteCall, RoutingInputs, RoutingTable, resolve_route};
 use metaforge_domain::tool_cap::{OfferedTool, select_tools};
 use metaforge_domain::tool_gating::{Caller, CallerClass, ToolSpec, decide};
-use metaforge_domain::usage::{PriceTable, UsageTotals, price_event};
+use metaforge_domain::usage::{PriceTable, UsageTotals, normalize_usage, price_event};
 use metaforge_ports::UsageEvent;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -192,9 +192,52 @@ struct RouteInput {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UsageInput {
-    events: Vec<UsageEvent>,
+    /// Each a recorded [`UsageEvent`], or a provider's raw usage (`{provider, model, usage}`).
+    events: Vec<Value>,
     #[serde(default)]
     prices: Option<Value>,
+}
+
+/// One call as the provider reported it: its own usage object, normalised by the provider's API
+/// family with the domain's rule (`normalize_usage`), exactly as the pipeline records a call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUsageInput {
+    provider: String,
+    model: String,
+    /// The provider's usage object as it sent it (`null` = not reported).
+    usage: Value,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    caller: Option<String>,
+}
+
+/// `events[i]` as a usage event: a raw one (it has `usage`) normalised by its provider's family,
+/// else a recorded one; a bad event names its index and field.
+fn usage_event(name: &str, i: usize, value: Value) -> Result<UsageEvent, CheckError> {
+    let at = |e: serde_json::Error| bad(name, format!("events[{i}]: {e}"));
+    if value.get("usage").is_none() {
+        return serde_json::from_value(value).map_err(at);
+    }
+    let raw: RawUsageInput = serde_json::from_value(value).map_err(at)?;
+    let provider =
+        resolve_provider(&raw.provider).map_err(|e| bad(name, format!("events[{i}].provider: {e}")))?;
+    let mut event = UsageEvent {
+        run_id: raw.run_id,
+        phase: raw.phase,
+        role: raw.role,
+        caller: raw.caller,
+        provider: provider.id.to_owned(),
+        model: raw.model,
+        ..UsageEvent::default()
+    };
+    normalize_usage(provider.family, &raw.usage).apply_to(&mut event);
+    Ok(event)
 }
 
 #[derive(Deserialize)]
@@ -293,7 +336,13 @@ fn check(rule: Rule, name: &str, text: &str) -> Result<Verdict, CheckError> {
                 }
                 None => PriceTable::shipped().map_err(|e| bad(name, format!("shipped price table: {e}")))?,
             };
-            let priced: Vec<UsageEvent> = input.events.iter().map(|e| price_event(e, &prices)).collect();
+            let events = input
+                .events
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| usage_event(name, i, value))
+                .collect::<Result<Vec<_>, _>>()?;
+            let priced: Vec<UsageEvent> = events.iter().map(|e| price_event(e, &prices)).collect();
             Ok(ok(to_json(name, &UsageTotals::from_events(&priced))?))
         }
         Rule::SelectTools => {
