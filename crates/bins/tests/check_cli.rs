@@ -187,6 +187,49 @@ fn raw_usage_with_an_unknown_provider_or_field_exits_2_naming_the_event() {
 }
 
 #[test]
+fn check_help_names_no_ticket_ids_and_every_rules_example_runs() {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for ticket in ["FORGE-", "MET-"] {
+        assert!(
+            !help.contains(ticket),
+            "internal ticket id {ticket} in help:\n{help}"
+        );
+    }
+    let examples: Vec<(String, String)> = help
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("echo '"))
+        .filter_map(|l| l.split_once("' | metaforge check "))
+        .map(|(input, rule)| (input.to_owned(), rule.trim().to_owned()))
+        .collect();
+    for rule in [
+        "grounding",
+        "model-family",
+        "route",
+        "usage",
+        "select-tools",
+        "gate",
+        "truncate",
+    ] {
+        assert!(
+            examples.iter().any(|(_, r)| r == rule),
+            "no example for {rule}:\n{help}"
+        );
+    }
+    for (input, rule) in examples {
+        let input: Value = serde_json::from_str(&input).unwrap();
+        let (code, out) = check(&rule, &input);
+        assert_eq!(code, 0, "the {rule} example fails: {input} → {out}");
+        assert!(out.is_object(), "{rule}: {out}");
+    }
+}
+
+#[test]
 fn select_tools_caps_openai_at_128_without_a_tail_slice() {
     let mut tools = vec![json!({"name": "chat.set_project_scope", "origin": "native"})];
     tools.extend((0..70).map(|i| json!({"name": format!("kicad.t{i:02}"), "origin": "mcp:kicad"})));

@@ -27,24 +27,39 @@ use serde_json::{Value, json};
 /// The rules `check` can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Rule {
-    /// Post-turn grounding guard (FORGE-98/520).
+    /// Post-turn grounding guard: does a reply claim work its tool calls did not do?
     Grounding,
-    /// Provider/model family check (FORGE-468).
+    /// Can this provider serve this model at all (e.g. Anthropic's API never serves gpt-4o)?
     ModelFamily,
-    /// Per-role model routing (FORGE-477).
+    /// Which provider:model a role's call resolves to under a routing table.
     Route,
-    /// Usage totals and cost (FORGE-476/486).
+    /// Usage totals and cost over recorded events or a provider's own usage objects.
     Usage,
-    /// Provider tool-array cap (FORGE-94/518).
+    /// Which tools fit a provider's tool-array cap.
     SelectTools,
-    /// Tool gating by caller class (MET-569, FORGE-222/487/584).
+    /// Run, hold for a person, or refuse a tool call for a caller class.
     Gate,
-    /// Context compaction (MET-568).
+    /// Context compaction: truncate text, values, history or native exchanges.
     Truncate,
 }
 
+/// One working input per rule, shown by `metaforge check --help` (each is run by the CLI tests).
+pub(crate) const EXAMPLES: &str = r#"Examples (JSON on stdin, or --input FILE; more cases in fixtures/rules/):
+  echo '{"reply": "Saved to the twin. Node id: assembly_4.", "steps": []}' | metaforge check grounding
+  echo '{"provider": "anthropic", "model": "gpt-4o"}' | metaforge check model-family
+  echo '{"table": {"roles": {"gate_check": "anthropic:claude-haiku-4-5-20251001"}}, "call": {"role": "gate_check"}}' | metaforge check route
+  echo '{"events": [{"provider": "openai", "model": "gpt-4o-mini", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}]}' | metaforge check usage
+  echo '{"events": [{"provider": "anthropic", "model": "claude-haiku-4-5-20251001", "role": "chat", "prompt_tokens": 1000, "completion_tokens": 100}]}' | metaforge check usage
+  echo '{"provider": "openai", "max_tools": 2, "tools": [{"name": "search_tools", "origin": "native"}, {"name": "twin.query", "origin": "mcp:twin"}, {"name": "twin.commit", "origin": "mcp:twin"}]}' | metaforge check select-tools
+  echo '{"tool": {"name": "twin.commit_geometry", "origin": "mcp:twin", "annotation": "ADDITIVE"}, "caller": "remote", "arguments": {}}' | metaforge check gate
+  echo '{"op": "text", "text": "abcdefghij", "max_chars": 4}' | metaforge check truncate
+
+Exit codes: 0 verdict printed; 1 the rule refused the input (printed as {error, message});
+2 the input is bad (unreadable, not JSON, wrong shape), with file and line:col."#;
+
 /// Arguments of `metaforge check`.
 #[derive(Debug, Args)]
+#[command(after_long_help = EXAMPLES)]
 pub(crate) struct CheckArgs {
     /// The rule to run.
     #[arg(value_enum)]
