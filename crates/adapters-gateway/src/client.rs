@@ -13,7 +13,6 @@ const API_KEY_HEADER: &str = "X-API-Key";
 
 /// Why a client could not be built.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum GatewayClientError {
     /// The base URL is not an absolute http(s) URL.
     #[error("METAFORGE_GATEWAY_URL must be an http:// or https:// URL, not {0:?}")]

@@ -111,7 +111,7 @@ impl ApprovalLedger for RemoteApprovalLedger {
     ) -> Result<ResolveOutcome, PortError> {
         let label = match resolution {
             WaiterResolution::TimedOut => "timed_out",
-            _ => "canceled",
+            WaiterResolution::Canceled => "canceled",
         };
         let path = format!("/v1/chat/tool_approvals/{}/resolve", segment(id));
         let body = json!({"resolution": label, "reason": reason});

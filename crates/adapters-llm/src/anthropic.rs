@@ -109,7 +109,7 @@ pub fn request_body(request: &LlmRequest, stream: bool) -> Value {
                 ToolChoice::None => json!({"type": "none"}),
                 ToolChoice::Required => json!({"type": "any"}),
                 ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-                _ => json!({"type": "auto"}),
+                ToolChoice::Auto => json!({"type": "auto"}),
             },
         );
     }
@@ -141,7 +141,8 @@ fn wire_message(message: &LlmMessage) -> Option<Value> {
                 ..
             } => Some(json!({
                 "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error})),
-            _ => None,
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
         })
         .collect();
     if blocks.is_empty() {
@@ -149,7 +150,7 @@ fn wire_message(message: &LlmMessage) -> Option<Value> {
     }
     let role = match message.role {
         LlmRole::Assistant => "assistant",
-        _ => "user",
+        LlmRole::User => "user",
     };
     Some(json!({"role": role, "content": blocks}))
 }

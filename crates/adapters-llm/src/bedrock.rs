@@ -203,7 +203,9 @@ pub fn request_body(request: &LlmRequest) -> Value {
             ToolChoice::Auto => {
                 config.insert("toolChoice".into(), json!({"auto": {}}));
             }
-            _ => {}
+            // Converse has no "none" choice: leaving toolChoice out with tools offered is the
+            // closest (the model decides); the pipeline never sends tools with `None` anyway.
+            ToolChoice::None => {}
         }
         body.insert("toolConfig".into(), Value::Object(config));
     }
@@ -227,7 +229,8 @@ fn wire_message(message: &LlmMessage) -> Option<Value> {
             } => Some(json!({"toolResult": {
                 "toolUseId": call_id, "content": [{"text": content}],
                 "status": if *is_error { "error" } else { "success" }}})),
-            _ => None,
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
         })
         .collect();
     if content.is_empty() {
@@ -235,7 +238,7 @@ fn wire_message(message: &LlmMessage) -> Option<Value> {
     }
     let role = match message.role {
         LlmRole::Assistant => "assistant",
-        _ => "user",
+        LlmRole::User => "user",
     };
     Some(json!({"role": role, "content": content}))
 }

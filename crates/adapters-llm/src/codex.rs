@@ -31,7 +31,6 @@ pub struct CodexProvider {
 
 /// Why a Codex auth file could not be used.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum CodexAuthError {
     /// The file could not be read.
     #[error("cannot read Codex auth file {path}: {source}")]
@@ -181,7 +180,7 @@ pub fn request_body(request: &LlmRequest) -> Value {
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
                 ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
-                _ => json!("auto"),
+                ToolChoice::Auto => json!("auto"),
             },
         );
         body.insert("parallel_tool_calls".into(), json!(false));
@@ -194,7 +193,7 @@ pub fn request_body(request: &LlmRequest) -> Value {
 fn wire_items(message: &LlmMessage) -> Vec<Value> {
     let (role, text_type) = match message.role {
         LlmRole::Assistant => ("assistant", "output_text"),
-        _ => ("user", "input_text"),
+        LlmRole::User => ("user", "input_text"),
     };
     message
         .content
@@ -207,7 +206,8 @@ fn wire_items(message: &LlmMessage) -> Vec<Value> {
                 "arguments": arguments_text(arguments)})),
             ContentPart::ToolResult { call_id, content, .. } => Some(json!({
                 "type": "function_call_output", "call_id": call_id, "output": content})),
-            _ => None,
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
         })
         .collect()
 }

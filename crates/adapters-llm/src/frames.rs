@@ -159,7 +159,8 @@ pub async fn collect_stream(mut events: LlmEventStream) -> Result<LlmResponse, P
             }
             StreamEvent::Usage { usage: raw } => usage = Some(raw),
             StreamEvent::Finish { reason } => finish = Some(reason),
-            _ => {}
+            // A call's end carries nothing its start and argument deltas did not.
+            StreamEvent::ToolCallEnd { .. } => {}
         }
     }
     Ok(LlmResponse {

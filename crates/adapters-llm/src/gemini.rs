@@ -82,7 +82,7 @@ pub fn request_body(request: &LlmRequest) -> Value {
             ToolChoice::None => json!({"mode": "NONE"}),
             ToolChoice::Required => json!({"mode": "ANY"}),
             ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
-            _ => json!({"mode": "AUTO"}),
+            ToolChoice::Auto => json!({"mode": "AUTO"}),
         };
         body.insert("toolConfig".into(), json!({"functionCallingConfig": config}));
     }
@@ -112,7 +112,7 @@ fn gemini_schema(schema: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
-        other => other.clone(),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => schema.clone(),
     }
 }
 
@@ -134,7 +134,8 @@ fn wire_content(message: &LlmMessage) -> Option<Value> {
                 let key = if *is_error { "error" } else { "content" };
                 Some(json!({"functionResponse": {"name": name, "response": {key: content}}}))
             }
-            _ => None,
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
         })
         .collect();
     if parts.is_empty() {
@@ -142,7 +143,7 @@ fn wire_content(message: &LlmMessage) -> Option<Value> {
     }
     let role = match message.role {
         LlmRole::Assistant => "model",
-        _ => "user",
+        LlmRole::User => "user",
     };
     Some(json!({"role": role, "parts": parts}))
 }
@@ -150,7 +151,11 @@ fn wire_content(message: &LlmMessage) -> Option<Value> {
 fn gemini_finish(raw: &str, saw_call: bool) -> FinishReason {
     match finish_reason(raw) {
         FinishReason::Stop if saw_call => FinishReason::ToolCalls,
-        other => other,
+        reason @ (FinishReason::Stop
+        | FinishReason::Length
+        | FinishReason::ToolCalls
+        | FinishReason::ContentFilter
+        | FinishReason::Other(_)) => reason,
     }
 }
 

@@ -6,6 +6,10 @@
 //! the file-backed credential store. Adapters depend on `metaforge-ports` only: usage leaves them
 //! raw, and every routing or accounting rule lives in the domain.
 
+// Every variant of our own enums is named: a new `LlmRole`, `ToolChoice` or `ContentPart` must not
+// compile into a silent default (issue 11, W4).
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod anthropic;
 pub mod bedrock;
 pub mod codex;

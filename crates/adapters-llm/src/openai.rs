@@ -91,7 +91,7 @@ pub fn request_body(request: &LlmRequest, stream: bool, send_prompt_cache_key: b
                 ToolChoice::None => json!("none"),
                 ToolChoice::Required => json!("required"),
                 ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-                _ => json!("auto"),
+                ToolChoice::Auto => json!("auto"),
             },
         );
     }
@@ -137,7 +137,6 @@ fn wire_messages(message: &LlmMessage) -> Vec<Value> {
                 "function": {"name": name, "arguments": arguments_text(arguments)}})),
             ContentPart::ToolResult { call_id, content, .. } => out.push(json!({
                 "role": "tool", "tool_call_id": call_id, "content": content})),
-            _ => {}
         }
     }
     match message.role {
@@ -153,7 +152,7 @@ fn wire_messages(message: &LlmMessage) -> Vec<Value> {
             }
             out.insert(0, Value::Object(m));
         }
-        _ => {
+        LlmRole::User => {
             if !text.is_empty() {
                 out.push(json!({"role": "user", "content": text}));
             }
@@ -166,7 +165,9 @@ fn wire_messages(message: &LlmMessage) -> Vec<Value> {
 pub(crate) fn arguments_text(arguments: &Value) -> String {
     match arguments {
         Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
+            arguments.to_string()
+        }
     }
 }
 

@@ -360,6 +360,10 @@ impl McpToolServer {
         })
     }
 
+    #[expect(
+        clippy::wildcard_enum_match_arm,
+        reason = "rmcp's ServerResult is #[non_exhaustive]: any answer but a tool result is a protocol error"
+    )]
     async fn call_once(
         &self,
         conn: &Connection,
@@ -435,6 +439,10 @@ enum CallFailure {
 }
 
 impl CallFailure {
+    #[expect(
+        clippy::wildcard_enum_match_arm,
+        reason = "rmcp's ServiceError is #[non_exhaustive]: every other failure is internal"
+    )]
     fn from_service(e: ServiceError) -> Self {
         match e {
             ServiceError::TransportSend(_) | ServiceError::TransportClosed => Self::ConnectionLost(

@@ -13,7 +13,6 @@ use serde::Deserialize;
 
 /// Which MCP protocol era to speak to a server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[non_exhaustive]
 pub enum ProtocolChoice {
     /// `initialize` handshake, protocol 2025-11-25.
     #[serde(rename = "2025-11-25")]
@@ -29,7 +28,6 @@ pub enum ProtocolChoice {
 
 /// How to reach one server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ServerTransport {
     /// Spawn a child process and speak MCP over its stdin/stdout.
     Stdio {
@@ -89,7 +87,6 @@ const MAX_SERVER_NAME_LEN: usize = 32;
 
 /// Why a servers file was refused.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("{path}: cannot read: {source}")]

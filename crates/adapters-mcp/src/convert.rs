@@ -42,7 +42,7 @@ pub(crate) fn descriptor_from_tool(tool: &Tool) -> ToolDescriptor {
 pub(crate) fn tool_from_descriptor(d: &ToolDescriptor) -> Result<Tool, PortError> {
     let schema = match &d.input_schema {
         Value::Object(map) => map.clone(),
-        _ => {
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
             return Err(PortError::new(
                 PortErrorKind::Internal,
                 format!("tool {}: input schema is not a JSON object", d.name),

@@ -7,6 +7,10 @@
 //! [`metaforge_ports::ToolHost`]. Protocol details (eras, elicitation, sessions) stay here;
 //! adapters depend on `metaforge-ports` only.
 
+// Every variant of our own enums is named: a new protocol era, tool class or outcome must not
+// compile into a silent default (issue 11, W4).
+#![deny(clippy::wildcard_enum_match_arm)]
+
 mod client;
 pub mod config;
 mod convert;

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::response::IntoResponse as _;
 use metaforge_ports::ToolHost;
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -17,7 +18,6 @@ pub const MCP_PATH: &str = "/mcp";
 
 /// Why the sidecar could not serve.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ServeError {
     /// The address is not a loopback address; the sidecar never listens beyond this machine.
     #[error("refusing to listen on {0}: the MCP sidecar binds loopback addresses only (127.0.0.1 or ::1)")]
@@ -94,13 +94,28 @@ pub async fn bind_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service(MCP_PATH, service);
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::map_response(session_ended_is_no_content));
     Ok(HttpSidecar {
         local_addr,
         listener,
         router,
         shutdown,
     })
+}
+
+/// A session `DELETE` that ended the session answers 204 No Content. rmcp answers 202 Accepted,
+/// which the streamable-HTTP transport reserves for accepted notifications; clients check for 200
+/// or 204 (the Python `mcp` client logs "Session termination failed: 202" otherwise).
+async fn session_ended_is_no_content(
+    method: axum::http::Method,
+    response: axum::response::Response,
+) -> axum::response::Response {
+    if method == axum::http::Method::DELETE && response.status() == axum::http::StatusCode::ACCEPTED {
+        return axum::http::StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// Renders the process's Prometheus exposition text (the composition root owns the recorder).

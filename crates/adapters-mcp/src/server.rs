@@ -36,7 +36,6 @@ const INPUT_REQUEST_KEY: &str = "answers";
 
 /// How this server instance was reached, which bounds the caller classes it can grant.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub enum Connection {
     /// stdio: the caller is the local user.
     Stdio,
@@ -144,7 +143,10 @@ fn mcp_error(e: PortError) -> McpError {
     match e.kind {
         PortErrorKind::NotFound => McpError::invalid_params(e.message, None),
         PortErrorKind::Invalid => McpError::invalid_params(e.message, None),
-        _ => McpError::internal_error(e.message, None),
+        PortErrorKind::Conflict
+        | PortErrorKind::Unavailable
+        | PortErrorKind::Corrupt
+        | PortErrorKind::Internal => McpError::internal_error(e.message, None),
     }
 }
 
@@ -240,12 +242,6 @@ impl ServerHandler for SidecarServer {
                 questions,
                 result,
             } => (message, questions, result),
-            other => {
-                return Err(McpError::internal_error(
-                    format!("tool {tool}: unsupported outcome {other:?}"),
-                    None,
-                ));
-            }
         };
         match caller.input_channel {
             InputChannel::InputRequired if request.input_responses.is_none() => {
@@ -282,12 +278,6 @@ impl ServerHandler for SidecarServer {
                         let output = match again {
                             HostCallOutcome::Done(output) => output,
                             HostCallOutcome::NeedsInput { result, .. } => result,
-                            other => {
-                                return Err(McpError::internal_error(
-                                    format!("tool {tool}: unsupported outcome {other:?}"),
-                                    None,
-                                ));
-                            }
                         };
                         Ok(CallToolResponse::Complete(
                             result_from_output(&output).map_err(mcp_error)?,
@@ -304,7 +294,8 @@ impl ServerHandler for SidecarServer {
                     }
                 }
             }
-            _ => Ok(CallToolResponse::Complete(
+            // The client answered already, or cannot be asked: the tool's own fallback answer.
+            InputChannel::InputRequired | InputChannel::None => Ok(CallToolResponse::Complete(
                 result_from_output(&fallback).map_err(mcp_error)?,
             )),
         }

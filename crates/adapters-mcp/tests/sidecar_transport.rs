@@ -374,3 +374,49 @@ async fn a_caller_that_gives_up_cancels_the_call_on_the_server() {
     client.close().await;
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn ending_a_session_with_delete_answers_204_and_the_session_is_gone() {
+    let (url, shutdown) = sidecar(Arc::new(QuestionHost::default()), local(), None).await;
+    let client = reqwest::Client::new();
+    let init = client
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(init.status(), 200);
+    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    let ended = client
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        ended.status(),
+        204,
+        "clients accept 200 or 204 for a terminated session, not 202"
+    );
+    assert!(ended.bytes().await.unwrap().is_empty());
+    let after = client
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 404, "the ended session is gone");
+    shutdown.cancel();
+}

@@ -56,7 +56,6 @@ pub struct StorePaths {
 
 /// Why the paths could not be resolved.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum StorePathsError {
     /// Neither `METAFORGE_HOME` nor a home directory is known.
     #[error("METAFORGE_HOME is not set and no home directory is known (set METAFORGE_HOME)")]

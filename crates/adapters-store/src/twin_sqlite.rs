@@ -498,7 +498,7 @@ impl TwinStore for SqliteTwinStore {
         let (outgoing, incoming) = match direction {
             EdgeDirection::Outgoing => (true, false),
             EdgeDirection::Incoming => (false, true),
-            _ => (true, true),
+            EdgeDirection::Both => (true, true),
         };
         let rows: Vec<EdgeRow> = sqlx::query_as(
             "SELECT id, edge_type, from_id, to_id, properties FROM twin_edges \

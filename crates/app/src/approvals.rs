@@ -178,7 +178,10 @@ impl ApprovalService {
         let status = match decided.status {
             ApprovalStatus::Approved => FlowVersionStatus::Approved,
             ApprovalStatus::Rejected => FlowVersionStatus::Rejected,
-            _ => return Ok(()),
+            ApprovalStatus::AwaitingApproval
+            | ApprovalStatus::TimedOut
+            | ApprovalStatus::Canceled
+            | ApprovalStatus::Failed => return Ok(()),
         };
         let Some(versions) = &self.versions else {
             return Err(PortError::new(

@@ -21,7 +21,6 @@ pub const GENERATOR_MAX_TOKENS: u32 = 1024;
 
 /// Why the generator produced nothing usable.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum GeneratorError {
     /// No model answered (every candidate failed); every attempt is inside.
     #[error("no model is reachable for the flow generator: {0}")]
@@ -154,7 +153,6 @@ pub struct GenerateRequest {
 
 /// What the generator path produced.
 #[derive(Debug)]
-#[non_exhaustive]
 pub enum Generated {
     /// Required context is missing: the server's questions, then at most three from the model.
     /// Nothing was stored.
@@ -179,7 +177,6 @@ pub enum Generated {
 
 /// Why the generator path made no proposal; nothing is stored in any case.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum GenerateError {
     /// No pipeline or no route for the role: no model can be asked.
     #[error("no model is reachable for the flow generator: {0}; no proposal was made")]

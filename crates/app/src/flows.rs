@@ -66,7 +66,6 @@ enum Provenance {
 
 /// Why a flow request was refused; each maps to one HTTP status.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum FlowServiceError {
     /// The template is unknown (422).
     #[error(transparent)]
@@ -98,7 +97,10 @@ impl From<VersionError> for FlowServiceError {
         match err {
             VersionError::Invalid { violations } => Self::Violations { violations },
             VersionError::IdenticalToTemplate { .. } => Self::IdenticalToTemplate(err.to_string()),
-            other => Self::Port(PortError::new(
+            other @ (VersionError::AlreadyDecided { .. }
+            | VersionError::Corrupt { .. }
+            | VersionError::Missing(_)
+            | VersionError::Freeze(_)) => Self::Port(PortError::new(
                 metaforge_ports::PortErrorKind::Internal,
                 other.to_string(),
             )),
@@ -202,7 +204,7 @@ impl FlowService {
                     result: Box::new(result),
                 })
             }
-            _ => {
+            TailorStatus::Proposed => {
                 let Some(tailored) = result.flow.clone() else {
                     return Err(FlowServiceError::Invalid {
                         message: "the tailoring produced no flow".to_owned(),

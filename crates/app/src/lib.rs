@@ -5,10 +5,14 @@
 //! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
 
 pub mod approvals;
+pub mod exposition;
 pub mod flow_generator;
 pub mod flows;
+// The gateway and the sidecar name every variant of our own enums (issue 11, W4).
+#[deny(clippy::wildcard_enum_match_arm)]
 pub mod gateway;
 pub mod pipeline;
+#[deny(clippy::wildcard_enum_match_arm)]
 pub mod sidecar;
 pub mod tools;
 pub mod unreachable_holds;

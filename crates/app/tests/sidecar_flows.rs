@@ -82,7 +82,7 @@ fn ops() -> Value {
 fn done(outcome: HostCallOutcome) -> ToolOutput {
     match outcome {
         HostCallOutcome::Done(out) => out,
-        other => panic!("expected a finished call, got {other:?}"),
+        other @ HostCallOutcome::NeedsInput { .. } => panic!("expected a finished call, got {other:?}"),
     }
 }
 

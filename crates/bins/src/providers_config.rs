@@ -144,7 +144,7 @@ fn env_credentials(info: &ProviderInfo) -> Vec<Credential> {
                 }
             }
         }
-        _ => {
+        ApiFamily::OpenaiCompatible | ApiFamily::Anthropic | ApiFamily::Gemini => {
             let key_var = api_key_variable(info);
             env(&key_var)
                 .map(|api_key| Credential {
@@ -210,7 +210,7 @@ fn adapter_for(info: &ProviderInfo, url: &str) -> Result<Arc<dyn LlmProvider>, S
         ApiFamily::Gemini => Arc::new(GeminiProvider::new(url, settings).map_err(|e| e.to_string())?),
         ApiFamily::Bedrock => Arc::new(BedrockProvider::new(url, settings).map_err(|e| e.to_string())?),
         ApiFamily::OpenaiCodex => Arc::new(CodexProvider::new(url, settings).map_err(|e| e.to_string())?),
-        _ => {
+        ApiFamily::OpenaiCompatible => {
             let cache_key = matches!(info.id, "openai" | "openrouter");
             Arc::new(OpenAiCompatibleProvider::new(url, settings, cache_key).map_err(|e| e.to_string())?)
         }
@@ -278,7 +278,6 @@ pub(crate) fn credentialed(rows: &[ProviderRow]) -> BTreeSet<String> {
 
 /// Why a pipeline could not be built.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub(crate) enum BuildError {
     /// Configuration is wrong (bad base URL, bad chain): nothing was called; exit 2.
     #[error("{0}")]

@@ -127,6 +127,108 @@ fn usage_totals_keep_unknown_cost_null_and_count_subscription_calls() {
     );
 }
 
+/// Whether every field of `expect` is in `got` with the same value (floats to 1e-12).
+fn holds(expect: &Value, got: &Value) -> bool {
+    match (expect, got) {
+        (Value::Object(e), Value::Object(g)) => {
+            e.iter().all(|(k, v)| holds(v, g.get(k).unwrap_or(&Value::Null)))
+        }
+        (Value::Number(e), Value::Number(g)) if e.is_f64() || g.is_f64() => {
+            (e.as_f64().unwrap() - g.as_f64().unwrap()).abs() < 1e-12
+        }
+        _ => expect == got,
+    }
+}
+
+#[test]
+fn usage_normalises_raw_provider_usage_by_family_for_every_table_case() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/rules/usage.json"
+    ))
+    .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let cases = doc["raw_events"].as_array().unwrap();
+    assert!(cases.len() >= 7, "one case per family, unknown, and a mix");
+    let mut failures = Vec::new();
+    for case in cases {
+        let (code, out) = check("usage", &json!({"events": case["events"]}));
+        if code != 0 || !holds(&case["expect"], &out) {
+            failures.push(format!("{}: exit {code}, got {out}", case["name"]));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+#[test]
+fn raw_usage_with_an_unknown_provider_or_field_exits_2_naming_the_event() {
+    for (events, named) in [
+        (
+            json!([{"provider": "openai", "model": "m", "prompt_tokens": 1},
+                   {"provider": "nosuch", "model": "m", "usage": {}}]),
+            "events[1].provider",
+        ),
+        (
+            json!([{"provider": "openai", "model": "m", "usage": {}, "tokens": 3}]),
+            "events[0]",
+        ),
+    ] {
+        let out = Command::cargo_bin("metaforge")
+            .unwrap()
+            .args(["check", "usage"])
+            .write_stdin(json!({"events": events}).to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(named), "{named} not in {stderr}");
+        assert!(out.stdout.is_empty(), "nothing printed on bad input");
+    }
+}
+
+#[test]
+fn check_help_names_no_ticket_ids_and_every_rules_example_runs() {
+    let out = Command::cargo_bin("metaforge")
+        .unwrap()
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for ticket in ["FORGE-", "MET-"] {
+        assert!(
+            !help.contains(ticket),
+            "internal ticket id {ticket} in help:\n{help}"
+        );
+    }
+    let examples: Vec<(String, String)> = help
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("echo '"))
+        .filter_map(|l| l.split_once("' | metaforge check "))
+        .map(|(input, rule)| (input.to_owned(), rule.trim().to_owned()))
+        .collect();
+    for rule in [
+        "grounding",
+        "model-family",
+        "route",
+        "usage",
+        "select-tools",
+        "gate",
+        "truncate",
+    ] {
+        assert!(
+            examples.iter().any(|(_, r)| r == rule),
+            "no example for {rule}:\n{help}"
+        );
+    }
+    for (input, rule) in examples {
+        let input: Value = serde_json::from_str(&input).unwrap();
+        let (code, out) = check(&rule, &input);
+        assert_eq!(code, 0, "the {rule} example fails: {input} → {out}");
+        assert!(out.is_object(), "{rule}: {out}");
+    }
+}
+
 #[test]
 fn select_tools_caps_openai_at_128_without_a_tail_slice() {
     let mut tools = vec![json!({"name": "chat.set_project_scope", "origin": "native"})];

@@ -14,6 +14,7 @@ mod common;
 use metaforge_ports::ToolSource;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -237,6 +238,141 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
     assert!(refused.contains("x-metaforge-run-id"), "{refused}");
 }
 
+/// `/metrics` before any call: the build, and the process (memory, CPU, fds, start time); the
+/// exposition is valid Prometheus text (promtool, when installed, checks it).
+#[test]
+fn metrics_at_start_carry_build_info_and_process_series() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[(
+            "METAFORGE_CREDENTIALS_PATH",
+            home.path().join("credentials.json").display().to_string(),
+        )],
+    );
+    let (status, metrics) = http_raw(&gw, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    let build = format!(
+        "metaforge_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(metrics.lines().any(|l| l == build), "{build} missing: {metrics}");
+    for series in [
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
+        "process_threads",
+    ] {
+        let value: f64 = metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("{series} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0);
+        assert!(value >= 0.0, "{series} missing: {metrics}");
+    }
+    let rss: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(rss > 1_000_000.0, "a running gateway holds more than 1 MB: {rss}");
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            promtool
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(metrics.as_bytes())
+                .expect("write");
+            let out = promtool.wait_with_output().expect("promtool");
+            let text =
+                String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "promtool check metrics: {text}");
+        }
+        Err(err) => eprintln!("promtool not runnable ({err}): the exposition's syntax is not checked here"),
+    }
+}
+
+/// What an OpenAI SDK user sends: a bare (or `openai/`-prefixed) model name, no MetaForge role;
+/// served by the configured `openai` provider (aimock here); `/v1/models` lists it; a model nothing
+/// here serves is a 400 in OpenAI's error shape.
+#[test]
+fn an_openai_sdk_model_name_is_served_through_aimock_and_listed_by_v1_models() {
+    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[
+            ("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+            ("OPENAI_API_KEY", "sk-test-aimock".to_owned()),
+            ("METAFORGE_LLM_PROVIDER", "openai".to_owned()),
+            ("METAFORGE_LLM_MODEL", "gpt-4o-mini".to_owned()),
+            (
+                "METAFORGE_CREDENTIALS_PATH",
+                home.path().join("credentials.json").display().to_string(),
+            ),
+        ],
+    );
+    for model in ["gpt-4o-mini", "openai/gpt-4o-mini"] {
+        let request = json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        let (status, text) = http_raw(&gw, "POST", "/v1/chat/completions", Some(&request), &[]);
+        let answer: serde_json::Value = serde_json::from_str(&text).expect("json answer");
+        assert_eq!(status, 200, "{model}: {answer}");
+        assert_eq!(
+            answer["choices"][0]["message"]["content"],
+            "Hello from aimock! How can I help?"
+        );
+        assert_eq!(answer["object"], "chat.completion");
+    }
+    let (status, models) = http(&gw, "GET", "/v1/models", None);
+    assert_eq!(status, 200, "{models}");
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|m| m["id"].as_str())
+        .collect();
+    for id in ["chat", "openai:gpt-4o-mini", "gpt-4o-mini"] {
+        assert!(ids.contains(&id), "{id} not listed: {models}");
+    }
+    // Both calls were priced: the cost is a counter of fractional dollars, by role/provider/model.
+    let (status, metrics) = http_raw(&gw, "GET", "/metrics", None, &[]);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("# TYPE metaforge_llm_cost_usd_total counter"),
+        "{metrics}"
+    );
+    let cost: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("metaforge_llm_cost_usd_total{") && l.contains("model=\"gpt-4o-mini\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_default();
+    assert!(cost > 0.0 && cost < 0.01, "two tiny priced calls: {metrics}");
+    let request = json!({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, refused) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["type"], "invalid_request_error", "{refused}");
+    assert_eq!(refused["error"]["param"], "model", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("provider:model")),
+        "{refused}"
+    );
+}
+
 #[test]
 fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_503() {
     let home = tempfile::tempdir().expect("tempdir");
@@ -250,7 +386,7 @@ fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_50
     let request = json!({"model": "chat", "messages": [{"role": "user", "content": "hi"}]});
     let (status, answer) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
     assert_eq!(status, 503, "{answer}");
-    assert_eq!(answer["error"], "unavailable");
+    assert_eq!(answer["error"]["code"], "unavailable", "{answer}");
 }
 
 /// The generator path through the real binary: `flow_generator` routed to aimock's OpenAI

@@ -237,6 +237,11 @@ fn python_client(mode: &str, target: &str, calls: &Value, home: &std::path::Path
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "ending the session must answer 200 or 204: {stderr}"
+    );
     println!("python mcp client ({mode}): {}", truncate(&stdout, 600));
     serde_json::from_str(stdout.trim()).unwrap()
 }

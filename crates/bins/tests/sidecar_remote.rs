@@ -384,7 +384,7 @@ async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gatew
     };
     let structured = |outcome: HostCallOutcome| match outcome {
         HostCallOutcome::Done(output) => output.structured.unwrap(),
-        other => panic!("expected a finished call, got {other:?}"),
+        other @ HostCallOutcome::NeedsInput { .. } => panic!("expected a finished call, got {other:?}"),
     };
     let from_gateway = structured(
         remote

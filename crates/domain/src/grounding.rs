@@ -120,7 +120,6 @@ pub struct GroundingInput {
 /// Which banner a check raised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[non_exhaustive]
 pub enum Banner {
     /// [`UNGROUNDED_BANNER`].
     Ungrounded,
@@ -144,7 +143,6 @@ impl Banner {
 /// The `kind` label of `metaforge_chat_ungrounded_claim_total` and the `chat_ungrounded_claim` log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum MetricKind {
     /// The FORGE-98 check.
     NoToolCall,

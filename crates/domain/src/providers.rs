@@ -120,7 +120,6 @@ pub const PROVIDERS: &[ProviderInfo] = &[
 
 /// Errors of the provider rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum ProviderRuleError {
     /// The name is neither a provider id nor an alias.
     #[error("unknown provider '{0}'")]
@@ -186,7 +185,6 @@ pub fn base_url_env_var(provider_id: &str) -> String {
 /// Where a resolved base URL came from (shown by the providers view).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum BaseUrlSource {
     /// Passed explicitly by configuration.
     Explicit,
@@ -242,7 +240,7 @@ pub fn resolve_base_url(
 pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
     match provider.family {
         ApiFamily::OpenaiCompatible => Some(128),
-        _ => None,
+        ApiFamily::Anthropic | ApiFamily::Gemini | ApiFamily::Bedrock | ApiFamily::OpenaiCodex => None,
     }
 }
 
@@ -326,6 +324,26 @@ fn model_vendor(lowered: &str) -> Option<Vendor> {
     }
 }
 
+/// The first-party provider whose API serves `model` (gpt-* and o-series: `openai`; claude*:
+/// `anthropic`; gemini*: `gemini`), read from its name or its `vendor/` prefix; `None` when the
+/// name does not make its vendor plain. This is how a bare model name an OpenAI SDK sends finds a
+/// provider when no route or prefix names one.
+pub fn first_party_provider(model: &str) -> Option<&'static ProviderInfo> {
+    let id = match model_vendor(&model.trim().to_ascii_lowercase())? {
+        Vendor::OpenAiGpt | Vendor::OpenAiReasoning => "openai",
+        Vendor::Anthropic => "anthropic",
+        Vendor::Google => "gemini",
+    };
+    PROVIDERS.iter().find(|p| p.id == id)
+}
+
+/// Whether `provider` is a vendor's own API (OpenAI, Anthropic, Google, openai-codex) rather than
+/// a gateway or runtime that serves many vendors' models. A bare model name of one vendor is never
+/// sent to another vendor's own API.
+pub fn is_first_party(provider: &ProviderInfo) -> bool {
+    matches!(provider.id, "openai" | "anthropic" | "gemini" | "openai-codex")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,6 +377,20 @@ mod tests {
         assert!(model_family_mismatch(p("openrouter"), "anthropic/claude-3.5-sonnet").is_none());
         assert!(model_family_mismatch(p("bedrock"), "anthropic.claude-3").is_none());
         assert!(model_family_mismatch(p("openai"), "claude-3").is_none());
+    }
+
+    #[test]
+    fn a_model_name_finds_its_vendors_first_party_provider() {
+        let id = |m: &str| first_party_provider(m).map(|p| p.id);
+        assert_eq!(id("gpt-4o-mini"), Some("openai"));
+        assert_eq!(id("o4-mini"), Some("openai"));
+        assert_eq!(id("openai/gpt-4o-mini"), Some("openai"));
+        assert_eq!(id("claude-haiku-4-5"), Some("anthropic"));
+        assert_eq!(id("gemini-2.5-flash"), Some("gemini"));
+        assert_eq!(id("llama3.2"), None);
+        assert_eq!(id("meta-llama/llama-3-70b"), None);
+        assert!(is_first_party(p("openai")) && is_first_party(p("claude")));
+        assert!(!is_first_party(p("openrouter")) && !is_first_party(p("bedrock")));
     }
 
     #[test]

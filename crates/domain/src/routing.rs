@@ -91,7 +91,6 @@ impl RoutingTable {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum RouteSource {
     /// The call named its own provider and model.
     Explicit,
@@ -109,7 +108,6 @@ pub enum RouteSource {
 
 /// A bad route, always naming the role, the route and (when known) the provider.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum RoutingConfigError {
     /// The routing file is not valid JSON of the table's shape.
     #[error("routing table is invalid: {message}")]
@@ -201,7 +199,6 @@ impl RoutingConfigError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum FallbackReason {
     /// The primary was tried and failed.
     CallFailed,

@@ -38,7 +38,6 @@ pub const NICHE_FAMILIES: &[&str] = &["gazebo", "isaac_sim", "omniverse_usd"];
 
 /// Where a tool comes from: `native` or `mcp:<server>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[non_exhaustive]
 pub enum ToolOrigin {
     /// A harness-native tool (few, curated, session-critical).
     Native,

@@ -32,7 +32,6 @@ pub const ADMIN_PREFIXES: &[&str] = &["project.", "flow.", "run."];
 /// What a tool does to the world (MCP tool annotations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[non_exhaustive]
 pub enum Annotation {
     /// Reads only.
     ReadOnly,
@@ -102,7 +101,6 @@ impl From<CallerClass> for Caller {
 /// The three outcomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum Decision {
     /// Run it now.
     Run,
@@ -309,7 +307,10 @@ pub fn decide(tool: &ToolSpec, caller: &Caller, arguments: &Value) -> GateVerdic
                     Decision::Run,
                     format!("'{name}' is a non-destructive write by a local caller"),
                 ),
-                _ => verdict(
+                CallerClass::Remote
+                | CallerClass::Untrusted
+                | CallerClass::Service
+                | CallerClass::ClientTask => verdict(
                     Decision::Hold,
                     format!("'{name}' writes; a {who} caller's writes are held for a person"),
                 ),

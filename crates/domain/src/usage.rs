@@ -44,6 +44,16 @@ impl NormalizedUsage {
     pub fn is_unknown(&self) -> bool {
         self.prompt_tokens.is_none() && self.completion_tokens.is_none()
     }
+
+    /// Writes these counts onto `event` (every count, unknown ones as `None`): the one way a
+    /// recorded call (the pipeline) and a replayed one (`metaforge check usage`) get their tokens.
+    pub fn apply_to(&self, event: &mut UsageEvent) {
+        event.prompt_tokens = self.prompt_tokens;
+        event.completion_tokens = self.completion_tokens;
+        event.cached_input_tokens = self.cached_input_tokens;
+        event.cache_write_tokens = self.cache_write_tokens;
+        event.reasoning_tokens = self.reasoning_tokens;
+    }
 }
 
 fn count(raw: &Value, pointer: &str) -> Option<u64> {
@@ -155,7 +165,6 @@ pub struct ModelPrice {
 
 /// Errors reading a price table.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum PriceTableError {
     /// The text is not JSON of the price table's shape.
     #[error("price table is not valid JSON at line {line}, column {column}: {message}")]
@@ -322,7 +331,6 @@ pub fn price_event(event: &UsageEvent, prices: &PriceTable) -> UsageEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum TotalBilling {
     /// Every call was metered (or there were no calls).
     #[default]

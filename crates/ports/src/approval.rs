@@ -8,7 +8,6 @@ use crate::clock::Timestamp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ApprovalStatus {
     /// Parked, waiting for a person.
     AwaitingApproval,
@@ -47,7 +46,6 @@ impl ApprovalStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ApprovalKind {
     /// A held MCP or chat tool call.
     ToolCall,

@@ -19,7 +19,6 @@ pub const APPROVAL_DEADLINE_GRACE_SECONDS: i64 = 30;
 /// `metaforge_tool_approval_resolution_total` and the audit trail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ApprovalTrigger {
     /// The hold was parked (the first history entry).
     Park,
@@ -73,7 +72,6 @@ pub struct ApprovalDecision {
 /// How a waiter closes a hold it stopped waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum WaiterResolution {
     /// The waiter's window closed.
     TimedOut,

@@ -13,7 +13,6 @@ use crate::error::PortError;
 /// The secret material of one credential. `Debug` never prints it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum CredentialSecret {
     /// A bearer/API key (OpenAI-compatible, Anthropic `x-api-key`, Gemini `x-goog-api-key`).
     ApiKey {

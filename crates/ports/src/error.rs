@@ -4,7 +4,6 @@ use std::error::Error as StdError;
 
 /// What went wrong at a port, in terms a caller can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum PortErrorKind {
     /// The addressed record does not exist.
     NotFound,

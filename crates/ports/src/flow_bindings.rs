@@ -59,7 +59,6 @@ pub struct HeldProposal {
 /// How a proposal ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ProposalAnswer {
     /// Stored and held for a person.
     Held(Box<HeldProposal>),

@@ -8,7 +8,6 @@ use crate::clock::Timestamp;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum FlowVersionStatus {
     /// Saved and held for a person's decision.
     Proposed,
@@ -29,7 +28,6 @@ impl FlowVersionStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum FlowVersionOrigin {
     /// The server's own generator (or an edit saved through the gateway).
     Server,

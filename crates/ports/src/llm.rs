@@ -29,7 +29,6 @@ pub struct SystemPrompt {
 /// Who said a message. System text travels in [`SystemPrompt`], never as a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum LlmRole {
     /// The person or the calling loop.
     User,
@@ -40,7 +39,6 @@ pub enum LlmRole {
 /// One piece of a message's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ContentPart {
     /// Plain text.
     Text {
@@ -111,7 +109,6 @@ pub struct ToolSpec {
 /// How the model must use the tools.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
@@ -150,7 +147,6 @@ pub struct LlmRequest {
 /// Why generation ended, normalised across families.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum FinishReason {
     /// Natural end or a stop sequence.
     Stop,
@@ -203,7 +199,6 @@ pub struct LlmResponse {
 /// One normalised streaming event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum StreamEvent {
     /// More output text.
     TextDelta {
@@ -246,7 +241,6 @@ pub enum StreamEvent {
 /// What kind of failure a provider call hit; the pipeline decides retry/rotate/fall back on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum ProviderErrorKind {
     /// 401/403: the credential is invalid or lacks access.
     Auth,

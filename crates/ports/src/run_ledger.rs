@@ -10,7 +10,6 @@ use crate::error::PortError;
 /// A run's status. Completed, failed and canceled are terminal and never reopened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum RunStatus {
     /// Accepted, the workflow not yet started.
     Queued,
@@ -61,7 +60,6 @@ impl RunStatus {
 /// Which engine executes the run (`METAFORGE_FLOW_ENGINE`); recorded so a restart knows whom to ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum FlowEngineKind {
     /// The embedded engine, durable at phase and gate boundaries.
     Embedded,

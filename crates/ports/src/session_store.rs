@@ -25,7 +25,6 @@ pub struct ChatSession {
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum MessageRole {
     /// The system prompt or a system note.
     System,

@@ -162,7 +162,6 @@ impl CallerClass {
 /// How the connected client can be asked a person's question mid-call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum InputChannel {
     /// A 2025-11-25 client that declared the elicitation capability: ask with `elicitation/create`.
     Elicitation,
@@ -198,7 +197,6 @@ pub struct InputQuestion {
 /// What a sidecar tool call came to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum HostCallOutcome {
     /// The call finished (successfully or with a tool-level error envelope).
     Done(ToolOutput),

@@ -12,7 +12,6 @@ pub const TWIN_MAIN_BRANCH: &str = "main";
 
 /// What a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[non_exhaustive]
 pub enum TwinNodeType {
     /// An engineering artefact (model, drawing, BOM, report…).
     WorkProduct,
@@ -56,7 +55,6 @@ impl TwinNodeType {
 /// What an edge means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-#[non_exhaustive]
 pub enum TwinEdgeType {
     /// `from` needs `to`.
     DependsOn,
@@ -257,7 +255,6 @@ pub struct TwinNodeQuery {
 /// Which edges of a node to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum EdgeDirection {
     /// Edges leaving the node.
     Outgoing,

@@ -186,7 +186,7 @@ pub(crate) async fn resolve_tool_approval(
     let outcome = state.approvals.resolve(&id, resolution, request.reason).await?;
     let label = match &outcome {
         ResolveOutcome::Resolved { .. } => "resolved",
-        _ => "already_closed",
+        ResolveOutcome::AlreadyClosed { .. } => "already_closed",
     };
     Ok(Json(ResolveResponse {
         outcome: label.to_owned(),

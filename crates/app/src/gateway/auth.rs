@@ -36,7 +36,6 @@ impl std::fmt::Debug for ApiKey {
 
 /// Errors in the gateway's security configuration; the gateway refuses to start on any of them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum AuthConfigError {
     /// Binding off loopback without any key would expose every ledger unauthenticated.
     #[error("refusing to bind {0} without an API key: set METAFORGE_GATEWAY_API_KEY (required off loopback)")]

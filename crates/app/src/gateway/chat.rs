@@ -1,7 +1,9 @@
 //! `POST /v1/chat/completions`: an OpenAI-compatible front door onto the provider pipeline.
 //!
 //! `model` is a routing role (resolved by the domain's routing rules over the gateway's harness
-//! configuration, the durable selection included) or an explicit `provider:model` (family-checked).
+//! configuration, the durable selection included), an explicit `provider:model` (family-checked),
+//! or a model name as OpenAI SDKs send it (`gpt-4o-mini`, `openai/gpt-4o-mini`; see
+//! [`super::models`]). Errors are in OpenAI's shape so SDKs show the reason.
 //! Every answer says who served it (`x-metaforge-served-by`, and `x-metaforge-fell-back-from` when a
 //! fallback answered); every call is one usage event attributed to the role and the caller.
 
@@ -13,8 +15,6 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use metaforge_domain::providers::{model_family_mismatch, parse_route, resolve_provider};
-use metaforge_domain::routing::ROLES;
 use metaforge_domain::usage::normalize_usage;
 use metaforge_ports::Clock;
 use metaforge_ports::usage_store::UsageStore;
@@ -26,11 +26,10 @@ use super::GatewayState;
 use super::auth::Identity;
 use super::chat_request::ChatCompletionRequest;
 use super::chat_request::{ChatFunctionCall, ChatToolCall, FunctionKind, to_llm_request};
-use super::error::{ApiError, ErrorBody};
+use super::error::{ApiError, OpenAiErrorBody};
 use super::extract::ApiJson;
-use crate::pipeline::{
-    CallSpec, CallUsage, Candidate, PipelineError, Served, UsageScope, UsageSink, with_usage_scope,
-};
+use super::models::{ModelTarget, resolve_model};
+use crate::pipeline::{CallSpec, CallUsage, PipelineError, Served, UsageScope, UsageSink, with_usage_scope};
 use crate::usage_metrics::UsageMetrics;
 
 /// Response header naming the `provider:model` that served the answer.
@@ -151,7 +150,6 @@ fn finish_text(reason: &FinishReason) -> String {
         FinishReason::ToolCalls => "tool_calls".to_owned(),
         FinishReason::ContentFilter => "content_filter".to_owned(),
         FinishReason::Other(other) => other.clone(),
-        _ => "stop".to_owned(),
     }
 }
 
@@ -160,7 +158,11 @@ fn finish_text(reason: &FinishReason) -> String {
 fn arguments_text(arguments: &serde_json::Value) -> String {
     match arguments {
         serde_json::Value::String(text) => text.clone(),
-        other => other.to_string(),
+        serde_json::Value::Null
+        | serde_json::Value::Bool(_)
+        | serde_json::Value::Number(_)
+        | serde_json::Value::Array(_)
+        | serde_json::Value::Object(_) => arguments.to_string(),
     }
 }
 
@@ -205,7 +207,8 @@ impl ChunkDeltas {
                 ))
             }
             StreamEvent::Finish { reason } => Some((serde_json::json!({}), Some(finish_text(&reason)))),
-            _ => None,
+            // A call's end adds nothing to OpenAI's chunks; usage is its own chunk (see `completions`).
+            StreamEvent::ToolCallEnd { .. } | StreamEvent::Usage { .. } => None,
         }
     }
 }
@@ -219,41 +222,19 @@ fn chat_usage(raw: &RawUsage) -> ChatUsage {
     }
 }
 
-/// `model` as a call: an explicit family-checked `provider:model`, or a role resolved now by the
+/// `model` as a call (see [`super::models`] for what it may name): a role is resolved now by the
 /// routing rules (so a selection stored a second ago is honoured) and passed as the primary.
 async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Result<CallSpec, ApiError> {
-    let model = model.trim();
-    if model.contains(':') {
-        let parsed = parse_route(model)
-            .map_err(|e| ApiError::bad_request("model", format!("model '{model}': {e}")))?;
-        let info = resolve_provider(&parsed.provider)
-            .map_err(|e| ApiError::bad_request("model", format!("model '{model}': {e}")))?;
-        if let Some(reason) = model_family_mismatch(info, &parsed.model) {
-            return Err(ApiError::bad_request(
-                "model",
-                format!("model '{model}': {reason}"),
-            ));
-        }
-        return Ok(CallSpec {
-            role: "chat".to_owned(),
-            explicit: Some(Candidate {
-                provider: info.id.to_owned(),
-                model: parsed.model,
-            }),
-            session_id,
-        });
-    }
     let harness = &state.harness;
-    if !ROLES.contains(&model) && !harness.table.roles.contains_key(model) {
-        return Err(ApiError::bad_request(
-            "model",
-            format!(
-                "model '{model}' is neither a routing role ({}) nor provider:model",
-                ROLES.join(", ")
-            ),
-        ));
+    let (selection, _) = super::harness::usable_selection(harness.selection.as_ref()).await?;
+    match resolve_model(harness, selection.as_deref(), model)? {
+        ModelTarget::Role(role) => super::harness::role_call(harness, &role, session_id).await,
+        ModelTarget::Explicit(candidate) => Ok(CallSpec {
+            role: "chat".to_owned(),
+            explicit: Some(candidate),
+            session_id,
+        }),
     }
-    super::harness::role_call(harness, model, session_id).await
 }
 
 /// Every failed attempt as the error `details` list it: provider, model, attempt, error kind,
@@ -298,7 +279,9 @@ fn pipeline_error(err: PipelineError) -> ApiError {
                 ApiError::unavailable(format!("all providers failed for role '{role}'")).with_details(details)
             }
         }
-        other => ApiError::unavailable(other.to_string()),
+        other @ (PipelineError::Config(_)
+        | PipelineError::ProviderNotWired(_)
+        | PipelineError::Credentials(_)) => ApiError::unavailable(other.to_string()),
     }
 }
 
@@ -338,10 +321,10 @@ fn provenance<T>(served: &Served<T>) -> Vec<(HeaderName, HeaderValue)> {
             body = ChatCompletion,
             headers(("x-metaforge-served-by" = String, description = "provider:model that served"),
                     ("x-metaforge-fell-back-from" = String, description = "configured primary when a fallback served"))),
-        (status = 400, description = "Malformed body, unknown role or provider, family mismatch", body = ErrorBody),
-        (status = 401, body = ErrorBody),
-        (status = 429, description = "Every provider is rate limited; see Retry-After", body = ErrorBody),
-        (status = 503, description = "No pipeline, no route, or every provider failed (attempts in details)", body = ErrorBody)),
+        (status = 400, description = "Malformed body, a model that names nothing served here (the accepted forms are in the message), family mismatch", body = OpenAiErrorBody),
+        (status = 401, body = OpenAiErrorBody),
+        (status = 429, description = "Every provider is rate limited; see Retry-After", body = OpenAiErrorBody),
+        (status = 503, description = "No pipeline, no route, or every provider failed (attempts in details)", body = OpenAiErrorBody)),
     params(("x-metaforge-run-id" = Option<String>, Header,
         description = "The design-flow run this call works for: its usage is attributed to the run and counts toward the run's spend alarm")),
     security(("api_key" = [])))]

@@ -200,7 +200,8 @@ pub(crate) enum ChatToolChoice {
 /// An OpenAI-compatible chat completion request.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub(crate) struct ChatCompletionRequest {
-    /// A routing role (`chat`, `phase_brain`, …) or an explicit `provider:model`.
+    /// A routing role (`chat`, `phase_brain`, …), an explicit `provider:model`, or a model name a
+    /// configured provider serves (`gpt-4o-mini`, `openai/gpt-4o-mini`); `GET /v1/models` lists them.
     pub(crate) model: String,
     /// The conversation, oldest first; at least one user, assistant or tool message.
     messages: Vec<ChatMessage>,

@@ -1,4 +1,6 @@
-//! The gateway's one error shape: `{error, message, details?}` with the seed's status codes.
+//! The gateway's one error shape: `{error, message, details?}` with the seed's status codes, and
+//! the same error in OpenAI's shape (`{"error": {message, type, param, code}}`) on the
+//! OpenAI-compatible routes, so an OpenAI SDK shows the reason.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -102,14 +104,87 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut response = (self.status, Json(*self.body)).into_response();
-        if let Some(secs) = self.retry_after_secs
-            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
+/// OpenAI's error object: what OpenAI SDKs parse and show (`openai.BadRequestError: …`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct OpenAiError {
+    /// A sentence for people, naming the field or record involved.
+    pub message: String,
+    /// OpenAI's error class: `invalid_request_error`, `authentication_error`,
+    /// `permission_error`, `rate_limit_error` or `api_error`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request field at fault, when one is.
+    pub param: Option<String>,
+    /// MetaForge's stable code (`invalid_request`, `unauthorized`, `rate_limited`, …).
+    pub code: Option<String>,
+    /// MetaForge's structured detail (every failed attempt on a 503, …), when there is any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// The JSON body of every error on the OpenAI-compatible routes (`/v1/chat/completions`,
+/// `/v1/models`).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct OpenAiErrorBody {
+    /// The error.
+    pub error: OpenAiError,
+}
+
+impl ApiError {
+    /// This error in OpenAI's shape: the class follows the status (as OpenAI's SDKs map them),
+    /// `param` is the field the details name, `code` is MetaForge's stable code.
+    pub fn openai_body(&self) -> OpenAiErrorBody {
+        let kind = match self.status.as_u16() {
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            400..=499 => "invalid_request_error",
+            _ => "api_error",
+        };
+        let param = self
+            .body
+            .details
+            .as_ref()
+            .and_then(|d| d.get("field"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
+        OpenAiErrorBody {
+            error: OpenAiError {
+                message: self.body.message.clone(),
+                kind: kind.to_owned(),
+                param,
+                code: Some(self.body.error.clone()),
+                details: self.body.details.clone(),
+            },
         }
+    }
+
+    /// The response in OpenAI's shape, with the same status and Retry-After.
+    pub fn into_openai_response(self) -> Response {
+        let body = self.openai_body();
+        with_retry_after((self.status, Json(body)).into_response(), self.retry_after_secs)
+    }
+}
+
+fn with_retry_after(mut response: Response, retry_after_secs: Option<u64>) -> Response {
+    if let Some(secs) = retry_after_secs
+        && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+impl IntoResponse for ApiError {
+    /// The JSON body with its status; the error itself rides along as a response extension, so
+    /// the OpenAI-compatible routes can answer it in OpenAI's shape (see `gateway::openai_errors`).
+    fn into_response(self) -> Response {
+        let marker = self.clone();
+        let mut response = with_retry_after(
+            (self.status, Json(*self.body)).into_response(),
+            self.retry_after_secs,
+        );
+        response.extensions_mut().insert(marker);
         response
     }
 }
@@ -123,7 +198,7 @@ impl From<metaforge_ports::PortError> for ApiError {
             K::Invalid => Self::unprocessable("invalid", err.message),
             K::Unavailable => Self::unavailable(err.message),
             K::Corrupt => Self::new(StatusCode::CONFLICT, "corrupt", err.message),
-            _ => {
+            K::Internal => {
                 tracing::error!(event = "gateway_port_error", error = %err, "ledger error");
                 Self::internal(err.message)
             }

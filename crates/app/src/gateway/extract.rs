@@ -73,6 +73,10 @@ fn struct_from_array(input: &serde_json::Value, parsed: &serde_json::Value, path
 }
 
 /// Maps axum's rejection (syntax, content type, size) to a 400 JSON error.
+#[expect(
+    clippy::wildcard_enum_match_arm,
+    reason = "axum's JsonRejection is #[non_exhaustive]: every other rejection keeps axum's own status"
+)]
 fn rejection_to_error(rejection: &JsonRejection) -> ApiError {
     match rejection {
         JsonRejection::JsonSyntaxError(_) | JsonRejection::JsonDataError(_) => ApiError::bad_request(

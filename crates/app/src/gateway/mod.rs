@@ -14,6 +14,7 @@ pub mod extract;
 mod flows;
 pub mod harness;
 mod health;
+mod models;
 pub mod providers;
 mod usage;
 
@@ -23,7 +24,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::HeaderName;
-use metrics_exporter_prometheus::PrometheusHandle;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 use utoipa::OpenApi as _;
@@ -39,16 +39,21 @@ use crate::flows::FlowService;
 use crate::pipeline::ProviderPipeline;
 
 pub use auth::{ApiKey, AuthConfigError, AuthState, Identity, check_bind_policy, parse_api_keys};
-pub use error::{ApiError, ErrorBody};
+pub use error::{ApiError, ErrorBody, OpenAiError, OpenAiErrorBody};
 pub use flows::GatewayProposalGenerator;
+
+/// The OpenAI-compatible routes: their errors are in OpenAI's shape (`{"error": {message, type,
+/// param, code}}`) so OpenAI SDKs show the reason; every other route keeps [`ErrorBody`].
+pub const OPENAI_COMPATIBLE_PATHS: &[&str] = &["/v1/chat/completions", "/v1/models"];
 
 /// Default request-body limit: generous for flow documents, small enough to refuse abuse.
 pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
 
 /// What the handlers share.
 pub struct GatewayState {
-    /// Renders `/metrics`; `None` when no recorder was installed (tests).
-    pub metrics: Option<PrometheusHandle>,
+    /// Renders `/metrics` (build info, process series, every recorded series); `None` when no
+    /// recorder was installed (tests).
+    pub metrics: Option<Arc<crate::exposition::Exposition>>,
     /// The one approval ledger's use cases.
     pub approvals: Arc<ApprovalService>,
     /// Design-flow proposals and versions.
@@ -79,7 +84,7 @@ impl GatewayState {
 #[derive(utoipa::OpenApi)]
 #[openapi(
     info(title = "MetaForge gateway", description = "Design flows, approvals, providers, usage."),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody, OpenAiErrorBody)),
     modifiers(&SecurityAddon)
 )]
 struct ApiDoc;
@@ -102,14 +107,17 @@ impl utoipa::Modify for SecurityAddon {
 fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
     use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
     // Every route can answer these envelope errors; document them once, on every operation.
-    let error = || {
+    let error = |schema: &str| {
         ContentBuilder::new()
-            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                "ErrorBody",
-            ))))
+            .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(schema))))
             .build()
     };
-    for item in openapi.paths.paths.values_mut() {
+    for (path, item) in &mut openapi.paths.paths {
+        let schema = if OPENAI_COMPATIBLE_PATHS.contains(&path.as_str()) {
+            "OpenAiErrorBody"
+        } else {
+            "ErrorBody"
+        };
         let operations = [
             item.get.as_mut(),
             item.post.as_mut(),
@@ -136,7 +144,7 @@ fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
                         RefOr::T(
                             ResponseBuilder::new()
                                 .description(description)
-                                .content("application/json", error())
+                                .content("application/json", error(schema))
                                 .build(),
                         )
                     });
@@ -172,6 +180,7 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(harness::get_selection, harness::put_selection))
         .routes(routes!(providers::list))
         .routes(routes!(chat::completions))
+        .routes(routes!(models::list))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();
@@ -185,6 +194,7 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
     router
         .route("/openapi.json", openapi_route)
         .layer(axum::middleware::from_fn_with_state(auth, auth::authenticate))
+        .layer(axum::middleware::from_fn(openai_errors))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
@@ -232,6 +242,30 @@ fn log_server_error(
             tracing::error!(event = "http_server_error", error = %error, latency_ms = millis, "request failed");
         }
     }
+}
+
+/// On the OpenAI-compatible routes, answers every [`ApiError`] — the handler's, the body
+/// extractor's, the key check's and the rate limiter's — in OpenAI's shape, same status and headers.
+async fn openai_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let openai = OPENAI_COMPATIBLE_PATHS.contains(&request.uri().path());
+    let response = next.run(request).await;
+    if !openai {
+        return response;
+    }
+    let Some(error) = response.extensions().get::<ApiError>().cloned() else {
+        return response;
+    };
+    let (parts, _) = response.into_parts();
+    let mut rewritten = error.into_openai_response();
+    for (name, value) in &parts.headers {
+        if name != axum::http::header::CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            rewritten.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    rewritten
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.

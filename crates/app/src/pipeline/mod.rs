@@ -104,7 +104,6 @@ impl std::fmt::Display for Attempt {
 
 /// Why a pipeline call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum PipelineError {
     /// The role or the explicit candidate cannot be served by configuration.
     #[error(transparent)]
@@ -503,12 +502,7 @@ impl ProviderPipeline {
 /// No raw usage leaves every count `None` (unknown, never 0); no price table leaves cost `None`.
 fn account(mut event: UsageEvent, raw: Option<RawUsage>, prices: Option<&PriceTable>) -> CallUsage {
     if let Some(raw) = &raw {
-        let counts = normalize_usage(raw.family, &raw.raw);
-        event.prompt_tokens = counts.prompt_tokens;
-        event.completion_tokens = counts.completion_tokens;
-        event.cached_input_tokens = counts.cached_input_tokens;
-        event.cache_write_tokens = counts.cache_write_tokens;
-        event.reasoning_tokens = counts.reasoning_tokens;
+        normalize_usage(raw.family, &raw.raw).apply_to(&mut event);
     }
     let event = match prices {
         Some(table) => price_event(&event, table),

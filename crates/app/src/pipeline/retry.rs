@@ -40,7 +40,11 @@ impl RetryPolicy {
             ProviderErrorKind::Server => {
                 matches!(err.status, None | Some(500 | 502 | 503 | 504 | 529))
             }
-            _ => false,
+            ProviderErrorKind::Auth
+            | ProviderErrorKind::BadRequest
+            | ProviderErrorKind::ModelNotFound
+            | ProviderErrorKind::ContextLength
+            | ProviderErrorKind::CapabilityUnsupported => false,
         }
     }
 

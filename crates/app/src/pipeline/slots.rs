@@ -42,7 +42,6 @@ pub struct ResolvedChain {
 
 /// Configuration errors of the role slots.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum SlotError {
     /// The role has no candidates at all.
     #[error("role '{0}' has no configured provider")]

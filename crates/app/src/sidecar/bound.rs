@@ -52,7 +52,13 @@ impl FlowBindings for InProcessFlowBindings {
         let template_id = proposal.template_id.as_deref().unwrap_or(DEFAULT_TEMPLATE_ID);
         let operations: Vec<Operation> = match proposal.operations {
             Value::Null => Vec::new(),
-            ops => serde_json::from_value(ops).map_err(|e| invalid("operations", e.to_string()))?,
+            ops @ (Value::Bool(_)
+            | Value::Number(_)
+            | Value::String(_)
+            | Value::Array(_)
+            | Value::Object(_)) => {
+                serde_json::from_value(ops).map_err(|e| invalid("operations", e.to_string()))?
+            }
         };
         let context = match proposal.context {
             None | Some(Value::Null) => None,
@@ -72,7 +78,12 @@ impl FlowBindings for InProcessFlowBindings {
             .await
             .map_err(|e| match e {
                 FlowServiceError::Port(e) => e,
-                other => PortError::new(PortErrorKind::Invalid, other.to_string()),
+                other @ (FlowServiceError::Template(_)
+                | FlowServiceError::Invalid { .. }
+                | FlowServiceError::Violations { .. }
+                | FlowServiceError::IdenticalToTemplate(_)) => {
+                    PortError::new(PortErrorKind::Invalid, other.to_string())
+                }
             })?;
         if outcome.result.status == TailorStatus::NeedsInput {
             return Ok(ProposalAnswer::NeedsInput {
@@ -231,7 +242,6 @@ impl SidecarTool for BoundFlowPropose {
                     })),
                 })
             }
-            Ok(_) => Err(PortError::new(PortErrorKind::Internal, "unknown proposal answer")),
             Err(e) if generated && e.kind == PortErrorKind::Unavailable => {
                 Ok(generator_unavailable(&e.message))
             }

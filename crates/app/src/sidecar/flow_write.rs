@@ -147,7 +147,11 @@ pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Re
                                 .filter(|p| !p.is_empty())
                                 .collect::<Vec<_>>(),
                         ),
-                        other => other.clone(),
+                        Value::Null
+                        | Value::Bool(_)
+                        | Value::Number(_)
+                        | Value::Array(_)
+                        | Value::Object(_) => v.clone(),
                     }
                 };
                 match answer {
@@ -156,7 +160,9 @@ pub(crate) fn apply_answers(context: Option<FlowContext>, answers: &Value) -> Re
                             ctx["manufacturing_context"][k.as_str()] = listed(v);
                         }
                     }
-                    other => ctx["manufacturing_context"]["processes"] = listed(other),
+                    Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
+                        ctx["manufacturing_context"]["processes"] = listed(answer);
+                    }
                 }
             }
             "target_maturity" => ctx["target_maturity"] = answer.clone(),

@@ -34,7 +34,6 @@ pub struct HeldWrites {
 
 /// How a held call's wait ended.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
 pub enum HeldOutcome {
     /// A person approved: run the call.
     Approved(ApprovalRecord),
@@ -114,7 +113,11 @@ impl HeldWrites {
                 guard.approvals = None;
                 return Ok(match current.status {
                     ApprovalStatus::Approved => HeldOutcome::Approved(current),
-                    _ => HeldOutcome::NotApproved(current),
+                    ApprovalStatus::AwaitingApproval
+                    | ApprovalStatus::Rejected
+                    | ApprovalStatus::TimedOut
+                    | ApprovalStatus::Canceled
+                    | ApprovalStatus::Failed => HeldOutcome::NotApproved(current),
                 });
             }
             if started.elapsed() >= self.policy.timeout {
@@ -134,7 +137,11 @@ impl HeldWrites {
                         let decided = self.approvals.get(&parked.id).await?;
                         Ok(match decided.status {
                             ApprovalStatus::Approved => HeldOutcome::Approved(decided),
-                            _ => HeldOutcome::NotApproved(decided),
+                            ApprovalStatus::AwaitingApproval
+                            | ApprovalStatus::Rejected
+                            | ApprovalStatus::TimedOut
+                            | ApprovalStatus::Canceled
+                            | ApprovalStatus::Failed => HeldOutcome::NotApproved(decided),
                         })
                     }
                     // Closing is best-effort (FORGE-466): the failure is logged and counted

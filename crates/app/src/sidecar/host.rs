@@ -189,7 +189,7 @@ impl ToolHost for SidecarHost {
                         }
                     }
                 }
-                _ => return Ok(envelope("refused", tool, &verdict.reason, None)),
+                Decision::Refuse => return Ok(envelope("refused", tool, &verdict.reason, None)),
             }
         } else {
             tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str());

@@ -87,7 +87,6 @@ pub struct SchemaSelection {
 
 /// Why a registration was refused.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum RegistryError {
     /// A native tool's id is not a valid provider name once dots become underscores.
     #[error("native tool id {0:?} must be [A-Za-z0-9_.-], at most 64 characters")]
@@ -343,7 +342,7 @@ fn port_error_code(kind: PortErrorKind) -> &'static str {
         PortErrorKind::Unavailable => "unavailable",
         PortErrorKind::Conflict => "conflict",
         PortErrorKind::Corrupt => "corrupt",
-        _ => "internal",
+        PortErrorKind::Internal => "internal",
     }
 }
 

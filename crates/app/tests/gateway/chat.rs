@@ -177,9 +177,13 @@ async fn chat_completion_without_a_pipeline_is_503_naming_why_and_records_nothin
     )
     .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(json["error"], "unavailable");
+    assert_eq!(json["error"]["code"], "unavailable", "{json}");
+    assert_eq!(json["error"]["type"], "api_error", "{json}");
     assert!(
-        json["message"].as_str().unwrap().contains("no provider pipeline"),
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no provider pipeline"),
         "{json}"
     );
     let events = state
@@ -265,8 +269,14 @@ async fn every_provider_rate_limited_is_429_with_retry_after_and_the_attempts() 
     let (status, headers, json) = send(&app, post("/v1/chat/completions", &body("chat", false), None)).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{json}");
     assert!(headers.get("retry-after").is_some());
-    assert_eq!(json["error"], "rate_limited");
-    assert!(!json["details"]["attempts"].as_array().unwrap().is_empty());
+    assert_eq!(json["error"]["code"], "rate_limited", "{json}");
+    assert_eq!(json["error"]["type"], "rate_limit_error", "{json}");
+    assert!(
+        !json["error"]["details"]["attempts"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     assert!(nothing_recorded(&usage).await);
 }
 
@@ -281,9 +291,9 @@ async fn bad_requests_are_400_naming_the_field_or_model() {
             "gpt-4o",
         ),
         (
-            serde_json::json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
+            serde_json::json!({"model": "", "messages": [{"role": "user", "content": "hi"}]}),
             "model",
-            "gpt-4o",
+            "provider:model",
         ),
         (
             serde_json::json!({"model": "nosuch:m", "messages": [{"role": "user", "content": "hi"}]}),
@@ -305,9 +315,9 @@ async fn bad_requests_are_400_naming_the_field_or_model() {
     for (request, field, named) in cases {
         let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{request} → {json}");
-        assert_eq!(json["details"]["field"], field, "{request} → {json}");
+        assert_eq!(json["error"]["param"], field, "{request} → {json}");
         assert!(
-            json["message"].as_str().unwrap().contains(named),
+            json["error"]["message"].as_str().unwrap().contains(named),
             "{request} → {json}"
         );
     }
@@ -707,10 +717,14 @@ async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_u
         }
         let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{request} → {json}");
-        assert_eq!(json["error"], "invalid_request", "{request} → {json}");
-        assert_eq!(json["details"]["field"], field, "{request} → {json}");
+        assert_eq!(json["error"]["code"], "invalid_request", "{request} → {json}");
+        assert_eq!(
+            json["error"]["type"], "invalid_request_error",
+            "{request} → {json}"
+        );
+        assert_eq!(json["error"]["param"], field, "{request} → {json}");
         assert!(
-            json["message"].as_str().unwrap().contains(field),
+            json["error"]["message"].as_str().unwrap().contains(field),
             "{request} → {json}"
         );
     }
@@ -823,4 +837,194 @@ async fn tool_calls_against_aimock_json_and_sse() {
             .iter()
             .any(|c| c["choices"][0]["finish_reason"] == "tool_calls")
     );
+}
+
+#[tokio::test]
+async fn a_bare_or_vendor_prefixed_model_name_as_openai_sdks_send_it_is_served_by_its_provider() {
+    let upstream = upstream(Mode::Ok).await;
+    let (state, usage) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+    for model in ["gpt-4o-mini", "openai/gpt-4o-mini", " gpt-4o-mini "] {
+        let (status, headers, json) =
+            send(&app, post("/v1/chat/completions", &body(model, false), None)).await;
+        assert_eq!(status, StatusCode::OK, "{model}: {json}");
+        assert_eq!(headers["x-metaforge-served-by"], "openai:gpt-4o-mini", "{model}");
+        assert_eq!(json["choices"][0]["message"]["content"], "Hello");
+    }
+    let sent: Vec<serde_json::Value> = upstream.received.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3);
+    assert!(
+        sent.iter().all(|b| b["model"] == "gpt-4o-mini"),
+        "the provider gets the bare model name: {sent:?}"
+    );
+    assert_eq!(recorded(&usage, 3).await.len(), 3);
+}
+
+#[tokio::test]
+async fn a_model_name_no_vendor_claims_is_served_by_the_chat_routes_provider() {
+    let upstream = upstream(Mode::Ok).await;
+    let (state, _) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+    let (status, headers, json) =
+        send(&app, post("/v1/chat/completions", &body("llama3.2", false), None)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(headers["x-metaforge-served-by"], "openai:llama3.2");
+    assert_eq!(upstream.received.lock().unwrap()[0]["model"], "llama3.2");
+    // Another vendor's model never goes to OpenAI's own API: its provider is named instead.
+    let (status, _, json) = send(
+        &app,
+        post("/v1/chat/completions", &body("claude-opus-4-8", false), None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'anthropic' is not configured"),
+        "{json}"
+    );
+    assert_eq!(
+        upstream.received.lock().unwrap().len(),
+        1,
+        "nothing more went upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_model_nothing_here_serves_is_400_in_openai_shape_naming_the_accepted_forms() {
+    // Only anthropic is configured: no provider here serves an OpenAI model.
+    let app = app_over(crate::common::state());
+    for model in ["gpt-4o-mini", "openai/gpt-4o-mini"] {
+        let (status, _, json) = send(&app, post("/v1/chat/completions", &body(model, false), None)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{model}: {json}");
+        let error = &json["error"];
+        assert_eq!(error["type"], "invalid_request_error", "{json}");
+        assert_eq!(error["param"], "model", "{json}");
+        assert_eq!(error["code"], "invalid_request", "{json}");
+        let message = error["message"].as_str().unwrap();
+        for named in [
+            model,
+            "routing role",
+            "provider:model",
+            "gpt-4o-mini",
+            "anthropic",
+            "/v1/models",
+        ] {
+            assert!(message.contains(named), "{named} not in {message}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn errors_on_the_openai_routes_are_in_openai_shape_and_other_routes_keep_the_gateway_shape() {
+    let app = crate::common::app_with("alice:sk-alice-0001", None);
+    for (request, path) in [
+        (
+            post("/v1/chat/completions", &body("chat", false), None),
+            "/v1/chat/completions",
+        ),
+        (get("/v1/models", None), "/v1/models"),
+    ] {
+        let (status, _, json) = send(&app, request).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(json["error"]["type"], "authentication_error", "{path}: {json}");
+        assert_eq!(json["error"]["code"], "unauthorized", "{path}: {json}");
+        assert!(json["error"]["param"].is_null(), "{path}: {json}");
+        assert!(json["error"]["message"].as_str().unwrap().contains("API key"));
+    }
+    // A body that is not JSON: the extractor's 400, in OpenAI's shape, naming the body.
+    let malformed = axum::http::Request::builder()
+        .method("POST")
+        .uri("/v1/chat/completions")
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-alice-0001")
+        .body(axum::body::Body::from("{not json"))
+        .unwrap();
+    let (status, headers, json) = send(&app, malformed).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(json["error"]["param"], "body", "{json}");
+    assert!(
+        headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert!(
+        !headers["x-request-id"].is_empty(),
+        "the envelope headers survive"
+    );
+    let (status, _, json) = send(&app, get("/v1/harness/routing", None)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        json["error"], "unauthorized",
+        "other routes keep {{error, message}}: {json}"
+    );
+}
+
+#[tokio::test]
+async fn models_lists_every_role_route_and_model_name_that_resolves_and_each_one_is_served() {
+    let upstream = upstream(Mode::Ok).await;
+    let (state, _) = state_with_pipeline(&upstream.url);
+    let app = app_over(state);
+    let (status, _, json) = send(&app, get("/v1/models", None)).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["object"], "list");
+    let data = json["data"].as_array().unwrap();
+    assert!(
+        data.iter()
+            .all(|m| m["object"] == "model" && m["owned_by"].is_string())
+    );
+    let owner = |id: &str| {
+        data.iter()
+            .find(|m| m["id"] == id)
+            .map(|m| m["owned_by"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(owner("chat").as_deref(), Some("metaforge"));
+    assert_eq!(owner("summarisation").as_deref(), Some("metaforge"));
+    assert_eq!(owner("openai:gpt-4o-mini").as_deref(), Some("openai"));
+    assert_eq!(owner("gpt-4o-mini").as_deref(), Some("openai"));
+    assert_eq!(owner("gate_check"), None, "a role without a route is not listed");
+    let ids: Vec<&str> = data.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "each id once: {ids:?}");
+    for id in ids {
+        let (status, _, answer) = send(&app, post("/v1/chat/completions", &body(id, false), None)).await;
+        assert_eq!(status, StatusCode::OK, "listed '{id}' is not served: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn models_and_the_openai_error_shape_are_in_the_openapi_document() {
+    let app = crate::common::app_with("", None);
+    let (_, _, doc) = send(&app, get("/openapi.json", None)).await;
+    let models = &doc["paths"]["/v1/models"]["get"]["responses"];
+    assert!(models["200"].is_object(), "{models}");
+    let error_ref = |path: &str, method: &str, code: &str| {
+        doc["paths"][path][method]["responses"][code]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for code in ["400", "401", "429", "503"] {
+        assert_eq!(
+            error_ref("/v1/chat/completions", "post", code),
+            "#/components/schemas/OpenAiErrorBody",
+            "{code}"
+        );
+    }
+    assert_eq!(
+        error_ref("/v1/models", "get", "401"),
+        "#/components/schemas/OpenAiErrorBody"
+    );
+    assert_eq!(
+        error_ref("/v1/harness/routing", "get", "401"),
+        "#/components/schemas/ErrorBody"
+    );
+    let schema = &doc["components"]["schemas"]["OpenAiError"]["properties"];
+    for field in ["message", "type", "param", "code"] {
+        assert!(schema[field].is_object(), "OpenAiError.{field}: {schema}");
+    }
 }

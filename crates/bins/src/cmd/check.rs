@@ -18,7 +18,7 @@ use metaforge_domain::providers::{max_tools_for, model_family_mismatch, resolve_
 use metaforge_domain::routing::{RouteCall, RoutingInputs, RoutingTable, resolve_route};
 use metaforge_domain::tool_cap::{OfferedTool, select_tools};
 use metaforge_domain::tool_gating::{Caller, CallerClass, ToolSpec, decide};
-use metaforge_domain::usage::{PriceTable, UsageTotals, price_event};
+use metaforge_domain::usage::{PriceTable, UsageTotals, normalize_usage, price_event};
 use metaforge_ports::UsageEvent;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -27,24 +27,39 @@ use serde_json::{Value, json};
 /// The rules `check` can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Rule {
-    /// Post-turn grounding guard (FORGE-98/520).
+    /// Post-turn grounding guard: does a reply claim work its tool calls did not do?
     Grounding,
-    /// Provider/model family check (FORGE-468).
+    /// Can this provider serve this model at all (e.g. Anthropic's API never serves gpt-4o)?
     ModelFamily,
-    /// Per-role model routing (FORGE-477).
+    /// Which provider:model a role's call resolves to under a routing table.
     Route,
-    /// Usage totals and cost (FORGE-476/486).
+    /// Usage totals and cost over recorded events or a provider's own usage objects.
     Usage,
-    /// Provider tool-array cap (FORGE-94/518).
+    /// Which tools fit a provider's tool-array cap.
     SelectTools,
-    /// Tool gating by caller class (MET-569, FORGE-222/487/584).
+    /// Run, hold for a person, or refuse a tool call for a caller class.
     Gate,
-    /// Context compaction (MET-568).
+    /// Context compaction: truncate text, values, history or native exchanges.
     Truncate,
 }
 
+/// One working input per rule, shown by `metaforge check --help` (each is run by the CLI tests).
+pub(crate) const EXAMPLES: &str = r#"Examples (JSON on stdin, or --input FILE; more cases in fixtures/rules/):
+  echo '{"reply": "Saved to the twin. Node id: assembly_4.", "steps": []}' | metaforge check grounding
+  echo '{"provider": "anthropic", "model": "gpt-4o"}' | metaforge check model-family
+  echo '{"table": {"roles": {"gate_check": "anthropic:claude-haiku-4-5-20251001"}}, "call": {"role": "gate_check"}}' | metaforge check route
+  echo '{"events": [{"provider": "openai", "model": "gpt-4o-mini", "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}]}' | metaforge check usage
+  echo '{"events": [{"provider": "anthropic", "model": "claude-haiku-4-5-20251001", "role": "chat", "prompt_tokens": 1000, "completion_tokens": 100}]}' | metaforge check usage
+  echo '{"provider": "openai", "max_tools": 2, "tools": [{"name": "search_tools", "origin": "native"}, {"name": "twin.query", "origin": "mcp:twin"}, {"name": "twin.commit", "origin": "mcp:twin"}]}' | metaforge check select-tools
+  echo '{"tool": {"name": "twin.commit_geometry", "origin": "mcp:twin", "annotation": "ADDITIVE"}, "caller": "remote", "arguments": {}}' | metaforge check gate
+  echo '{"op": "text", "text": "abcdefghij", "max_chars": 4}' | metaforge check truncate
+
+Exit codes: 0 verdict printed; 1 the rule refused the input (printed as {error, message});
+2 the input is bad (unreadable, not JSON, wrong shape), with file and line:col."#;
+
 /// Arguments of `metaforge check`.
 #[derive(Debug, Args)]
+#[command(after_long_help = EXAMPLES)]
 pub(crate) struct CheckArgs {
     /// The rule to run.
     #[arg(value_enum)]
@@ -56,7 +71,6 @@ pub(crate) struct CheckArgs {
 
 /// Why `check` could not produce a verdict.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub(crate) enum CheckError {
     /// The input could not be read.
     #[error("{source_name}: cannot read input: {message}")]
@@ -193,9 +207,52 @@ struct RouteInput {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct UsageInput {
-    events: Vec<UsageEvent>,
+    /// Each a recorded [`UsageEvent`], or a provider's raw usage (`{provider, model, usage}`).
+    events: Vec<Value>,
     #[serde(default)]
     prices: Option<Value>,
+}
+
+/// One call as the provider reported it: its own usage object, normalised by the provider's API
+/// family with the domain's rule (`normalize_usage`), exactly as the pipeline records a call.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUsageInput {
+    provider: String,
+    model: String,
+    /// The provider's usage object as it sent it (`null` = not reported).
+    usage: Value,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    caller: Option<String>,
+}
+
+/// `events[i]` as a usage event: a raw one (it has `usage`) normalised by its provider's family,
+/// else a recorded one; a bad event names its index and field.
+fn usage_event(name: &str, i: usize, value: Value) -> Result<UsageEvent, CheckError> {
+    let at = |e: serde_json::Error| bad(name, format!("events[{i}]: {e}"));
+    if value.get("usage").is_none() {
+        return serde_json::from_value(value).map_err(at);
+    }
+    let raw: RawUsageInput = serde_json::from_value(value).map_err(at)?;
+    let provider =
+        resolve_provider(&raw.provider).map_err(|e| bad(name, format!("events[{i}].provider: {e}")))?;
+    let mut event = UsageEvent {
+        run_id: raw.run_id,
+        phase: raw.phase,
+        role: raw.role,
+        caller: raw.caller,
+        provider: provider.id.to_owned(),
+        model: raw.model,
+        ..UsageEvent::default()
+    };
+    normalize_usage(provider.family, &raw.usage).apply_to(&mut event);
+    Ok(event)
 }
 
 #[derive(Deserialize)]
@@ -294,7 +351,13 @@ fn check(rule: Rule, name: &str, text: &str) -> Result<Verdict, CheckError> {
                 }
                 None => PriceTable::shipped().map_err(|e| bad(name, format!("shipped price table: {e}")))?,
             };
-            let priced: Vec<UsageEvent> = input.events.iter().map(|e| price_event(e, &prices)).collect();
+            let events = input
+                .events
+                .into_iter()
+                .enumerate()
+                .map(|(i, value)| usage_event(name, i, value))
+                .collect::<Result<Vec<_>, _>>()?;
+            let priced: Vec<UsageEvent> = events.iter().map(|e| price_event(e, &prices)).collect();
             Ok(ok(to_json(name, &UsageTotals::from_events(&priced))?))
         }
         Rule::SelectTools => {

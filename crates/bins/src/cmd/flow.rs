@@ -92,7 +92,6 @@ enum FlowCommand {
 
 /// Input the command cannot use; always exit 2, nothing else printed to stdout.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 enum InputError {
     #[error("{path}: cannot read: {source}")]
     Read {

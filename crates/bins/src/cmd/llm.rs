@@ -331,7 +331,9 @@ fn pipeline_failure(err: &PipelineError) -> ExitCode {
     eprintln!("metaforge: {err}");
     match err {
         PipelineError::AllProvidersFailed { .. } => ExitCode::FAILURE,
-        _ => ExitCode::from(2),
+        PipelineError::Config(_) | PipelineError::ProviderNotWired(_) | PipelineError::Credentials(_) => {
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -232,8 +232,8 @@ async fn serve_http(
         metaforge_adapters_mcp::bind_http(host, addr, service_key.clone(), shutdown.clone()).await?;
     // The sidecar's own counters (held-write resolutions, holds no approver can reach) are
     // scrapeable at /metrics on the same loopback listener.
-    let sidecar = match metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
-        Ok(handle) => sidecar.with_metrics(Arc::new(move || handle.render())),
+    let sidecar = match metaforge_app::exposition::Exposition::install() {
+        Ok(exposition) => sidecar.with_metrics(Arc::new(move || exposition.render())),
         Err(err) => {
             tracing::error!(event = "mcp_sidecar_metrics_unavailable", error = %err, "cannot install the metrics recorder; /metrics is not served");
             sidecar

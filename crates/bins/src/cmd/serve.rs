@@ -150,8 +150,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         Arc::clone(&clock),
         Arc::clone(&ids),
     ));
-    let metrics = metrics_exporter_prometheus::PrometheusBuilder::new()
-        .install_recorder()
+    let metrics = metaforge_app::exposition::Exposition::install()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
     let rows = providers_config::provider_rows()
         .await
@@ -163,7 +162,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
     let state = Arc::new(GatewayState {
-        metrics: Some(metrics),
+        metrics: Some(Arc::new(metrics)),
         approvals,
         flows,
         usage,
@@ -289,7 +288,7 @@ async fn gateway_pipeline(
         Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
     let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
         BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
-        other => StartError::Runtime(format!("provider pipeline: {other}")),
+        other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
     })?;
     Ok(Some(Arc::new(pipeline)))
 }

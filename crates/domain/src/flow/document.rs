@@ -7,7 +7,6 @@ use serde::de::DeserializeOwned;
 
 /// The syntax a document is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Syntax {
     /// YAML (also accepts most JSON, but JSON files should say so for exact error positions).
     Yaml,
@@ -28,7 +27,6 @@ impl Syntax {
 
 /// A document that could not be read, with where the reader gave up.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum DocumentError {
     /// The text is not valid for the expected shape; `line`/`column` are 1-based.
     #[error("{line}:{column}: {message}")]

@@ -12,7 +12,6 @@ use super::model::Flow;
 
 /// Why a frozen flow could not be produced.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum FreezeError {
     /// The flow could not be turned into JSON (cannot happen for the plain data model).
     #[error("flow could not be serialized: {0}")]

@@ -51,7 +51,6 @@ const PROMPT_OPERATIONS: &[(&str, &str)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum QuestionSource {
     /// MetaForge's own deterministic questions (FORGE-463).
     Server,
@@ -145,7 +144,6 @@ pub struct GeneratorPrompt {
 
 /// What the generator is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum PromptPurpose {
     /// The context is complete: propose operations (and optional questions).
     Tailor,
@@ -302,7 +300,6 @@ pub struct GeneratorAnswer {
 
 /// Why a model's answer could not be read as a proposal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum AnswerError {
     /// The text holds no JSON object or list.
     #[error("the generator's answer holds no JSON proposal")]

@@ -81,7 +81,6 @@ impl OperationList {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum TailorMode {
     /// The server's own generator: bad operations are dropped and listed as skipped.
     Lenient,
@@ -93,7 +92,6 @@ pub enum TailorMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum TailorStatus {
     /// A valid tailored flow, ready to be stored as a version and held for approval.
     Proposed,

@@ -29,7 +29,6 @@ pub const TEMPLATE_SOURCES: &[(&str, &str)] = &[
 
 /// Why a template could not be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum TemplateError {
     /// No built-in template has this id.
     #[error("unknown flow template '{0}' (known: design_v1, mech_v1, hardware_v1)")]

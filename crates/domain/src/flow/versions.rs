@@ -14,7 +14,6 @@ use super::model::Flow;
 
 /// Why a version could not be created, decided or trusted.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum VersionError {
     /// The flow breaks invariants; nothing is stored. Carries every violation.
     #[error("the flow breaks {} invariant(s)", violations.len())]
@@ -58,7 +57,6 @@ pub enum VersionError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
 pub enum VersionDecision {
     /// Runs may start on the version.
     Approve,

@@ -254,7 +254,7 @@ impl TwinStore for MemoryTwinStore {
         let (out, inc) = match direction {
             EdgeDirection::Outgoing => (true, false),
             EdgeDirection::Incoming => (false, true),
-            _ => (true, true),
+            EdgeDirection::Both => (true, true),
         };
         Ok(b.graph
             .edges
