@@ -234,3 +234,56 @@ proptest! {
         }
     }
 }
+
+/// Four eyes and who may close a hold, from `fixtures/rules/approver_policy.json`.
+#[test]
+fn every_approver_policy_case_holds() {
+    use metaforge_domain::approvals::{ApproverPolicy, check_approver, check_waiter_may_resolve};
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fixtures/rules/approver_policy.json"
+    ))
+    .unwrap();
+    let doc: Value = serde_json::from_str(&text).unwrap();
+    let label = |result: Result<(), ApprovalError>| match result {
+        Ok(()) => "ok".to_owned(),
+        Err(ApprovalError::SameApprover { .. }) => "same_approver".to_owned(),
+        Err(ApprovalError::MissingApprover) => "missing_approver".to_owned(),
+        Err(ApprovalError::PersonDecisionRequired { .. }) => "person_decision_required".to_owned(),
+        Err(other) => format!("error:{other}"),
+    };
+    let mut failures = Vec::new();
+    for case in doc["decide"].as_array().unwrap() {
+        let mut record = parked(Some(60));
+        record.kind = serde_json::from_value(case["kind"].clone()).unwrap();
+        record.caller = case["caller"].as_str().unwrap().to_owned();
+        let policy = ApproverPolicy::from_setting(case["policy"].as_str()).unwrap();
+        let got = label(check_approver(
+            &record,
+            case["approver"].as_str().unwrap(),
+            policy,
+        ));
+        if got != case["expect"].as_str().unwrap() {
+            failures.push(format!("{}: {got}", case["name"]));
+        }
+    }
+    for case in doc["waiter_resolve"].as_array().unwrap() {
+        let mut record = parked(Some(60));
+        record.kind = serde_json::from_value(case["kind"].clone()).unwrap();
+        let got = label(check_waiter_may_resolve(&record));
+        if got != case["expect"].as_str().unwrap() {
+            failures.push(format!("waiter on {}: {got}", case["kind"]));
+        }
+    }
+    for case in doc["settings"].as_array().unwrap() {
+        let got = match ApproverPolicy::from_setting(case["value"].as_str()) {
+            Ok(ApproverPolicy::Any) => "any",
+            Ok(ApproverPolicy::Separate) => "separate",
+            Err(_) => "error",
+        };
+        if got != case["expect"].as_str().unwrap() {
+            failures.push(format!("setting {}: {got}", case["value"]));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
