@@ -50,7 +50,7 @@ enum Limit {
 }
 
 /// One limit: on `field` (dotted path; `name[]` walks every element of an array) of the body of
-/// requests to `route` (`{…}` matches one path segment).
+/// requests to `route` (`{…}` matches one path segment), or of an MCP tool's arguments.
 struct FieldLimit {
     route: &'static str,
     field: &'static str,
@@ -153,7 +153,69 @@ const FIELD_LIMITS: &[FieldLimit] = &[
         "selection",
         Limit::Chars(MAX_SELECTION_CHARS),
     ),
+    // The same proposal through the MCP door (the in-process sidecar's `flow.propose`).
+    limit(FLOW_PROPOSE_TOOL, "intent", Limit::Chars(MAX_INTENT_CHARS)),
+    limit(FLOW_PROPOSE_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(FLOW_PROPOSE_TOOL, "operations", Limit::Items(MAX_OPERATIONS)),
+    limit(FLOW_PROPOSE_TOOL, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].phase",
+        Limit::Chars(MAX_NAME_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].rationale",
+        Limit::Chars(MAX_RATIONALE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].value",
+        Limit::JsonBytes(MAX_OPERATION_VALUE_BYTES),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.loads_and_use",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.loadsAndUse",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.manufacturing_context",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.budget",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(FLOW_PROPOSE_TOOL, "answers", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
 ];
+
+/// The MCP tool whose stored arguments are capped like the HTTP route's body.
+const FLOW_PROPOSE_TOOL: &str = "flow.propose";
+
+/// Checks an MCP tool's arguments against the same limits: `Err((field, message))` naming the
+/// first field over its limit (never echoing its value).
+pub(crate) fn check_tool_arguments(
+    tool: &str,
+    arguments: &serde_json::Map<String, Value>,
+) -> Result<(), (String, String)> {
+    check(tool, &Value::Object(arguments.clone())).map_err(|err| {
+        let field = err
+            .body
+            .details
+            .as_ref()
+            .and_then(|d| d["field"].as_str())
+            .unwrap_or("arguments")
+            .to_owned();
+        (field, err.body.message)
+    })
+}
 
 fn route_matches(pattern: &str, path: &str) -> bool {
     let mut want = pattern.split('/');
