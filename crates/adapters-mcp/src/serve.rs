@@ -223,24 +223,33 @@ fn check_envelope(bytes: &[u8]) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Middleware in front of rmcp's service: a JSON POST is read (at most [`MAX_MESSAGE_BYTES`]),
+/// Middleware in front of rmcp's service: a POST that is not JSON is a 415 with a JSON-RPC error
+/// body; a JSON POST is read (at most [`MAX_MESSAGE_BYTES`]),
 /// its envelope checked by [`check_envelope`], and passed on unchanged when it is well formed.
 async fn validate_envelope(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let is_json_post = request.method() == http::Method::POST
-        && request
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
-    if !is_json_post {
+    if request.method() != http::Method::POST {
         return next.run(request).await;
+    }
+    let is_json = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !is_json {
+        // Still a JSON-RPC answer, so a client's error handling reads one shape.
+        return rpc_error(
+            http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            serde_json::Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: send a JSON-RPC message with Content-Type: application/json".to_owned(),
+        );
     }
     let (parts, body) = request.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {

@@ -392,6 +392,19 @@ fn malformed_mcp_messages_get_json_rpc_error_codes() {
         assert_eq!(answer["error"]["code"], want_code, "{body}: {answer}");
         assert_eq!(answer["id"], want_id, "{body}: {answer}");
     }
+    // A POST that is not JSON is still answered in JSON-RPC (415).
+    let (status, _, body) = raw(
+        &authority,
+        "POST",
+        "/mcp",
+        &[
+            ("content-type", "text/plain"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        INITIALIZE,
+    );
+    assert_eq!(status, 415, "{body}");
+    assert_eq!(json_of(&body)["error"]["code"], -32600, "{body}");
     // A well-formed message still reaches rmcp.
     let (status, answer) = mcp_post(&authority, INITIALIZE, None);
     assert_eq!(status, 200, "{answer}");
