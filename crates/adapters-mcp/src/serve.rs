@@ -450,6 +450,14 @@ mod tests {
     }
 
     #[test]
+    fn the_bearer_scheme_is_read_case_insensitively() {
+        for value in ["Bearer k-1", "bearer k-1", "BEARER k-1"] {
+            assert_eq!(bearer_credential(value), "k-1", "{value}");
+        }
+        assert_eq!(bearer_credential("Basic k-1"), "");
+    }
+
+    #[test]
     fn well_formed_messages_pass() {
         for body in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flow.list","arguments":{}}}"#,

@@ -256,6 +256,28 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_created_directory_is_0700_and_a_file_is_made_or_tightened_to_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("a/b");
+        create_private_dir(&home).unwrap();
+        assert_eq!(mode(&home), 0o700);
+        assert_eq!(mode(&scratch.path().join("a")), 0o700);
+        let fresh = home.join("x.db");
+        ensure_private_file(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o600);
+        let old = home.join("old.db");
+        std::fs::write(&old, b"kept").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        ensure_private_file(&old).unwrap();
+        assert_eq!(mode(&old), 0o600);
+        assert_eq!(std::fs::read(&old).unwrap(), b"kept", "contents untouched");
+        tighten_if_present(&home.join("absent-wal")).unwrap();
+    }
+
     #[test]
     fn an_empty_override_is_an_error_naming_the_variable_and_no_home_is_an_error() {
         let err = resolve(&[(ENV_FLOW_VERSIONS_PATH, " ")]).expect_err("empty");

@@ -98,6 +98,24 @@ impl SelectionStore for FileSelectionStore {
 mod tests {
     use super::*;
 
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_selection_file_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home").join(SELECTION_FILE);
+        FileSelectionStore::new(path.clone())
+            .set("openai:gpt-4o")
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let parent = std::fs::metadata(dir.path().join("home")).unwrap();
+        assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+    }
+
     #[tokio::test]
     async fn a_selection_survives_a_new_store_on_the_same_file() {
         let dir = tempfile::tempdir().unwrap();

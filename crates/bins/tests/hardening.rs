@@ -409,3 +409,62 @@ fn malformed_mcp_messages_get_json_rpc_error_codes() {
     let (status, answer) = mcp_post(&authority, INITIALIZE, None);
     assert_eq!(status, 200, "{answer}");
 }
+
+/// Four eyes through the binary: `METAFORGE_APPROVALS_SEPARATE_APPROVER=on` refuses the proposer's
+/// own decision (403) and takes another person's; a bad value, or `on` without keys, refuses start.
+#[test]
+fn four_eyes_is_composed_by_the_binary_and_misconfiguration_refuses_start() {
+    for (value, keys) in [("onn", true), ("on", false)] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let mut command = common::metaforge();
+        command
+            .args(["gateway", "--bind", "127.0.0.1:0"])
+            .env("METAFORGE_HOME", home.path())
+            .env("METAFORGE_APPROVALS_SEPARATE_APPROVER", value);
+        if keys {
+            command.env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"));
+        } else {
+            command.env_remove("METAFORGE_GATEWAY_API_KEY");
+        }
+        let out = command.output().expect("run");
+        assert_eq!(out.status.code(), Some(2), "{value}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("METAFORGE_APPROVALS_SEPARATE_APPROVER"),
+            "{stderr}"
+        );
+    }
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gw) = start_gateway(
+        home.path(),
+        &[
+            ("METAFORGE_APPROVALS_SEPARATE_APPROVER", "on".to_owned()),
+            ("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY},bob:{BOB_KEY}")),
+        ],
+    );
+    let proposal = json!({
+        "template": "mech_v1",
+        "operations": [{"op": "add_deliverable", "phase": "design", "value": "test_plan", "rationale": "bench test"}],
+        "manufacturingContext": {"route": "vendor"}, "targetMaturity": "physically_validated", "loadsAndUse": "20 kg"
+    })
+    .to_string();
+    let json_key = |key: &'static str| [("x-api-key", key), ("content-type", "application/json")];
+    let (status, _, body) = raw(&gw, "POST", "/v1/design-flows/propose", &json_key(KEY), &proposal);
+    assert_eq!(status, 201, "{body}");
+    let approval = json_of(&body)["approvalId"]
+        .as_str()
+        .expect("approval")
+        .to_owned();
+    let path = format!("/v1/approvals/{approval}/decision");
+    let approve = json!({"decision": "approve"}).to_string();
+    let (status, _, body) = raw(&gw, "POST", &path, &json_key(KEY), &approve);
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(json_of(&body)["error"], "separate_approver_required");
+    let (status, _, body) = raw(&gw, "POST", &path, &json_key(BOB_KEY), &approve);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(json_of(&body)["approver"], "bob");
+}
+
+/// A second person's key for the four-eyes test.
+const BOB_KEY: &str = "sk-bob-0000001";
