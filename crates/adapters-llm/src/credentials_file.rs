@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -89,8 +89,17 @@ impl FileCredentialStore {
                 e,
             )
         };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
+        if let Some(dir) = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty() && !d.is_dir())
+        {
+            // Owner-only (0700) like METAFORGE_HOME, whatever the umask.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| io_err("create the directory of", e))?;
         }
         let text = serde_json::to_string_pretty(file).map_err(|e| {
             PortError::new(PortErrorKind::Internal, format!("cannot encode credentials: {e}"))

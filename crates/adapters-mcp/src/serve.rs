@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{Connection, SidecarServer};
+use crate::server::{Connection, SERVICE_KEY_HEADER, SidecarServer, bearer_credential};
 
 /// The path the sidecar serves MCP on.
 pub const MCP_PATH: &str = "/mcp";
@@ -57,6 +57,8 @@ pub struct HttpSidecar {
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
+    client_keys: Option<Arc<[Arc<str>]>>,
+    service_key: Option<Arc<str>>,
 }
 
 /// Binds the HTTP sidecar on a loopback `addr`; `service_key` is `METAFORGE_MCP_SERVICE_KEY`.
@@ -80,6 +82,7 @@ pub async fn bind_http(
         source,
     })?;
     let service_key: Option<Arc<str>> = service_key.filter(|k| !k.is_empty()).map(Arc::from);
+    let service_key_for_auth = service_key.clone();
     let mut config = StreamableHttpServerConfig::default();
     config.cancellation_token = shutdown.child_token();
     let service = StreamableHttpService::new(
@@ -96,12 +99,15 @@ pub async fn bind_http(
     );
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(validate_envelope))
         .layer(axum::middleware::map_response(session_ended_is_no_content));
     Ok(HttpSidecar {
         local_addr,
         listener,
         router,
         shutdown,
+        client_keys: None,
+        service_key: service_key_for_auth,
     })
 }
 
@@ -116,6 +122,239 @@ async fn session_ended_is_no_content(
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
     response
+}
+
+/// The largest JSON-RPC message the sidecar reads (a tool call's arguments included).
+pub(crate) const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// JSON-RPC 2.0 error codes the envelope check answers with.
+const PARSE_ERROR: i64 = -32_700;
+const INVALID_REQUEST: i64 = -32_600;
+const INVALID_PARAMS: i64 = -32_602;
+/// Implementation-defined server error: no valid key (MCP's HTTP authorization answers 401).
+const UNAUTHORIZED: i64 = -32_001;
+
+/// A JSON-RPC error response with `status`.
+fn rpc_error(
+    status: http::StatusCode,
+    id: serde_json::Value,
+    code: i64,
+    message: String,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+/// Why a JSON-RPC envelope is refused: (HTTP status, id to answer with, code, message).
+type Refusal = (http::StatusCode, serde_json::Value, i64, String);
+
+/// Checks one JSON-RPC 2.0 message before rmcp sees it, so malformed input gets a JSON-RPC error
+/// instead of a transport-level 415: not JSON → -32700; a batch, a non-object, `jsonrpc` other
+/// than "2.0", a bad `id` or `method` → -32600 (HTTP 400); `tools/call` without an object
+/// `params`, with a non-string `name` or non-object `arguments` → -32602 (HTTP 200, answering
+/// the request's id).
+fn check_envelope(bytes: &[u8]) -> Result<(), Refusal> {
+    use http::StatusCode;
+    use serde_json::Value;
+    let bad =
+        |id: Value, code: i64, message: &str| Err((StatusCode::BAD_REQUEST, id, code, message.to_owned()));
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(e) => return bad(Value::Null, PARSE_ERROR, &format!("Parse error: {e}")),
+    };
+    let message = match value {
+        Value::Object(map) => map,
+        Value::Array(_) => {
+            return bad(
+                Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: JSON-RPC batches are not supported; send one message per request",
+            );
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {
+            return bad(
+                Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: a message must be a JSON object",
+            );
+        }
+    };
+    let id = match message.get("id") {
+        None => Value::Null,
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => id.clone(),
+        Some(_) => {
+            return bad(
+                Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: id must be a string or an integer",
+            );
+        }
+    };
+    if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return bad(
+            id,
+            INVALID_REQUEST,
+            "Invalid Request: jsonrpc must be exactly \"2.0\"",
+        );
+    }
+    let method = match message.get("method") {
+        None if message.contains_key("result") || message.contains_key("error") => return Ok(()),
+        None => return bad(id, INVALID_REQUEST, "Invalid Request: method is missing"),
+        Some(Value::String(method)) => method.as_str(),
+        Some(_) => return bad(id, INVALID_REQUEST, "Invalid Request: method must be a string"),
+    };
+    if method == "tools/call" && message.contains_key("id") {
+        let invalid = |text: &str| {
+            Err((
+                StatusCode::OK,
+                id.clone(),
+                INVALID_PARAMS,
+                format!("Invalid params: {text}"),
+            ))
+        };
+        let Some(params) = message.get("params") else {
+            return invalid("tools/call needs params {name, arguments}");
+        };
+        let Some(params) = params.as_object() else {
+            return invalid("params must be an object");
+        };
+        if !params.get("name").is_some_and(Value::is_string) {
+            return invalid("params.name must be the tool's name (a string)");
+        }
+        if params
+            .get("arguments")
+            .is_some_and(|a| !a.is_object() && !a.is_null())
+        {
+            return invalid("params.arguments must be an object");
+        }
+    }
+    Ok(())
+}
+
+/// Middleware in front of rmcp's service: a POST that is not JSON is a 415 with a JSON-RPC error
+/// body; a JSON POST is read (at most [`MAX_MESSAGE_BYTES`]),
+/// its envelope checked by [`check_envelope`], and passed on unchanged when it is well formed.
+async fn validate_envelope(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request.method() != http::Method::POST {
+        return next.run(request).await;
+    }
+    let is_json = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if !is_json {
+        // Still a JSON-RPC answer, so a client's error handling reads one shape.
+        return rpc_error(
+            http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            serde_json::Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: send a JSON-RPC message with Content-Type: application/json".to_owned(),
+        );
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await else {
+        return rpc_error(
+            http::StatusCode::PAYLOAD_TOO_LARGE,
+            serde_json::Value::Null,
+            INVALID_REQUEST,
+            format!("Invalid Request: a message is at most {MAX_MESSAGE_BYTES} bytes"),
+        );
+    };
+    if let Err((status, id, code, message)) = check_envelope(&bytes) {
+        tracing::debug!(event = "mcp_envelope_refused", code, %message);
+        return rpc_error(status, id, code, message);
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
+/// The keys a client must present when keys are configured (the gateway's
+/// `METAFORGE_GATEWAY_API_KEY`), plus the service key.
+#[derive(Clone)]
+struct RequiredKeys {
+    clients: Arc<[Arc<str>]>,
+    service: Option<Arc<str>>,
+}
+
+/// Every credential a request presents: `X-API-Key`, `Authorization: Bearer` (scheme
+/// case-insensitive) and the service-key header.
+fn presented(headers: &http::HeaderMap) -> Vec<(http::HeaderName, String)> {
+    let mut found = Vec::new();
+    for name in [
+        http::HeaderName::from_static("x-api-key"),
+        http::HeaderName::from_static(SERVICE_KEY_HEADER),
+    ] {
+        for value in headers.get_all(&name) {
+            found.push((name.clone(), value.to_str().unwrap_or_default().trim().to_owned()));
+        }
+    }
+    for value in headers.get_all(http::header::AUTHORIZATION) {
+        found.push((
+            http::header::AUTHORIZATION,
+            bearer_credential(value.to_str().unwrap_or_default()).to_owned(),
+        ));
+    }
+    found
+}
+
+/// Middleware when keys are configured: every request presents a key and every key it presents
+/// is a client key or the service key, else 401 before anything is read. A client key's header
+/// is then removed, so the caller class is `remote` (only the service key earns `service`).
+async fn require_key(
+    axum::extract::State(keys): axum::extract::State<RequiredKeys>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let eq = |a: &str, b: &str| crate::server::constant_time_eq(a.as_bytes(), b.as_bytes());
+    let found = presented(request.headers());
+    let mut client_headers = Vec::new();
+    let valid = !found.is_empty()
+        && found.iter().all(|(name, given)| {
+            let service = keys.service.as_deref().is_some_and(|k| eq(k, given));
+            let client = keys.clients.iter().any(|k| eq(k, given));
+            if client && !service {
+                client_headers.push(name.clone());
+            }
+            service || client
+        });
+    if !valid {
+        tracing::warn!(
+            event = "mcp_sidecar_unauthorized",
+            "a request without a valid key was refused"
+        );
+        let mut response = rpc_error(
+            http::StatusCode::UNAUTHORIZED,
+            serde_json::Value::Null,
+            UNAUTHORIZED,
+            "a valid key is required (Authorization: Bearer <key> or X-API-Key): the gateway's keys are configured".to_owned(),
+        );
+        response.headers_mut().insert(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static("Bearer"),
+        );
+        return response;
+    }
+    for name in client_headers {
+        request.headers_mut().remove(name);
+    }
+    next.run(request).await
 }
 
 /// Renders the process's Prometheus exposition text (the composition root owns the recorder).
@@ -142,13 +381,105 @@ impl HttpSidecar {
         self
     }
 
+    /// Requires a key on every request (MCP and `/metrics`): one of `keys` (the gateway's keys,
+    /// when configured) or the service key; a loopback client with none is refused 401. An empty
+    /// list leaves the sidecar open to loopback clients, as before keys are configured.
+    #[must_use]
+    pub fn require_keys(mut self, keys: Vec<String>) -> Self {
+        let keys: Vec<Arc<str>> = keys
+            .into_iter()
+            .filter(|k| !k.is_empty())
+            .map(Arc::from)
+            .collect();
+        self.client_keys = (!keys.is_empty()).then(|| Arc::from(keys));
+        self
+    }
+
     /// Serves until the shutdown token is cancelled.
     pub async fn run(self) -> Result<(), ServeError> {
         let addr = self.local_addr.to_string();
         let shutdown = self.shutdown;
-        axum::serve(self.listener, self.router)
+        let router = match self.client_keys {
+            Some(clients) => self.router.layer(axum::middleware::from_fn_with_state(
+                RequiredKeys {
+                    clients,
+                    service: self.service_key,
+                },
+                require_key,
+            )),
+            None => self.router,
+        };
+        axum::serve(self.listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
             .await
             .map_err(|source| ServeError::Io { addr, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(bytes: &str) -> Option<(u16, i64)> {
+        check_envelope(bytes.as_bytes())
+            .err()
+            .map(|(status, _, code, _)| (status.as_u16(), code))
+    }
+
+    #[test]
+    fn malformed_envelopes_get_json_rpc_codes() {
+        assert_eq!(code("{not json"), Some((400, PARSE_ERROR)));
+        assert_eq!(
+            code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#),
+            Some((400, INVALID_REQUEST))
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#),
+            Some((400, INVALID_REQUEST))
+        );
+        assert_eq!(code(r#"{"id":1,"method":"ping"}"#), Some((400, INVALID_REQUEST)));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#),
+            Some((400, INVALID_REQUEST))
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":7}"#),
+            Some((400, INVALID_REQUEST))
+        );
+        assert_eq!(code("42"), Some((400, INVALID_REQUEST)));
+    }
+
+    #[test]
+    fn bad_tool_call_params_are_invalid_params_answering_the_id() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flow.list","arguments":"x"}}"#,
+        ] {
+            let (status, id, code, _) = check_envelope(body.as_bytes()).unwrap_err();
+            assert_eq!((status.as_u16(), code), (200, INVALID_PARAMS), "{body}");
+            assert_eq!(id, serde_json::json!(3));
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_read_case_insensitively() {
+        for value in ["Bearer k-1", "bearer k-1", "BEARER k-1"] {
+            assert_eq!(bearer_credential(value), "k-1", "{value}");
+        }
+        assert_eq!(bearer_credential("Basic k-1"), "");
+    }
+
+    #[test]
+    fn well_formed_messages_pass() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"flow.list","arguments":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"flow.list"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ] {
+            assert!(check_envelope(body.as_bytes()).is_ok(), "{body}");
+        }
     }
 }

@@ -98,7 +98,8 @@ pub fn classify_http(service_key: Option<&str>, headers: Option<&http::HeaderMap
             .or_else(|| {
                 h.get(http::header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .map(bearer_credential)
+                    .filter(|k| !k.is_empty())
                     .map(str::to_owned)
             })
     });
@@ -111,7 +112,17 @@ pub fn classify_http(service_key: Option<&str>, headers: Option<&http::HeaderMap
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+/// The credential of an `Authorization` value: `Bearer <key>`, the scheme compared
+/// case-insensitively (RFC 9110 §11.1); any other scheme presents nothing usable (empty).
+pub(crate) fn bearer_credential(value: &str) -> &str {
+    let value = value.trim_start();
+    match value.split_once([' ', '\t']) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => "",
+    }
+}
+
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

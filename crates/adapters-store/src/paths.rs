@@ -2,7 +2,77 @@
 //! seed's per-ledger overrides. The environment is read by the binary and passed in as a lookup
 //! closure, so this crate never reads it itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The mode of every directory MetaForge creates for its ledgers: owner only.
+pub const PRIVATE_DIR_MODE: u32 = 0o700;
+/// The mode of every file MetaForge writes (ledgers, their `-wal`/`-shm`, the selection): owner
+/// read/write only. Set explicitly, so the process umask never widens it.
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` and any missing parent owner-only (0700), whatever the umask. An existing
+/// directory is left as it is: it may be shared on purpose (`METAFORGE_HOME=/srv/…`), and the
+/// files MetaForge writes inside it are 0600 anyway.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(PRIVATE_DIR_MODE)
+            .create(dir)?;
+        // mkdir's mode is masked by the umask; a umask that strips owner bits cannot win.
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(PRIVATE_DIR_MODE))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Makes sure `file` exists and is owner read/write only (0600): created that way when missing,
+/// tightened when an older version left it wider. Called before SQLite opens a ledger, so the
+/// database never exists with the umask's mode, and SQLite gives `-wal`/`-shm` the same mode.
+pub fn ensure_private_file(file: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(PRIVATE_FILE_MODE)
+            .open(file)?;
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(file)
+            .map(drop)
+    }
+}
+
+/// Tightens `file` to 0600 when it exists (a ledger's `-wal`/`-shm` after SQLite opened it).
+pub fn tighten_if_present(file: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        match std::fs::set_permissions(file, std::fs::Permissions::from_mode(PRIVATE_FILE_MODE)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        Ok(())
+    }
+}
 
 /// Override for the approval ledger file (FORGE-89).
 pub const ENV_TOOL_APPROVALS_LEDGER_PATH: &str = "METAFORGE_TOOL_APPROVALS_LEDGER_PATH";
@@ -183,6 +253,28 @@ mod tests {
             assert_eq!(p.flow_versions.is_none(), disabled, "{value}");
             assert_eq!(p.llm_usage, PathBuf::from("/home/ana/.metaforge/llm_usage.db"));
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_created_directory_is_0700_and_a_file_is_made_or_tightened_to_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let scratch = tempfile::tempdir().unwrap();
+        let home = scratch.path().join("a/b");
+        create_private_dir(&home).unwrap();
+        assert_eq!(mode(&home), 0o700);
+        assert_eq!(mode(&scratch.path().join("a")), 0o700);
+        let fresh = home.join("x.db");
+        ensure_private_file(&fresh).unwrap();
+        assert_eq!(mode(&fresh), 0o600);
+        let old = home.join("old.db");
+        std::fs::write(&old, b"kept").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).unwrap();
+        ensure_private_file(&old).unwrap();
+        assert_eq!(mode(&old), 0o600);
+        assert_eq!(std::fs::read(&old).unwrap(), b"kept", "contents untouched");
+        tighten_if_present(&home.join("absent-wal")).unwrap();
     }
 
     #[test]

@@ -71,15 +71,20 @@ impl SelectionStore for FileSelectionStore {
         })
         .map_err(|e| PortError::with_source(PortErrorKind::Internal, "cannot encode the selection", e))?;
         if let Some(parent) = self.path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io_error("create", parent, e))?;
+            crate::paths::create_private_dir(parent).map_err(|e| io_error("create", parent, e))?;
         }
         let tmp = self.path.with_extension("json.tmp");
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || -> Result<(), PortError> {
             use std::io::Write;
-            let mut file = std::fs::File::create(&tmp).map_err(|e| io_error("write", &tmp, e))?;
+            // Owner-only like every file under METAFORGE_HOME, whatever the umask.
+            let _ = std::fs::remove_file(&tmp);
+            crate::paths::ensure_private_file(&tmp).map_err(|e| io_error("write", &tmp, e))?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(|e| io_error("write", &tmp, e))?;
             file.write_all(&body).map_err(|e| io_error("write", &tmp, e))?;
             file.sync_all().map_err(|e| io_error("sync", &tmp, e))?;
             std::fs::rename(&tmp, &path).map_err(|e| io_error("replace", &path, e))
@@ -92,6 +97,24 @@ impl SelectionStore for FileSelectionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_selection_file_is_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("home").join(SELECTION_FILE);
+        FileSelectionStore::new(path.clone())
+            .set("openai:gpt-4o")
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let parent = std::fs::metadata(dir.path().join("home")).unwrap();
+        assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+    }
 
     #[tokio::test]
     async fn a_selection_survives_a_new_store_on_the_same_file() {

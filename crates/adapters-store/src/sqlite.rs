@@ -6,6 +6,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use metaforge_ports::{PortError, PortErrorKind, Timestamp};
+
+use crate::paths::{create_private_dir, ensure_private_file, tighten_if_present};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -23,7 +25,7 @@ pub(crate) async fn open_pool(
     migrator: &sqlx::migrate::Migrator,
 ) -> Result<SqlitePool, PortError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| {
+        create_private_dir(parent).map_err(|e| {
             PortError::with_source(
                 PortErrorKind::Unavailable,
                 format!("cannot create the ledger directory {}", parent.display()),
@@ -31,6 +33,9 @@ pub(crate) async fn open_pool(
             )
         })?;
     }
+    // The file exists 0600 before SQLite opens it, whatever the umask; SQLite then creates the
+    // -wal and -shm files with the database's mode.
+    ensure_private_file(path).map_err(|e| private_error(path, e))?;
     let options = SqliteConnectOptions::from_str("sqlite://")
         .map_err(|e| unavailable(path, e))?
         .filename(path)
@@ -51,7 +56,21 @@ pub(crate) async fn open_pool(
             e,
         )
     })?;
+    // Belt and braces: whatever SQLite did, its side files are owner-only too.
+    for suffix in ["-wal", "-shm"] {
+        let mut side = path.as_os_str().to_owned();
+        side.push(suffix);
+        tighten_if_present(Path::new(&side)).map_err(|e| private_error(Path::new(&side), e))?;
+    }
     Ok(pool)
+}
+
+fn private_error(path: &Path, e: std::io::Error) -> PortError {
+    PortError::with_source(
+        PortErrorKind::Unavailable,
+        format!("cannot make the ledger file {} owner-only (0600)", path.display()),
+        e,
+    )
 }
 
 fn unavailable(path: &Path, e: sqlx::Error) -> PortError {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use metaforge_domain::approvals::{ApprovalError, ApproverPolicy, check_approver, check_waiter_may_resolve};
 use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger, ResolveOutcome, WaiterResolution};
 use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionStore};
 use metaforge_ports::{
@@ -38,6 +39,14 @@ pub struct ApprovalService {
     versions: Option<Arc<dyn FlowVersionStore>>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGen>,
+    /// Who may decide (four eyes with `METAFORGE_APPROVALS_SEPARATE_APPROVER=on`).
+    policy: ApproverPolicy,
+}
+
+/// A rule of the approvals domain refused the request; the domain error travels as the port
+/// error's source so the gateway answers its own status and code (403 four eyes, 409 waiter).
+fn refused(kind: PortErrorKind, err: ApprovalError) -> PortError {
+    PortError::with_source(kind, err.to_string(), err)
 }
 
 impl ApprovalService {
@@ -53,7 +62,16 @@ impl ApprovalService {
             versions: Some(versions),
             clock,
             ids,
+            policy: ApproverPolicy::Any,
         }
+    }
+
+    /// Sets who may decide: [`ApproverPolicy::Separate`] refuses a decision by the identity that
+    /// proposed or parked the item (four eyes).
+    #[must_use]
+    pub fn with_approver_policy(mut self, policy: ApproverPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// A service that only parks, reads and closes holds: the sidecar in remote mode, whose
@@ -64,6 +82,7 @@ impl ApprovalService {
             versions: None,
             clock,
             ids,
+            policy: ApproverPolicy::Any,
         }
     }
 
@@ -123,6 +142,14 @@ impl ApprovalService {
                 "a decision must name the person who made it",
             ));
         }
+        if self.policy != ApproverPolicy::Any {
+            // Who asked never changes, so reading it before the conditional decide is race-free.
+            let record = self.ledger.get(id).await?;
+            check_approver(&record, approver, self.policy).map_err(|e| {
+                tracing::warn!(event = "approval_same_approver_refused", approval_id = %id, approver, kind = record.kind.as_str(), "four eyes: the requester cannot decide");
+                refused(PortErrorKind::Invalid, e)
+            })?;
+        }
         let decided = self
             .ledger
             .decide(
@@ -153,7 +180,15 @@ impl ApprovalService {
         resolution: WaiterResolution,
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError> {
-        let outcome = self.ledger.resolve(id, resolution, reason).await;
+        // The kind never changes, so reading it first is race-free; a proposal or edit is never
+        // closed from the side (it would leave its version proposed forever, with no approver).
+        let outcome = match self.ledger.get(id).await {
+            Ok(record) => match check_waiter_may_resolve(&record) {
+                Ok(()) => self.ledger.resolve(id, resolution, reason).await,
+                Err(e) => Err(refused(PortErrorKind::Conflict, e)),
+            },
+            Err(err) => Err(err),
+        };
         let label = match &outcome {
             Ok(ResolveOutcome::Resolved { record }) => record.status.as_str(),
             Ok(_) => "already_closed",

@@ -738,3 +738,43 @@ async fn flow_propose_without_operations_asks_the_generator_and_a_model_answer_r
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].arguments["generated_by"]["provider"], "openai");
 }
+
+/// Issue 12, item 8 through the MCP door: `flow.propose` arguments over their stored-size limits
+/// are refused naming the field (never echoing the value) and nothing is stored.
+#[tokio::test]
+async fn an_oversized_flow_propose_argument_is_refused_naming_the_field_and_nothing_is_stored() {
+    use metaforge_app::gateway::limits::{MAX_LOADS_AND_USE_CHARS, MAX_OPERATIONS};
+    let w = world();
+    let host = host_with_stores(w.stores.clone(), quick());
+    let mut loads = full_context();
+    loads["loads_and_use"] = json!("k".repeat(MAX_LOADS_AND_USE_CHARS + 1));
+    let many = Value::Array(vec![ops()[0].clone(); MAX_OPERATIONS + 1]);
+    for (arguments, field) in [
+        (
+            json!({"template_id": "mech_v1", "operations": ops(), "context": loads}),
+            "context.loads_and_use",
+        ),
+        (
+            json!({"template_id": "mech_v1", "operations": many, "context": full_context()}),
+            "operations",
+        ),
+    ] {
+        let out = done(
+            host.call(&caller(CallerClass::Remote), "flow.propose", args(arguments))
+                .await
+                .unwrap(),
+        );
+        assert!(out.is_error, "{field}");
+        let text = out.text();
+        assert!(text.contains(field), "{field}: {text}");
+        assert!(
+            !text.contains("kkkk") && text.len() < 2_000,
+            "{field}: never echoed"
+        );
+    }
+    assert!(
+        w.approvals.list_pending().await.unwrap().is_empty(),
+        "nothing held"
+    );
+    assert!(w.versions.list(None).await.unwrap().is_empty(), "nothing stored");
+}

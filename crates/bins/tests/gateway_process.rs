@@ -124,7 +124,8 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
     let (status, health) = http(&gw, "GET", "/health", None);
     assert_eq!(status, 200, "{health}");
 
-    // An MCP initialize over streamable HTTP answers with the server's info.
+    // An MCP initialize over streamable HTTP answers with the server's info (with the key: the
+    // gateway's keys are configured, so the sidecar requires one too).
     let authority = mcp_url
         .trim_start_matches("http://")
         .split('/')
@@ -137,7 +138,8 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
     let payload = init.to_string();
     let mut stream = TcpStream::connect(&authority).expect("connect mcp");
     let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        common::KEY,
         payload.len()
     );
     stream.write_all(request.as_bytes()).expect("write");

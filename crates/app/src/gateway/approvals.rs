@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use super::GatewayState;
-use super::auth::Identity;
+use super::auth::{Identity, TransportClass};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use crate::approvals::ParkRequest;
@@ -128,15 +128,61 @@ pub(crate) async fn list_tool_approvals(
     list(&state, &query).await
 }
 
+/// A hold a waiter parks over HTTP. The caller class is not the body's to set: it comes from the
+/// authenticated transport (`local` on an open loopback gateway, `remote` with a key).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ParkBody {
+    /// The held tool.
+    #[schema(min_length = 1)]
+    tool: String,
+    /// Its arguments, shown to the person deciding.
+    #[serde(default)]
+    arguments: serde_json::Value,
+    /// What a relaying waiter (the sidecar) saw. Only `untrusted` is honoured, since it can only
+    /// lower trust; any other claim is replaced by the transport's class.
+    #[serde(default)]
+    caller: Option<String>,
+    /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
+    #[serde(default)]
+    #[schema(maximum = 604_800)]
+    timeout_seconds: Option<u64>,
+}
+
+/// The class a parked hold records: the transport's, or `untrusted` when the relay says so.
+fn recorded_class(transport: TransportClass, claimed: Option<&str>) -> &'static str {
+    let untrusted = metaforge_ports::CallerClass::Untrusted.as_str();
+    match claimed.map(str::trim) {
+        Some(claim) if claim == untrusted => untrusted,
+        Some(claim) if claim != transport.0.as_str() => {
+            tracing::warn!(
+                event = "tool_approval_caller_claim_ignored",
+                claimed = %claim.chars().take(64).collect::<String>(),
+                recorded = transport.0.as_str(),
+                "a parked hold's caller class comes from the transport, not the body"
+            );
+            transport.0.as_str()
+        }
+        _ => transport.0.as_str(),
+    }
+}
+
 /// Parks a held tool call in the one ledger (the sidecar's remote mode uses this).
-#[utoipa::path(post, path = "/v1/chat/tool_approvals", tag = "approvals", request_body = ParkRequest,
+#[utoipa::path(post, path = "/v1/chat/tool_approvals", tag = "approvals", request_body = ParkBody,
     responses((status = 201, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 422, body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn park_tool_approval(
     State(state): State<Arc<GatewayState>>,
-    ApiJson(request): ApiJson<ParkRequest>,
+    Extension(transport): Extension<TransportClass>,
+    ApiJson(body): ApiJson<ParkBody>,
 ) -> Result<(StatusCode, Json<ApprovalRecord>), ApiError> {
+    let request = ParkRequest {
+        caller: recorded_class(transport, body.caller.as_deref()).to_owned(),
+        tool: body.tool,
+        arguments: body.arguments,
+        timeout_seconds: body.timeout_seconds,
+    };
     let record = state.approvals.park(request).await?;
     Ok((StatusCode::CREATED, Json(record)))
 }
@@ -157,7 +203,9 @@ pub(crate) async fn get_tool_approval(
 #[utoipa::path(post, path = "/v1/chat/tool_approvals/{id}", tag = "approvals", request_body = DecisionRequest,
     params(("id" = String, Path, description = "Approval id")),
     responses((status = 200, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody)),
+        (status = 403, description = "Four eyes: the requester cannot decide (separate_approver_required)", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody),
+        (status = 422, description = "A field over its size limit", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn decide_tool_approval(
     State(state): State<Arc<GatewayState>>,
@@ -172,7 +220,9 @@ pub(crate) async fn decide_tool_approval(
 #[utoipa::path(post, path = "/v1/chat/tool_approvals/{id}/resolve", tag = "approvals", request_body = ResolveRequest,
     params(("id" = String, Path, description = "Approval id")),
     responses((status = 200, body = ResolveResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "A person already decided", body = ErrorBody)),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "A person already decided, or the hold is a proposal or edit (person_decision_required)", body = ErrorBody),
+        (status = 422, description = "A field over its size limit", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn resolve_tool_approval(
     State(state): State<Arc<GatewayState>>,
@@ -221,7 +271,9 @@ pub(crate) async fn get_approval(
 #[utoipa::path(post, path = "/v1/approvals/{id}/decision", tag = "approvals", request_body = DecisionRequest,
     params(("id" = String, Path, description = "Approval id")),
     responses((status = 200, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody)),
+        (status = 403, description = "Four eyes: the requester cannot decide (separate_approver_required)", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody),
+        (status = 422, description = "A field over its size limit", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn decide_approval(
     State(state): State<Arc<GatewayState>>,

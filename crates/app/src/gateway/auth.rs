@@ -1,17 +1,22 @@
-//! API keys and per-key rate limits.
+//! API keys, per-key rate limits and per-address throttling of failed authentication.
 //!
 //! Keys are required whenever the gateway binds anything but loopback; the identity a key maps to
-//! is the approver recorded on every decision made with it, never a request field.
+//! is the approver recorded on every decision made with it, never a request field. A client
+//! address that keeps presenting wrong keys is answered 429 before any key is compared, so a key
+//! cannot be guessed at line rate.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
+use metaforge_ports::CallerClass;
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
@@ -50,6 +55,27 @@ pub enum AuthConfigError {
     },
 }
 
+/// Names a key's identity may not take: the caller classes and the two transport identities, which
+/// approval records carry in the same `caller` field as a person's identity.
+pub const RESERVED_IDENTITIES: &[&str] = &[
+    "local",
+    "remote",
+    "untrusted",
+    "service",
+    "client_task",
+    ANONYMOUS,
+];
+
+/// The identity of an unauthenticated request to a public path (`/health` without a key).
+pub const ANONYMOUS: &str = "anonymous";
+
+/// Default wrong-key attempts a client address may make per minute before it is answered 429.
+pub const DEFAULT_AUTH_FAILURES_PER_MINUTE: u32 = 20;
+
+/// At most this many client addresses are tracked; past it, expired windows are purged first and,
+/// if none has expired, the table starts afresh (bounded memory beats a perfect count).
+const MAX_TRACKED_ADDRESSES: usize = 65_536;
+
 /// Parses `identity:key,identity2:key2` (a bare `key` authenticates as `operator`).
 pub fn parse_api_keys(raw: &str) -> Result<Vec<ApiKey>, AuthConfigError> {
     let mut keys = Vec::new();
@@ -65,6 +91,14 @@ pub fn parse_api_keys(raw: &str) -> Result<Vec<ApiKey>, AuthConfigError> {
             return Err(AuthConfigError::InvalidKeyEntry {
                 index: i + 1,
                 reason: "expected identity:key with a key of at least 8 characters".into(),
+            });
+        }
+        if RESERVED_IDENTITIES.contains(&identity) {
+            return Err(AuthConfigError::InvalidKeyEntry {
+                index: i + 1,
+                reason: format!(
+                    "'{identity}' is a caller class, not a person; approval records could not tell them apart (pick another identity)"
+                ),
             });
         }
         keys.push(ApiKey {
@@ -87,17 +121,102 @@ pub fn check_bind_policy(bind: SocketAddr, keys: &[ApiKey]) -> Result<(), AuthCo
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity(pub String);
 
-/// Shared auth state: the key list and the per-identity limiter.
+impl Identity {
+    /// True for a request to a public path that presented no key: it sees liveness only.
+    pub fn is_anonymous(&self) -> bool {
+        self.0 == ANONYMOUS
+    }
+}
+
+/// The caller class the request's transport earns, inserted next to [`Identity`]: `local` on an
+/// open loopback gateway (no keys configured), `remote` for a key-authenticated client. A request
+/// body never sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportClass(pub CallerClass);
+
+/// Counts wrong-key attempts per client address in fixed one-minute windows.
+struct FailureThrottle {
+    per_window: u32,
+    window: Duration,
+    entries: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+}
+
+impl FailureThrottle {
+    fn new(per_minute: NonZeroU32) -> Self {
+        Self {
+            per_window: per_minute.get(),
+            window: Duration::from_secs(60),
+            entries: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn retry_after(&self, started: Instant, now: Instant) -> u64 {
+        self.window
+            .saturating_sub(now.saturating_duration_since(started))
+            .as_secs()
+            .max(1)
+    }
+
+    /// Seconds until `ip` may try again, when it has used up its window.
+    fn blocked(&self, ip: IpAddr, now: Instant) -> Option<u64> {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let &(started, count) = entries.get(&ip)?;
+        (now.saturating_duration_since(started) < self.window && count >= self.per_window)
+            .then(|| self.retry_after(started, now))
+    }
+
+    /// Records one failure; true when it used up the window (the address is now throttled).
+    fn record_failure(&self, ip: IpAddr, now: Instant) -> bool {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= MAX_TRACKED_ADDRESSES && !entries.contains_key(&ip) {
+            let window = self.window;
+            entries.retain(|_, (started, _)| now.saturating_duration_since(*started) < window);
+            if entries.len() >= MAX_TRACKED_ADDRESSES {
+                entries.clear();
+            }
+        }
+        let entry = entries.entry(ip).or_insert((now, 0));
+        if now.saturating_duration_since(entry.0) >= self.window {
+            *entry = (now, 0);
+        }
+        entry.1 = entry.1.saturating_add(1);
+        entry.1 == self.per_window
+    }
+}
+
+/// Shared auth state: the key list, the per-identity limiter and the per-address failure throttle.
 pub struct AuthState {
     keys: Vec<ApiKey>,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
+    failures: Option<FailureThrottle>,
 }
 
 impl AuthState {
-    /// Builds the auth state; `per_minute` of `None` disables rate limiting.
+    /// Builds the auth state; `per_minute` of `None` disables rate limiting. Failed
+    /// authentication is throttled at [`DEFAULT_AUTH_FAILURES_PER_MINUTE`] per client address
+    /// (see [`AuthState::with_auth_failures_per_minute`]).
     pub fn new(keys: Vec<ApiKey>, per_minute: Option<NonZeroU32>) -> Self {
         let limiter = per_minute.map(|n| governor::RateLimiter::keyed(Quota::per_minute(n)));
-        Self { keys, limiter }
+        let failures = NonZeroU32::new(DEFAULT_AUTH_FAILURES_PER_MINUTE).map(FailureThrottle::new);
+        Self {
+            keys,
+            limiter,
+            failures,
+        }
+    }
+
+    /// Wrong-key attempts a client address may make per minute before every further request
+    /// from it is answered 429 (without comparing its key); `None` turns the throttle off.
+    #[must_use]
+    pub fn with_auth_failures_per_minute(mut self, per_minute: Option<NonZeroU32>) -> Self {
+        self.failures = per_minute.map(FailureThrottle::new);
+        self
     }
 
     /// Whether any key is configured (open loopback mode otherwise).
@@ -112,6 +231,16 @@ impl AuthState {
     }
 }
 
+/// The credential of an `Authorization` value: `Bearer <key>` with the scheme compared
+/// case-insensitively (RFC 9110 §11.1); any other scheme presents an empty (invalid) key.
+pub fn bearer_credential(value: &str) -> &str {
+    let value = value.trim_start();
+    match value.split_once([' ', '\t']) {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => "",
+    }
+}
+
 /// Every key the request presents (`X-API-Key` and `Authorization: Bearer`). A request that
 /// presents several must have every one valid and naming the same identity: a wrong credential is
 /// never ignored because another header happened to be right.
@@ -122,39 +251,81 @@ fn presented_keys(request: &Request) -> Vec<String> {
         keys.push(value.to_str().map(|v| v.trim().to_owned()).unwrap_or_default());
     }
     for value in headers.get_all(axum::http::header::AUTHORIZATION) {
-        let text = value.to_str().unwrap_or_default();
-        let key = text
-            .strip_prefix("Bearer ")
-            .or_else(|| text.strip_prefix("bearer "))
-            .unwrap_or("");
-        keys.push(key.trim().to_owned());
+        keys.push(bearer_credential(value.to_str().unwrap_or_default()).to_owned());
     }
     keys
 }
 
-/// Paths reachable without a key (liveness only).
+/// Paths reachable without a key (liveness only; a key, when presented, is checked and shows
+/// the detail).
 const PUBLIC_PATHS: &[&str] = &["/health"];
 
-/// Middleware: authenticates (401 JSON without a valid key) and rate-limits per identity (429).
+/// The peer address axum's connect info recorded; a router served without it (in-process tests)
+/// counts every client as one address.
+fn client_address(request: &Request) -> IpAddr {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |info| info.0.ip())
+}
+
+/// 429 for an address that used up its wrong-key attempts.
+fn throttled(ip: IpAddr, secs: u64) -> Response {
+    metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "throttled").increment(1);
+    ApiError::new(
+        axum::http::StatusCode::TOO_MANY_REQUESTS,
+        "auth_throttled",
+        format!("too many failed authentication attempts from {ip}; retry in {secs}s"),
+    )
+    .with_retry_after(secs)
+    .into_response()
+}
+
+/// Middleware: authenticates (401 JSON without a valid key; 429 once an address has failed too
+/// often) and rate-limits per identity (429).
 pub async fn authenticate(State(auth): State<Arc<AuthState>>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
-    let identity = if !auth.keys_required() {
-        Identity("local".to_owned())
-    } else if PUBLIC_PATHS.contains(&path.as_str()) {
-        Identity("anonymous".to_owned())
+    let presented = presented_keys(&request);
+    let public = PUBLIC_PATHS.contains(&path.as_str());
+    let (identity, class) = if !auth.keys_required() {
+        (Identity("local".to_owned()), CallerClass::Local)
+    } else if public && presented.is_empty() {
+        (Identity(ANONYMOUS.to_owned()), CallerClass::Remote)
     } else {
-        let presented = presented_keys(&request);
+        let ip = client_address(&request);
+        let now = Instant::now();
+        if let Some(secs) = auth.failures.as_ref().and_then(|f| f.blocked(ip, now)) {
+            return throttled(ip, secs);
+        }
         let identities: Option<Vec<&str>> = presented
             .iter()
             .map(|k| auth.identify(k).map(|key| key.identity.as_str()))
             .collect();
         match identities.as_deref() {
-            Some([first, rest @ ..]) if rest.iter().all(|i| i == first) => Identity((*first).to_owned()),
-            _ => return ApiError::unauthorized().into_response(),
+            Some([first, rest @ ..]) if rest.iter().all(|i| i == first) => {
+                (Identity((*first).to_owned()), CallerClass::Remote)
+            }
+            _ => {
+                // Only a presented credential is an attempt; a request with none is just 401.
+                if !presented.is_empty()
+                    && let Some(failures) = &auth.failures
+                    && failures.record_failure(ip, now)
+                {
+                    tracing::warn!(
+                        event = "gateway_auth_throttled",
+                        client = %ip,
+                        attempts = failures.per_window,
+                        "too many failed authentication attempts: this address is answered 429 for the rest of the minute"
+                    );
+                }
+                metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "unauthorized")
+                    .increment(1);
+                return ApiError::unauthorized().into_response();
+            }
         }
     };
     if let Some(limiter) = &auth.limiter
-        && !PUBLIC_PATHS.contains(&path.as_str())
+        && !public
         && let Err(not_until) = limiter.check_key(&identity.0)
     {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
@@ -168,6 +339,7 @@ pub async fn authenticate(State(auth): State<Arc<AuthState>>, mut request: Reque
         .into_response();
     }
     request.extensions_mut().insert(identity);
+    request.extensions_mut().insert(TransportClass(class));
     next.run(request).await
 }
 
@@ -182,6 +354,52 @@ mod tests {
         assert_eq!(keys[0].key, "sk-alice-123");
         assert_eq!(keys[1].identity, "operator");
         assert!(parse_api_keys("bob:short").is_err());
+    }
+
+    #[test]
+    fn a_caller_class_is_not_an_identity_a_key_can_take() {
+        for reserved in RESERVED_IDENTITIES {
+            let err = parse_api_keys(&format!("{reserved}:sk-reserved-1")).unwrap_err();
+            assert!(err.to_string().contains("caller class"), "{reserved}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_other_schemes_present_nothing() {
+        for value in [
+            "Bearer k-1",
+            "bearer k-1",
+            "BEARER k-1",
+            "bEaReR   k-1 ",
+            "Bearer\tk-1",
+        ] {
+            assert_eq!(bearer_credential(value), "k-1", "{value:?}");
+        }
+        for value in ["Basic k-1", "Bearerk-1", "k-1", ""] {
+            assert_eq!(bearer_credential(value), "", "{value:?}");
+        }
+    }
+
+    #[test]
+    fn an_address_is_throttled_after_its_failures_until_the_window_ends() {
+        let throttle = FailureThrottle::new(NonZeroU32::new(3).unwrap());
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let other: IpAddr = "192.0.2.8".parse().unwrap();
+        let t0 = Instant::now();
+        assert!(!throttle.record_failure(ip, t0));
+        assert!(!throttle.record_failure(ip, t0));
+        assert_eq!(throttle.blocked(ip, t0), None);
+        assert!(
+            throttle.record_failure(ip, t0),
+            "the third failure uses up the window"
+        );
+        assert_eq!(throttle.blocked(ip, t0), Some(60));
+        assert_eq!(throttle.blocked(other, t0), None, "per address");
+        assert_eq!(throttle.blocked(ip, t0 + Duration::from_secs(61)), None);
+        assert!(
+            !throttle.record_failure(ip, t0 + Duration::from_secs(61)),
+            "a new window"
+        );
     }
 
     #[test]

@@ -148,13 +148,19 @@ impl ApiError {
             .and_then(|d| d.get("field"))
             .and_then(serde_json::Value::as_str)
             .map(str::to_owned);
+        let mut message = self.body.message.clone();
+        clip(&mut message);
+        let mut details = self.body.details.clone();
+        if let Some(details) = details.as_mut() {
+            clip_value(details);
+        }
         OpenAiErrorBody {
             error: OpenAiError {
-                message: self.body.message.clone(),
+                message,
                 kind: kind.to_owned(),
                 param,
                 code: Some(self.body.error.clone()),
-                details: self.body.details.clone(),
+                details,
             },
         }
     }
@@ -163,6 +169,29 @@ impl ApiError {
     pub fn into_openai_response(self) -> Response {
         let body = self.openai_body();
         with_retry_after((self.status, Json(body)).into_response(), self.retry_after_secs)
+    }
+}
+
+/// The longest message or detail string an error echoes; anything longer is cut, so a 4xx never
+/// sends a huge value back in full.
+pub const MAX_ECHOED_CHARS: usize = super::limits::MAX_ECHOED_CHARS;
+
+/// Cuts `text` to [`MAX_ECHOED_CHARS`], saying how much was left out.
+fn clip(text: &mut String) {
+    if let Some((cut, _)) = text.char_indices().nth(MAX_ECHOED_CHARS) {
+        let left_out = text[cut..].chars().count();
+        text.truncate(cut);
+        text.push_str(&format!("… ({left_out} more characters not shown)"));
+    }
+}
+
+/// Clips every string in a details value (keys are ours and short).
+fn clip_value(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(s) => clip(s),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(clip_value),
+        serde_json::Value::Object(map) => map.values_mut().for_each(clip_value),
+        serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {}
     }
 }
 
@@ -179,11 +208,13 @@ impl IntoResponse for ApiError {
     /// The JSON body with its status; the error itself rides along as a response extension, so
     /// the OpenAI-compatible routes can answer it in OpenAI's shape (see `gateway::openai_errors`).
     fn into_response(self) -> Response {
+        let mut body = (*self.body).clone();
+        clip(&mut body.message);
+        if let Some(details) = body.details.as_mut() {
+            clip_value(details);
+        }
         let marker = self.clone();
-        let mut response = with_retry_after(
-            (self.status, Json(*self.body)).into_response(),
-            self.retry_after_secs,
-        );
+        let mut response = with_retry_after((self.status, Json(body)).into_response(), self.retry_after_secs);
         response.extensions_mut().insert(marker);
         response
     }
@@ -191,7 +222,24 @@ impl IntoResponse for ApiError {
 
 impl From<metaforge_ports::PortError> for ApiError {
     fn from(err: metaforge_ports::PortError) -> Self {
+        use metaforge_domain::approvals::ApprovalError;
         use metaforge_ports::PortErrorKind as K;
+        // A domain approval rule travels as the source: answer its own status and code.
+        match err
+            .source
+            .as_deref()
+            .and_then(|s| s.downcast_ref::<ApprovalError>())
+        {
+            Some(ApprovalError::SameApprover { approver, kind }) => {
+                return Self::new(StatusCode::FORBIDDEN, "separate_approver_required", err.message)
+                    .with_details(serde_json::json!({ "approver": approver, "kind": kind }));
+            }
+            Some(ApprovalError::PersonDecisionRequired { kind }) => {
+                return Self::new(StatusCode::CONFLICT, "person_decision_required", err.message)
+                    .with_details(serde_json::json!({ "kind": kind }));
+            }
+            Some(ApprovalError::MissingApprover) | None => {}
+        }
         match err.kind {
             K::NotFound => Self::new(StatusCode::NOT_FOUND, "not_found", err.message),
             K::Conflict => Self::conflict(err.message),
@@ -204,4 +252,99 @@ impl From<metaforge_ports::PortError> for ApiError {
             }
         }
     }
+}
+
+/// The stable code of an error status the gateway did not build itself (routing, hyper-level
+/// limits, axum's extractor rejections).
+fn code_for(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "invalid_request",
+        401 => "unauthorized",
+        403 => "forbidden",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        409 => "conflict",
+        413 => "payload_too_large",
+        414 => "uri_too_long",
+        415 => "unsupported_media_type",
+        422 => "unprocessable",
+        429 => "rate_limited",
+        431 => "header_fields_too_large",
+        503 => "unavailable",
+        504 => "timeout",
+        s if s >= 500 => "internal",
+        _ => "error",
+    }
+}
+
+/// Middleware: every error response leaves in the JSON error shape. A 4xx/5xx that is not JSON
+/// (an unmatched method's empty 405, axum's `text/plain` path and body rejections such as an id
+/// that is not UTF-8) is rewritten to `{error, message}` with its status and headers (`Allow`,
+/// `Retry-After`) kept; its text, when it had one, becomes the message.
+pub async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 * 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).trim().to_owned();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("request refused").to_owned()
+    } else {
+        text
+    };
+    let mut error = ApiError::new(status, code_for(status), message);
+    if status == StatusCode::BAD_REQUEST && error.body.message.contains("URL") {
+        error = error.with_details(serde_json::json!({ "field": "path" }));
+    }
+    let rebuilt = error.into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let (rebuilt_parts, body) = rebuilt.into_parts();
+    for (name, value) in &rebuilt_parts.headers {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    Response::from_parts(parts, body)
+}
+
+/// Middleware: a request line or header block past the gateway's limits is answered here in the
+/// JSON shape (414, 431). Requests past hyper's own, larger parser limits (a URI of 64 KiB or
+/// more, more than 100 headers, a header block past its ~400 KiB read buffer) are refused by
+/// hyper before any router runs, with an empty body; `axum::serve` exposes no hook to shape them.
+pub async fn request_size_limits(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    use super::limits::{MAX_HEADER_BYTES, MAX_URI_BYTES};
+    let uri_len = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if uri_len > MAX_URI_BYTES {
+        return ApiError::new(
+            StatusCode::URI_TOO_LONG,
+            "uri_too_long",
+            format!("the request target is {uri_len} bytes; the limit is {MAX_URI_BYTES}"),
+        )
+        .with_details(serde_json::json!({ "field": "uri", "size": uri_len, "limit": MAX_URI_BYTES }))
+        .into_response();
+    }
+    let header_bytes: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.as_bytes().len() + 4)
+        .sum();
+    if header_bytes > MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "header_fields_too_large",
+            format!("the request headers are {header_bytes} bytes; the limit is {MAX_HEADER_BYTES}"),
+        )
+        .with_details(
+            serde_json::json!({ "field": "headers", "size": header_bytes, "limit": MAX_HEADER_BYTES }),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }

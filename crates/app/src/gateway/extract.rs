@@ -20,6 +20,7 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let path = req.uri().path().to_owned();
         // Parse to a JSON value first: serde would otherwise read a struct from an array.
         let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state)
             .await
@@ -27,6 +28,8 @@ where
         if !value.is_object() {
             return Err(ApiError::bad_request("body", "the body must be a JSON object"));
         }
+        // Stored sizes are capped per field before anything is parsed or written.
+        super::limits::check(&path, &value)?;
         let parsed: T = serde_path_to_error::deserialize(value.clone()).map_err(|err| {
             let path = err.path().to_string();
             let field = if path.is_empty() || path == "." {

@@ -2,19 +2,22 @@
 //!
 //! `/health` is public (no key) and reports each dependency separately, so "could not read" is
 //! never mistaken for "nothing there": an unreadable usage store reads `available: false` with a
-//! reason, not an empty total.
+//! reason, not an empty total. Without a key it says only `ok`/`degraded` per component; the
+//! detail (reasons, version, `llm_usage_24h` costs by model, role and phase) needs a key (an open
+//! loopback gateway's `local` caller sees it, as it sees every route).
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use axum::{Extension, Json};
 use metaforge_domain::usage::UsageTotals;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::GatewayState;
+use super::auth::Identity;
 
 /// One dependency's state.
 #[derive(Debug, Serialize, ToSchema)]
@@ -44,12 +47,16 @@ pub(crate) struct UsageHealth {
 pub(crate) struct HealthReport {
     /// `ok` when every check is ok, `degraded` otherwise.
     status: String,
-    /// The gateway's version.
-    version: String,
-    /// The approval ledger and the flow-version store.
+    /// The gateway's version (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    /// The approval ledger and the flow-version store (the reason with a key only).
     ledgers: CheckResult,
-    /// Model usage over the last 24 hours.
-    llm_usage_24h: UsageHealth,
+    /// Whether the usage store could be read (the reason with a key only).
+    usage: CheckResult,
+    /// Model usage over the last 24 hours (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    llm_usage_24h: Option<UsageHealth>,
 }
 
 fn check(result: Result<(), String>) -> CheckResult {
@@ -67,8 +74,11 @@ fn check(result: Result<(), String>) -> CheckResult {
 
 /// Whether the gateway and its dependencies are usable.
 #[utoipa::path(get, path = "/health", tag = "health",
-    responses((status = 200, description = "Health report", body = HealthReport)))]
-pub(crate) async fn health(State(state): State<Arc<GatewayState>>) -> Json<HealthReport> {
+    responses((status = 200, description = "Health report: ok/degraded per component; reasons, version and llm_usage_24h only with a key", body = HealthReport)))]
+pub(crate) async fn health(
+    State(state): State<Arc<GatewayState>>,
+    Extension(identity): Extension<Identity>,
+) -> Json<HealthReport> {
     let approvals = state
         .approvals
         .list(false)
@@ -95,11 +105,31 @@ pub(crate) async fn health(State(state): State<Arc<GatewayState>>) -> Json<Healt
         },
     };
     let ok = ledgers.status == "ok" && llm_usage_24h.available;
+    let usage = check(if llm_usage_24h.available {
+        Ok(())
+    } else {
+        Err(llm_usage_24h.reason.clone().unwrap_or_default())
+    });
+    let status = if ok { "ok" } else { "degraded" }.to_owned();
+    if identity.is_anonymous() {
+        let public = |c: CheckResult| CheckResult {
+            status: c.status,
+            reason: None,
+        };
+        return Json(HealthReport {
+            status,
+            version: None,
+            ledgers: public(ledgers),
+            usage: public(usage),
+            llm_usage_24h: None,
+        });
+    }
     Json(HealthReport {
-        status: if ok { "ok" } else { "degraded" }.to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
+        status,
+        version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         ledgers,
-        llm_usage_24h,
+        usage,
+        llm_usage_24h: Some(llm_usage_24h),
     })
 }
 

@@ -14,6 +14,7 @@ pub mod extract;
 mod flows;
 pub mod harness;
 mod health;
+pub mod limits;
 mod models;
 pub mod providers;
 mod usage;
@@ -38,7 +39,9 @@ use crate::approvals::ApprovalService;
 use crate::flows::FlowService;
 use crate::pipeline::ProviderPipeline;
 
-pub use auth::{ApiKey, AuthConfigError, AuthState, Identity, check_bind_policy, parse_api_keys};
+pub use auth::{
+    ApiKey, AuthConfigError, AuthState, Identity, TransportClass, check_bind_policy, parse_api_keys,
+};
 pub use error::{ApiError, ErrorBody, OpenAiError, OpenAiErrorBody};
 pub use flows::GatewayProposalGenerator;
 
@@ -134,6 +137,10 @@ fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
             if operation.request_body.is_some() {
                 envelope.push(("413", "Request body too large"));
                 envelope.push(("400", "Malformed body, naming the field"));
+                envelope.push((
+                    "422",
+                    "A field over its size limit (field_too_large), or a rule refused it",
+                ));
             }
             for (code, description) in envelope {
                 operation
@@ -193,9 +200,12 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
     let request_id = HeaderName::from_static("x-request-id");
     router
         .route("/openapi.json", openapi_route)
+        .fallback(no_route)
         .layer(axum::middleware::from_fn_with_state(auth, auth::authenticate))
+        .layer(axum::middleware::from_fn(error::json_errors))
         .layer(axum::middleware::from_fn(openai_errors))
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn(error::request_size_limits))
         .layer(
             TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
                 let id = request
@@ -268,15 +278,30 @@ async fn openai_errors(
     rewritten
 }
 
+/// 404 for a path no route serves, in the JSON error shape (after authentication, so an
+/// unauthenticated client learns nothing about which paths exist).
+async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route serves {method} {}", uri.path()),
+    )
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
+/// Each request carries its peer address (`ConnectInfo`), which failed-authentication
+/// throttling keys on.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 /// How long a graceful shutdown waits for in-flight requests before the process exits anyway.

@@ -297,6 +297,10 @@ impl FlowPropose {
         if verdict.decision == Decision::Refuse {
             return Ok(refused(TOOL, &verdict.reason));
         }
+        // Stored sizes are capped as at the HTTP route (issue 12): nothing oversized is stored.
+        if let Err((field, message)) = crate::gateway::limits::check_tool_arguments(TOOL, &arguments) {
+            return Ok(invalid(TOOL, &field, message));
+        }
         if wants_generator(&arguments) {
             return self.generate(caller, &arguments).await;
         }

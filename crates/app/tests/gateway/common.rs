@@ -18,6 +18,7 @@ use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
 use metaforge_app::pipeline::{
     Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
 };
+use metaforge_domain::approvals::ApproverPolicy;
 use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
 use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
@@ -68,18 +69,32 @@ pub(crate) fn state_with(
     providers: Vec<ProviderRow>,
     pipeline: Option<Arc<ProviderPipeline>>,
 ) -> Arc<GatewayState> {
+    state_with_policy(harness, usage, providers, pipeline, ApproverPolicy::Any)
+}
+
+/// [`state_with`] whose approvals follow `policy` (four eyes with `Separate`).
+pub(crate) fn state_with_policy(
+    harness: HarnessConfig,
+    usage: Arc<MemoryUsageStore>,
+    providers: Vec<ProviderRow>,
+    pipeline: Option<Arc<ProviderPipeline>>,
+    policy: ApproverPolicy,
+) -> Arc<GatewayState> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let versions = Arc::new(MemoryFlowVersionStore::new());
     Arc::new(GatewayState {
         metrics: None,
-        approvals: Arc::new(ApprovalService::new(
-            ledger.clone(),
-            versions.clone(),
-            Arc::clone(&clock),
-            Arc::clone(&ids),
-        )),
+        approvals: Arc::new(
+            ApprovalService::new(
+                ledger.clone(),
+                versions.clone(),
+                Arc::clone(&clock),
+                Arc::clone(&ids),
+            )
+            .with_approver_policy(policy),
+        ),
         flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
         usage,
         clock,

@@ -11,5 +11,6 @@ mod chat;
 mod common;
 mod flows;
 mod generator;
+mod hardening;
 mod harness;
 mod usage;

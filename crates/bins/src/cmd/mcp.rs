@@ -86,7 +86,14 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
         None => runtime.block_on(metaforge_adapters_mcp::serve_stdio(host)),
         Some(addr) => {
             let service_key = std::env::var(SERVICE_KEY_ENV).ok();
-            runtime.block_on(serve_http(host, addr, service_key))
+            let client_keys = match client_keys() {
+                Ok(keys) => keys,
+                Err(e) => {
+                    eprintln!("metaforge mcp serve: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            runtime.block_on(serve_http(host, addr, service_key, client_keys))
         }
     };
     match result {
@@ -136,6 +143,14 @@ async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
          (a person at the gateway will not see them unless it shares these files)"
     );
     compose_local_host().await
+}
+
+/// The keys an HTTP client must present: with `METAFORGE_GATEWAY_API_KEY` set the sidecar is no
+/// more open than the gateway (issue 12), so every key it lists (or the service key) is required.
+pub(crate) fn client_keys() -> Result<Vec<String>, String> {
+    let raw = std::env::var(GATEWAY_API_KEY_ENV).unwrap_or_default();
+    let keys = metaforge_app::gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
+    Ok(keys.into_iter().map(|k| k.key).collect())
 }
 
 /// The key part of the first `identity:key` (or bare `key`) entry.
@@ -190,7 +205,8 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
     };
     for path in [approvals_path, versions_path] {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            metaforge_adapters_store::paths::create_private_dir(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -226,10 +242,13 @@ async fn serve_http(
     host: Arc<dyn ToolHost>,
     addr: SocketAddr,
     service_key: Option<String>,
+    client_keys: Vec<String>,
 ) -> Result<(), metaforge_adapters_mcp::ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let sidecar =
-        metaforge_adapters_mcp::bind_http(host, addr, service_key.clone(), shutdown.clone()).await?;
+    let keys_required = !client_keys.is_empty();
+    let sidecar = metaforge_adapters_mcp::bind_http(host, addr, service_key.clone(), shutdown.clone())
+        .await?
+        .require_keys(client_keys);
     // The sidecar's own counters (held-write resolutions, holds no approver can reach) are
     // scrapeable at /metrics on the same loopback listener.
     let sidecar = match metaforge_app::exposition::Exposition::install() {
@@ -243,6 +262,7 @@ async fn serve_http(
         event = "mcp_sidecar_listening",
         url = %format!("http://{}{}", sidecar.local_addr, metaforge_adapters_mcp::MCP_PATH),
         service_key = service_key.is_some(),
+        keys_required,
     );
     let stop = shutdown.clone();
     tokio::spawn(async move {

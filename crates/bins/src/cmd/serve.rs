@@ -39,6 +39,10 @@ pub(crate) struct GatewayArgs {
     /// Requests per minute per API key (0 disables the limit).
     #[arg(long, env = "METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", default_value_t = 600)]
     pub(crate) rate_limit_per_minute: u32,
+    /// Wrong-key attempts one client address may make per minute before every further request
+    /// from it is answered 429 (0 disables the throttle).
+    #[arg(long, env = "METAFORGE_GATEWAY_AUTH_FAILURES_PER_MINUTE", default_value_t = gateway::auth::DEFAULT_AUTH_FAILURES_PER_MINUTE)]
+    pub(crate) auth_failures_per_minute: u32,
     /// Largest accepted request body, in bytes.
     #[arg(long, env = "METAFORGE_GATEWAY_BODY_LIMIT_BYTES", default_value_t = gateway::DEFAULT_BODY_LIMIT_BYTES)]
     pub(crate) body_limit_bytes: usize,
@@ -76,6 +80,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let keys = gateway::parse_api_keys(&env("METAFORGE_GATEWAY_API_KEY").unwrap_or_default())
         .map_err(|e| StartError::Config(e.to_string()))?;
     gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
+    let approver_policy = approver_policy(!keys.is_empty())?;
     let paths = StorePaths::resolve(|k| std::env::var(k).ok(), env("HOME").map(PathBuf::from))
         .map_err(|e| StartError::Config(e.to_string()))?;
     let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
@@ -119,12 +124,15 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     for skipped in &restored.skipped {
         tracing::error!(event = "flow_version_skipped", id = %skipped.id, reason = %skipped.reason, "stored flow version failed its hash check; not served");
     }
-    let approvals = Arc::new(ApprovalService::new(
-        Arc::clone(&ledger),
-        Arc::clone(&versions),
-        Arc::clone(&clock),
-        Arc::clone(&ids),
-    ));
+    let approvals = Arc::new(
+        ApprovalService::new(
+            Arc::clone(&ledger),
+            Arc::clone(&versions),
+            Arc::clone(&clock),
+            Arc::clone(&ids),
+        )
+        .with_approver_policy(approver_policy),
+    );
     let (orphaned, carried) = approvals
         .restore()
         .await
@@ -158,7 +166,10 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let harness = harness_config(&paths, providers_config::credentialed(&rows)).await?;
     let store: Arc<dyn UsageStore> = usage.clone();
     let pipeline = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
-    let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
+    let auth = Arc::new(
+        AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute))
+            .with_auth_failures_per_minute(NonZeroU32::new(args.auth_failures_per_minute)),
+    );
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
     let state = Arc::new(GatewayState {
@@ -180,6 +191,26 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         ids: ids_for_up,
         _scratch: scratch,
     })
+}
+
+/// Four eyes (`METAFORGE_APPROVALS_SEPARATE_APPROVER`): a bad value refuses start, and so does
+/// `on` without keys, where every caller is `local` and no decision could ever be made.
+fn approver_policy(keys_configured: bool) -> Result<metaforge_domain::approvals::ApproverPolicy, StartError> {
+    use metaforge_domain::approvals::{ApproverPolicy, SEPARATE_APPROVER_ENV};
+    let policy =
+        ApproverPolicy::from_setting(env(SEPARATE_APPROVER_ENV).as_deref()).map_err(StartError::Config)?;
+    if policy == ApproverPolicy::Separate && !keys_configured {
+        return Err(StartError::Config(format!(
+            "{SEPARATE_APPROVER_ENV}=on needs identities to tell requester and approver apart: set METAFORGE_GATEWAY_API_KEY"
+        )));
+    }
+    if policy == ApproverPolicy::Separate {
+        tracing::info!(
+            event = "approvals_separate_approver",
+            "four eyes: the identity that proposed or parked an item cannot decide it"
+        );
+    }
+    Ok(policy)
 }
 
 /// The routing table (`METAFORGE_MODEL_ROUTES_PATH`; a bad table refuses start), the
@@ -452,7 +483,8 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
                     "MCP sidecar: {}",
                     bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
                 ))
-            })?;
+            })?
+            .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?);
     let mcp_url = format!(
         "http://{}{}",
         sidecar.local_addr,

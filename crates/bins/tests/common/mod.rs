@@ -133,12 +133,14 @@ pub(crate) fn start_sidecar(home: &Path, configure: impl FnOnce(&mut Command)) -
 }
 
 /// The project's own MCP client for the sidecar endpoint at `url`, negotiating the protocol era.
+/// It presents [`KEY`] as `X-API-Key`: a sidecar with the gateway's keys configured requires it,
+/// and an open one ignores that header (its caller stays `remote`).
 pub(crate) fn mcp_client(url: String) -> McpToolServer {
     let mut config = ServerConfig::new(
         "metaforge",
         ServerTransport::Http {
             url,
-            headers: Default::default(),
+            headers: [("x-api-key".to_owned(), KEY.to_owned())].into(),
         },
     );
     config.protocol = ProtocolChoice::Auto;

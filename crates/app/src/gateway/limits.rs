@@ -1,0 +1,349 @@
+//! Per-field limits on what the gateway stores, in one place (issue 12, item 8).
+//!
+//! A request body is checked against these before it is parsed into a handler's type, so an
+//! oversized field is refused with a 422 naming the field, its size and the limit, and nothing is
+//! written. The body limit (`DEFAULT_BODY_LIMIT_BYTES`) caps a request as a whole; these cap what
+//! one field may put into a ledger. Error bodies never echo more than [`MAX_ECHOED_CHARS`] of any
+//! value. The size of a flow document (phases, deliverables) is the flow rules' cap, not this one.
+
+use axum::http::StatusCode;
+use serde_json::Value;
+
+use super::error::ApiError;
+
+/// The longest message or detail string an error body carries (longer ones are cut).
+pub const MAX_ECHOED_CHARS: usize = 512;
+/// A person's decision note, or a waiter's resolve reason (characters).
+pub const MAX_NOTE_CHARS: usize = 4_000;
+/// `loadsAndUse` of a proposal or a flow's context (characters).
+pub const MAX_LOADS_AND_USE_CHARS: usize = 4_000;
+/// The intent a proposal is generated from (characters).
+pub const MAX_INTENT_CHARS: usize = 8_000;
+/// One operation's rationale (characters).
+pub const MAX_RATIONALE_CHARS: usize = 2_000;
+/// One operation's value, as JSON (bytes).
+pub const MAX_OPERATION_VALUE_BYTES: usize = 16_384;
+/// Operations in one caller proposal.
+pub const MAX_OPERATIONS: usize = 200;
+/// A name: tool, template, phase, client, model, caller class (characters).
+pub const MAX_NAME_CHARS: usize = 200;
+/// A held call's arguments, as JSON (bytes).
+pub const MAX_ARGUMENTS_BYTES: usize = 65_536;
+/// A free-form context object (manufacturing context, budget, requirements), as JSON (bytes).
+pub const MAX_CONTEXT_BYTES: usize = 65_536;
+/// The request target (path and query), in bytes; longer is a JSON 414.
+pub const MAX_URI_BYTES: usize = 8_192;
+/// All request headers together (name + value + 4 per header), in bytes; larger is a JSON 431.
+pub const MAX_HEADER_BYTES: usize = 32_768;
+/// The durable model selection (`provider:model`, characters).
+pub const MAX_SELECTION_CHARS: usize = 200;
+
+/// How a field is measured.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    /// A string's length in characters.
+    Chars(usize),
+    /// An array's length.
+    Items(usize),
+    /// Any value's compact JSON size in bytes.
+    JsonBytes(usize),
+}
+
+/// One limit: on `field` (dotted path; `name[]` walks every element of an array) of the body of
+/// requests to `route` (`{…}` matches one path segment), or of an MCP tool's arguments.
+struct FieldLimit {
+    route: &'static str,
+    field: &'static str,
+    limit: Limit,
+}
+
+const fn limit(route: &'static str, field: &'static str, limit: Limit) -> FieldLimit {
+    FieldLimit { route, field, limit }
+}
+
+const PROPOSE: &str = "/v1/design-flows/propose";
+
+/// Every stored field's limit, by route.
+const FIELD_LIMITS: &[FieldLimit] = &[
+    // Decisions and waiter resolutions.
+    limit(
+        "/v1/approvals/{id}/decision",
+        "note",
+        Limit::Chars(MAX_NOTE_CHARS),
+    ),
+    limit(
+        "/v1/chat/tool_approvals/{id}",
+        "note",
+        Limit::Chars(MAX_NOTE_CHARS),
+    ),
+    limit(
+        "/v1/chat/tool_approvals/{id}/resolve",
+        "reason",
+        Limit::Chars(MAX_NOTE_CHARS),
+    ),
+    // Parked holds.
+    limit("/v1/chat/tool_approvals", "tool", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/chat/tool_approvals", "caller", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        "/v1/chat/tool_approvals",
+        "arguments",
+        Limit::JsonBytes(MAX_ARGUMENTS_BYTES),
+    ),
+    // Proposals.
+    limit(PROPOSE, "intent", Limit::Chars(MAX_INTENT_CHARS)),
+    limit(PROPOSE, "template", Limit::Chars(MAX_NAME_CHARS)),
+    limit(PROPOSE, "loadsAndUse", Limit::Chars(MAX_LOADS_AND_USE_CHARS)),
+    limit(PROPOSE, "loads_and_use", Limit::Chars(MAX_LOADS_AND_USE_CHARS)),
+    limit(
+        PROPOSE,
+        "manufacturingContext",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(
+        PROPOSE,
+        "manufacturing_context",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(PROPOSE, "budget", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
+    limit(PROPOSE, "requirements", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
+    limit(PROPOSE, "caller.client", Limit::Chars(MAX_NAME_CHARS)),
+    limit(PROPOSE, "caller.model", Limit::Chars(MAX_NAME_CHARS)),
+    limit(PROPOSE, "operations", Limit::Items(MAX_OPERATIONS)),
+    limit(PROPOSE, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
+    limit(PROPOSE, "operations[].phase", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        PROPOSE,
+        "operations[].rationale",
+        Limit::Chars(MAX_RATIONALE_CHARS),
+    ),
+    limit(
+        PROPOSE,
+        "operations[].value",
+        Limit::JsonBytes(MAX_OPERATION_VALUE_BYTES),
+    ),
+    // A flow's context, where a flow is validated or saved.
+    limit(
+        "/v1/design-flows/versions",
+        "context.loads_and_use",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        "/v1/design-flows/versions",
+        "context.loadsAndUse",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        "/v1/design-flows/versions",
+        "context.budget",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(
+        "/v1/design-flows/validate",
+        "context.loads_and_use",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        "/v1/design-flows/validate",
+        "context.loadsAndUse",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    // The durable selection.
+    limit(
+        "/v1/harness/selection",
+        "selection",
+        Limit::Chars(MAX_SELECTION_CHARS),
+    ),
+    // The same proposal through the MCP door (the in-process sidecar's `flow.propose`).
+    limit(FLOW_PROPOSE_TOOL, "intent", Limit::Chars(MAX_INTENT_CHARS)),
+    limit(FLOW_PROPOSE_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(FLOW_PROPOSE_TOOL, "operations", Limit::Items(MAX_OPERATIONS)),
+    limit(FLOW_PROPOSE_TOOL, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].phase",
+        Limit::Chars(MAX_NAME_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].rationale",
+        Limit::Chars(MAX_RATIONALE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "operations[].value",
+        Limit::JsonBytes(MAX_OPERATION_VALUE_BYTES),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.loads_and_use",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.loadsAndUse",
+        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.manufacturing_context",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(
+        FLOW_PROPOSE_TOOL,
+        "context.budget",
+        Limit::JsonBytes(MAX_CONTEXT_BYTES),
+    ),
+    limit(FLOW_PROPOSE_TOOL, "answers", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
+];
+
+/// The MCP tool whose stored arguments are capped like the HTTP route's body.
+const FLOW_PROPOSE_TOOL: &str = "flow.propose";
+
+/// Checks an MCP tool's arguments against the same limits: `Err((field, message))` naming the
+/// first field over its limit (never echoing its value).
+pub(crate) fn check_tool_arguments(
+    tool: &str,
+    arguments: &serde_json::Map<String, Value>,
+) -> Result<(), (String, String)> {
+    check(tool, &Value::Object(arguments.clone())).map_err(|err| {
+        let field = err
+            .body
+            .details
+            .as_ref()
+            .and_then(|d| d["field"].as_str())
+            .unwrap_or("arguments")
+            .to_owned();
+        (field, err.body.message)
+    })
+}
+
+fn route_matches(pattern: &str, path: &str) -> bool {
+    let mut want = pattern.split('/');
+    let mut got = path.split('/');
+    loop {
+        match (want.next(), got.next()) {
+            (None, None) => return true,
+            (Some(w), Some(g)) if w == g || (w.starts_with('{') && !g.is_empty()) => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Every value at `field` under `value`, with its concrete path (`operations[3].rationale`).
+fn values_at<'a>(value: &'a Value, field: &str, prefix: String, out: &mut Vec<(String, &'a Value)>) {
+    let (head, rest) = field.split_once('.').map_or((field, None), |(h, r)| (h, Some(r)));
+    let (name, each) = head.strip_suffix("[]").map_or((head, false), |name| (name, true));
+    let Some(found) = value.get(name) else {
+        return;
+    };
+    let path = if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}.{name}")
+    };
+    let visit = |child: &'a Value, path: String, out: &mut Vec<(String, &'a Value)>| match rest {
+        Some(rest) => values_at(child, rest, path, out),
+        None => out.push((path, child)),
+    };
+    if each {
+        if let Value::Array(items) = found {
+            for (i, item) in items.iter().enumerate() {
+                visit(item, format!("{path}[{i}]"), out);
+            }
+        }
+    } else {
+        visit(found, path, out);
+    }
+}
+
+/// The size of `value` as `limit` measures it; `None` when the limit does not apply to its type
+/// (a type error is the parser's to report).
+fn measure(value: &Value, limit: Limit) -> Option<usize> {
+    match (limit, value) {
+        (Limit::Chars(_), Value::String(s)) => Some(s.chars().count()),
+        (Limit::Items(_), Value::Array(items)) => Some(items.len()),
+        (Limit::JsonBytes(_), Value::Null) => None,
+        (Limit::JsonBytes(_), v) => serde_json::to_string(v).ok().map(|s| s.len()),
+        _ => None,
+    }
+}
+
+/// Checks a request body against the limits of the route it was sent to: the first field over
+/// its limit is a 422 `field_too_large` naming the field, its size and the limit (never its value).
+pub(crate) fn check(path: &str, body: &Value) -> Result<(), ApiError> {
+    for rule in FIELD_LIMITS.iter().filter(|r| route_matches(r.route, path)) {
+        let mut found = Vec::new();
+        values_at(body, rule.field, String::new(), &mut found);
+        for (field, value) in found {
+            let (max, unit) = match rule.limit {
+                Limit::Chars(n) => (n, "characters"),
+                Limit::Items(n) => (n, "items"),
+                Limit::JsonBytes(n) => (n, "bytes of JSON"),
+            };
+            if let Some(size) = measure(value, rule.limit).filter(|&size| size > max) {
+                return Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "field_too_large",
+                    format!("field '{field}' is {size} {unit}; the limit is {max}"),
+                )
+                .with_details(serde_json::json!({
+                    "field": field, "size": size, "limit": max, "unit": unit,
+                })));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn routes_match_by_segment_with_placeholders() {
+        assert!(route_matches(
+            "/v1/approvals/{id}/decision",
+            "/v1/approvals/abc/decision"
+        ));
+        assert!(!route_matches(
+            "/v1/approvals/{id}/decision",
+            "/v1/approvals//decision"
+        ));
+        assert!(!route_matches(
+            "/v1/chat/tool_approvals/{id}",
+            "/v1/chat/tool_approvals/a/resolve"
+        ));
+        assert!(route_matches(
+            "/v1/chat/tool_approvals",
+            "/v1/chat/tool_approvals"
+        ));
+    }
+
+    #[test]
+    fn the_first_oversized_field_is_named_with_its_index_and_never_echoed() {
+        let body = json!({"operations": [
+            {"op": "drop_phase", "rationale": "fine"},
+            {"op": "drop_phase", "rationale": "x".repeat(MAX_RATIONALE_CHARS + 1)},
+        ]});
+        let err = check(PROPOSE, &body).unwrap_err();
+        assert_eq!(err.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            err.body.details.as_ref().unwrap()["field"],
+            "operations[1].rationale"
+        );
+        assert!(!err.body.message.contains("xxxx"));
+    }
+
+    #[test]
+    fn sizes_at_the_limit_pass_and_other_routes_are_not_checked() {
+        let at_limit = json!({"note": "n".repeat(MAX_NOTE_CHARS)});
+        assert!(check("/v1/approvals/1/decision", &at_limit).is_ok());
+        let over = json!({"note": "n".repeat(MAX_NOTE_CHARS + 1)});
+        assert!(check("/v1/approvals/1/decision", &over).is_err());
+        assert!(check("/v1/chat/completions", &over).is_ok());
+        let many = json!({"operations": vec![json!({}); MAX_OPERATIONS + 1]});
+        let err = check(PROPOSE, &many).unwrap_err();
+        assert_eq!(err.body.details.as_ref().unwrap()["field"], "operations");
+    }
+}
