@@ -136,6 +136,18 @@ impl UsageMetrics {
 
     /// Like [`UsageMetrics::new`], with cost added to `cost` (tests read their own family).
     pub fn with_cost_family(threshold_usd: f64, cost: Arc<FloatCounterFamily>) -> Self {
+        metrics::describe_counter!(
+            LLM_CALLS_TOTAL,
+            "LLM calls by role, provider, model and whether the provider reported usage."
+        );
+        metrics::describe_counter!(
+            LLM_TOKENS_TOTAL,
+            "Reported LLM tokens by role, provider, model and kind (prompt, completion, cached_input)."
+        );
+        metrics::describe_counter!(
+            LLM_RUN_SPEND_EXCEEDED_TOTAL,
+            "Runs whose priced spend crossed METAFORGE_RUN_SPEND_ALERT_USD, by role of the crossing call."
+        );
         Self {
             spend: Mutex::new(RunSpendTracker::new(threshold_usd)),
             cost,

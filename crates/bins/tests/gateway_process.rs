@@ -240,6 +240,32 @@ fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary()
     assert!(refused.contains("x-metaforge-run-id"), "{refused}");
 }
 
+/// The exposition is valid Prometheus text with help on every family (`promtool check metrics`,
+/// when promtool is installed; said so when it is not).
+fn promtool_accepts(metrics: &str) {
+    match Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(mut promtool) => {
+            promtool
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(metrics.as_bytes())
+                .expect("write");
+            let out = promtool.wait_with_output().expect("promtool");
+            let text =
+                String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "promtool check metrics: {text}\n{metrics}");
+        }
+        Err(err) => eprintln!("promtool not runnable ({err}): the exposition's syntax is not checked here"),
+    }
+}
+
 /// `/metrics` before any call: the build, and the process (memory, CPU, fds, start time); the
 /// exposition is valid Prometheus text (promtool, when installed, checks it).
 #[test]
@@ -282,27 +308,7 @@ fn metrics_at_start_carry_build_info_and_process_series() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_default();
     assert!(rss > 1_000_000.0, "a running gateway holds more than 1 MB: {rss}");
-    match Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(mut promtool) => {
-            promtool
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(metrics.as_bytes())
-                .expect("write");
-            let out = promtool.wait_with_output().expect("promtool");
-            let text =
-                String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "promtool check metrics: {text}");
-        }
-        Err(err) => eprintln!("promtool not runnable ({err}): the exposition's syntax is not checked here"),
-    }
+    promtool_accepts(&metrics);
 }
 
 /// What an OpenAI SDK user sends: a bare (or `openai/`-prefixed) model name, no MetaForge role;
@@ -362,6 +368,7 @@ fn an_openai_sdk_model_name_is_served_through_aimock_and_listed_by_v1_models() {
         .and_then(|v| v.parse().ok())
         .unwrap_or_default();
     assert!(cost > 0.0 && cost < 0.01, "two tiny priced calls: {metrics}");
+    promtool_accepts(&metrics);
     let request = json!({"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]});
     let (status, refused) = http(&gw, "POST", "/v1/chat/completions", Some(&request));
     assert_eq!(status, 400, "{refused}");

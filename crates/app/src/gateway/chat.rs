@@ -3,7 +3,7 @@
 //! `model` is a routing role (resolved by the domain's routing rules over the gateway's harness
 //! configuration, the durable selection included), an explicit `provider:model` (family-checked),
 //! or a model name as OpenAI SDKs send it (`gpt-4o-mini`, `openai/gpt-4o-mini`; see
-//! [`super::models`]). Errors are in OpenAI's shape so SDKs show the reason.
+//! `gateway::models`). Errors are in OpenAI's shape so SDKs show the reason.
 //! Every answer says who served it (`x-metaforge-served-by`, and `x-metaforge-fell-back-from` when a
 //! fallback answered); every call is one usage event attributed to the role and the caller.
 
@@ -222,7 +222,7 @@ fn chat_usage(raw: &RawUsage) -> ChatUsage {
     }
 }
 
-/// `model` as a call (see [`super::models`] for what it may name): a role is resolved now by the
+/// `model` as a call (see `gateway::models` for what it may name): a role is resolved now by the
 /// routing rules (so a selection stored a second ago is honoured) and passed as the primary.
 async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Result<CallSpec, ApiError> {
     let harness = &state.harness;
