@@ -2,8 +2,10 @@
 //! approved and again when a run starts. Every violation is reported at once, each naming its
 //! rule and phase, in an order that does not depend on the order the phases are listed in.
 //!
-//! "Before" always means "upstream in the `depends_on` graph": list order is presentation only,
-//! so reordering a flow's phases never changes its verdict.
+//! "Before" means "upstream in the dependency graph". A flow that declares dependencies
+//! (`depends_on` on any phase) is ordered by them alone, and list order is presentation only, so
+//! reordering its phases never changes its verdict. A flow in which no phase carries a
+//! `depends_on` is a plain sequence: list order is the order (see [`uses_list_order`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -86,8 +88,25 @@ pub fn is_valid(flow: &Flow, context: Option<&FlowContext>) -> bool {
     validate(flow, context).is_empty()
 }
 
+/// True when no phase of `flow` carries a `depends_on`: the flow is then a sequence in list order,
+/// each distinct phase id (in order of first appearance) running after the one before it.
+///
+/// A person writing "requirements, then verify" as a list means that order; reading such a flow
+/// as "no order at all" would make every "before" rule fail on it.
+pub fn uses_list_order(flow: &Flow) -> bool {
+    flow.phases.iter().all(|p| p.depends_on.is_empty())
+}
+
+/// Every phase id upstream of `id` in `flow`'s dependency graph (transitively, list order taken
+/// as the sequence when no phase carries `depends_on`); contains `id` only when it is on a
+/// cycle. Tailoring asks it so that "upstream" means the same thing there as in the rules.
+pub fn upstream_of<'a>(flow: &'a Flow, id: &str) -> BTreeSet<&'a str> {
+    Graph::new(flow).ancestors(id)
+}
+
 /// The dependency graph, keyed by phase id. Phases sharing an id are merged (their dependencies
-/// united), so a duplicated id yields the same verdict whichever copy is listed first.
+/// united), so a duplicated id yields the same verdict whichever copy is listed first. A flow
+/// without any `depends_on` gets its list order as the sequence ([`uses_list_order`]).
 struct Graph<'a> {
     phases: &'a [Phase],
     deps: BTreeMap<&'a str, BTreeSet<&'a str>>,
@@ -98,13 +117,24 @@ impl<'a> Graph<'a> {
     fn new(flow: &'a Flow) -> Self {
         let mut deps: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
         let mut duplicates = BTreeSet::new();
+        let list_order = uses_list_order(flow);
+        let mut previous: Option<&str> = None;
         for phase in &flow.phases {
-            if deps.contains_key(phase.id.as_str()) {
-                duplicates.insert(phase.id.as_str());
+            let id = phase.id.as_str();
+            if deps.contains_key(id) {
+                duplicates.insert(id);
+                continue;
             }
-            deps.entry(phase.id.as_str())
-                .or_default()
-                .extend(phase.depends_on.iter().map(String::as_str));
+            let entry = deps.entry(id).or_default();
+            if list_order && let Some(before) = previous {
+                entry.insert(before);
+            }
+            previous = Some(id);
+        }
+        for phase in &flow.phases {
+            if let Some(entry) = deps.get_mut(phase.id.as_str()) {
+                entry.extend(phase.depends_on.iter().map(String::as_str));
+            }
         }
         Self {
             phases: &flow.phases,

@@ -54,7 +54,7 @@ pub use generator::{
     MAX_MODEL_QUESTIONS, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
     questions_to_ask, tailor_generated,
 };
-pub use invariants::{RULES, Violation, is_valid, validate};
+pub use invariants::{RULES, Violation, is_valid, uses_list_order, validate};
 pub use model::{Flow, Gate, Phase};
 pub use tailor::{
     AppliedOperation, Operation, OperationList, OperationProblem, TailorMode, TailorResult, TailorStatus,
