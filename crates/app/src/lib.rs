@@ -6,6 +6,7 @@
 
 pub mod approvals;
 pub mod flow_generator;
+pub mod flow_validation;
 pub mod flows;
 pub mod gateway;
 pub mod pipeline;

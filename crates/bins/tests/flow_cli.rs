@@ -418,3 +418,20 @@ fn the_kitchen_cabinet_story_tailors_hardware_v1_without_electronics_and_firmwar
     assert!(ids.contains(&"manufacturing".to_owned()));
     assert_eq!(result["applied"].as_array().unwrap().len(), 6);
 }
+
+#[test]
+fn a_flow_over_max_phases_exits_2_naming_the_limit() {
+    use metaforge_domain::flow::MAX_PHASES;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.json");
+    let phases: Vec<Value> = (0..=MAX_PHASES)
+        .map(|i| serde_json::json!({"id": format!("p{i}"), "title": "P", "expected_artifacts": ["a"]}))
+        .collect();
+    let flow = serde_json::json!({"id": "big", "version": "1", "title": "Big", "phases": phases});
+    std::fs::write(&path, flow.to_string()).unwrap();
+    metaforge()
+        .args(["flow", "validate", path.to_str().unwrap()])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("MAX_PHASES").and(predicate::str::contains("big.json")));
+}
