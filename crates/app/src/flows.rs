@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use metaforge_domain::flow::{
-    self, Flow, FlowContext, Operation, TailorMode, TailorResult, TailorStatus, TemplateError, VersionError,
-    Violation,
+    self, Flow, FlowContext, Operation, SizeLimitError, TailorMode, TailorResult, TailorStatus,
+    TemplateError, VersionError, Violation, check_flow_size, check_operation_count,
 };
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
@@ -87,6 +87,9 @@ pub enum FlowServiceError {
     /// An edit identical to its template (422): nothing to approve.
     #[error("{0}")]
     IdenticalToTemplate(String),
+    /// The flow or the proposal is over a size limit (422 naming it); nothing was run.
+    #[error(transparent)]
+    TooLarge(#[from] SizeLimitError),
     /// A ledger failed; nothing is reported as done.
     #[error(transparent)]
     Port(#[from] PortError),
@@ -143,6 +146,7 @@ impl FlowService {
         intent: Option<&str>,
         caller: &str,
     ) -> Result<ProposalOutcome, FlowServiceError> {
+        check_operation_count(operations.len())?;
         let result = flow::propose(template_id, operations, context, TailorMode::Strict)?;
         let provenance = Provenance::Caller(proposed_by);
         self.hold_proposal(result, context, provenance, intent, caller)
@@ -254,6 +258,7 @@ impl FlowService {
         context: Option<&FlowContext>,
         caller: &str,
     ) -> Result<(FlowVersionRecord, ApprovalRecord, Vec<String>), FlowServiceError> {
+        check_flow_size(edited)?;
         let template = flow::template(&edited.id)?;
         let diff = flow::prose_diff(&template, edited);
         let payload = serde_json::json!({

@@ -7,6 +7,7 @@
 pub mod approvals;
 pub mod exposition;
 pub mod flow_generator;
+pub mod flow_validation;
 pub mod flows;
 // The gateway and the sidecar name every variant of our own enums (issue 11, W4).
 #[deny(clippy::wildcard_enum_match_arm)]

@@ -772,6 +772,50 @@ async fn an_oversized_flow_propose_argument_is_refused_naming_the_field_and_noth
             "{field}: never echoed"
         );
     }
+}
+
+#[tokio::test]
+async fn flow_validate_and_flow_propose_over_a_size_limit_are_mcp_errors_naming_it() {
+    use metaforge_domain::flow::{MAX_OPERATIONS, MAX_PHASES};
+    let w = world();
+    let host = host_with_stores(w.stores.clone(), quick());
+    let phases: Vec<Value> = (0..=MAX_PHASES)
+        .map(|i| json!({"id": format!("p{i}"), "title": "P", "expected_artifacts": ["a"]}))
+        .collect();
+    let out = done(
+        host.call(
+            &caller(CallerClass::Local),
+            "flow.validate",
+            args(json!({"flow": {"id": "big", "version": "1", "title": "Big", "phases": phases}})),
+        )
+        .await
+        .unwrap(),
+    );
+    assert!(out.is_error, "{}", out.text());
+    assert!(
+        out.text().contains("MAX_PHASES") && out.text().contains("flow.phases"),
+        "{}",
+        out.text()
+    );
+
+    let many: Vec<Value> = (0..=MAX_OPERATIONS)
+        .map(|_| json!({"op": "set_disciplines", "phase": "design", "value": ["mechanical"], "rationale": "r"}))
+        .collect();
+    let out = done(
+        host.call(
+            &caller(CallerClass::Remote),
+            "flow.propose",
+            args(json!({"template_id": "mech_v1", "operations": many, "context": full_context()})),
+        )
+        .await
+        .unwrap(),
+    );
+    assert!(out.is_error, "{}", out.text());
+    assert!(
+        out.text().contains("operations") && out.text().contains(&MAX_OPERATIONS.to_string()),
+        "{}",
+        out.text()
+    );
     assert!(
         w.approvals.list_pending().await.unwrap().is_empty(),
         "nothing held"

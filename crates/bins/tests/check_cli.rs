@@ -61,7 +61,76 @@ fn model_family_rejects_anthropic_gpt_4o_and_names_the_model() {
         "model-family",
         &json!({"provider": "openrouter", "model": "anthropic/claude-opus-4-8"}),
     );
-    assert_eq!(out, json!({"mismatch": false, "reason": null}));
+    assert_eq!(
+        out,
+        json!({"mismatch": false, "reason": null, "vendor": "anthropic"})
+    );
+}
+
+#[test]
+fn model_family_names_the_models_vendor() {
+    let (code, out) = check(
+        "model-family",
+        &json!({"provider": "gemini", "model": "claude-3"}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out["mismatch"], true);
+    assert_eq!(out["vendor"], "anthropic");
+    assert!(
+        out["reason"].as_str().unwrap().contains("vendor 'anthropic'"),
+        "{out}"
+    );
+}
+
+#[test]
+fn route_errors_name_the_vendor_and_where_the_route_came_from() {
+    let (code, out) = check(
+        "route",
+        &json!({"table": {}, "env": {"METAFORGE_ROUTE_CHAT": "gemini:claude-sonnet-4-5"}, "call": {"role": "chat"}}),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(out["error"], "model_mismatch");
+    assert_eq!(out["location"], "env METAFORGE_ROUTE_CHAT");
+    let message = out["message"].as_str().unwrap();
+    assert!(
+        message.contains("vendor 'anthropic'") && message.contains("METAFORGE_ROUTE_CHAT"),
+        "{message}"
+    );
+    let (code, out) = check(
+        "route",
+        &json!({"table": {"projects": {"p": {"roles": {"chat": "anthropic:gpt-4o"}}}}, "call": {"role": "chat", "project_id": "p"}}),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(out["location"], "table entry projects['p'].roles['chat']");
+    assert!(
+        out["message"].as_str().unwrap().contains("vendor 'openai'"),
+        "{out}"
+    );
+}
+
+#[test]
+fn route_refuses_an_env_override_for_a_role_that_does_not_exist() {
+    let (code, out) = check(
+        "route",
+        &json!({"table": {}, "env": {"METAFORGE_ROUTE_GATE_CHECK_FAST": "anthropic:claude-haiku-4-5-20251001"},
+                "default": "anthropic:claude-haiku-4-5-20251001", "call": {"role": "gate_check"}}),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(out["error"], "unknown_role");
+    assert_eq!(out["location"], "env METAFORGE_ROUTE_GATE_CHECK_FAST");
+}
+
+#[test]
+fn route_keeps_a_phase_model_to_the_phase_brain() {
+    let table: Value =
+        serde_json::from_str(include_str!("../../../fixtures/model_routes.example.json")).unwrap();
+    let (code, out) = check(
+        "route",
+        &json!({"table": table, "call": {"role": "gate_check", "phase_model": "openai:gpt-5"}}),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out["source"], "table");
+    assert_eq!(out["matched_role"], "gate_check");
 }
 
 #[test]

@@ -43,6 +43,46 @@ fn binding_off_loopback_without_a_key_refuses_to_start() {
 }
 
 #[test]
+fn an_env_route_override_for_a_role_that_does_not_exist_refuses_to_start() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut child = metaforge()
+        .args(["gateway", "--bind", "127.0.0.1:0"])
+        .env("METAFORGE_HOME", home.path())
+        .env(
+            "METAFORGE_ROUTE_GATE_CHECK_FAST",
+            "anthropic:claude-haiku-4-5-20251001",
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway started despite an env override naming no role");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("METAFORGE_ROUTE_GATE_CHECK_FAST") && stderr.contains("gate_check_fast"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     let home = tempfile::tempdir().expect("tempdir");
     let (gateway, gw) = start_gateway(home.path(), &[]);

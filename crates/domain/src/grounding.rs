@@ -17,6 +17,8 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::tool_naming::same_tool;
+
 /// Prepended when the reply claims an action and no tool call succeeded this turn.
 pub const UNGROUNDED_BANNER: &str = "⚠ No tool calls were made this turn, so none of the actions described below were actually performed. Treat them as unverified.";
 
@@ -33,7 +35,8 @@ pub const GATE_TWIN_WRITE: &str = "twin_write";
 /// The gate a project mutation declares.
 pub const GATE_PROJECT_WRITE: &str = "project_write";
 
-/// The static twin-write tools, used when no registry is passed.
+/// The static twin-write tools, used when no registry is passed; each also counts under its
+/// provider names (`mcp_twin_commit_geometry`, see [`crate::tool_naming::names_for_id`]).
 pub const GATED_TWIN_WRITE_TOOLS: &[&str] = &[
     "twin.commit_geometry",
     "twin.record_decision",
@@ -112,7 +115,8 @@ pub struct GroundingInput {
     /// Everything the model was given before the turn ran.
     #[serde(default)]
     pub context_text: Option<String>,
-    /// Tool name → spec; without it the static twin-write set is used.
+    /// Tool name → spec (keyed by registry id or provider name; a step matches either); without
+    /// it the static twin-write set is used.
     #[serde(default)]
     pub registry: Option<BTreeMap<String, RegistryEntry>>,
 }
@@ -300,11 +304,13 @@ fn is_twin_write_call(step: &TurnStep, registry: Option<&BTreeMap<String, Regist
     let Some(tool) = step.tool.as_deref() else {
         return false;
     };
+    // A tool counts under every name the registry gives it (`twin.commit_geometry`,
+    // `mcp_twin_commit_geometry`, …), whichever name the registry or the step uses.
     let gated = match registry {
-        Some(reg) => reg
-            .get(tool)
-            .is_some_and(|spec| spec.required_gates.iter().any(|g| g == GATE_TWIN_WRITE)),
-        None => GATED_TWIN_WRITE_TOOLS.contains(&tool),
+        Some(reg) => reg.iter().any(|(name, spec)| {
+            spec.required_gates.iter().any(|g| g == GATE_TWIN_WRITE) && same_tool(name, tool)
+        }),
+        None => GATED_TWIN_WRITE_TOOLS.iter().any(|name| same_tool(name, tool)),
     };
     let commit_false = step.arguments.get("commit").and_then(Value::as_bool) == Some(false);
     gated && !commit_false && step.succeeded()

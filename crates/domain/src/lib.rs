@@ -11,4 +11,5 @@ pub mod providers;
 pub mod routing;
 pub mod tool_cap;
 pub mod tool_gating;
+pub mod tool_naming;
 pub mod usage;

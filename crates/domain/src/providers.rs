@@ -244,7 +244,8 @@ pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
     }
 }
 
-/// Whether `provider` can never serve `model`; `Some(reason)` names the model when it cannot.
+/// Whether `provider` can never serve `model`; `Some(reason)` names the model, and its vendor
+/// when the name makes it plain ("model 'claude-3' (vendor 'anthropic')"), when it cannot.
 ///
 /// Rules, exactly as FORGE-468 states them: openai-codex rejects any `vendor/model` slug
 /// (FORGE-93); a first-party family serves only its own vendor's models, so anthropic rejects
@@ -273,11 +274,20 @@ pub fn model_family_mismatch(provider: &ProviderInfo, model: &str) -> Option<Str
         _ => None,
     };
     reason.map(|why| {
+        let vendor = vendor
+            .map(|v| format!(" (vendor '{}')", v.name()))
+            .unwrap_or_default();
         format!(
-            "model '{model}' cannot be served by provider '{}': {why}",
+            "model '{model}'{vendor} cannot be served by provider '{}': {why}",
             provider.id
         )
     })
+}
+
+/// The vendor a model name belongs to (`openai`, `anthropic`, `google`), when its name or its
+/// `vendor/` prefix says so; `None` for names the rules do not judge.
+pub fn model_vendor_name(model: &str) -> Option<&'static str> {
+    model_vendor(&model.trim().to_ascii_lowercase()).map(Vendor::name)
 }
 
 /// A vendor plain from a model name. OpenAI's gpt-* and its o-series are kept apart because the
@@ -288,6 +298,17 @@ enum Vendor {
     OpenAiReasoning,
     Anthropic,
     Google,
+}
+
+impl Vendor {
+    /// The vendor's name as errors print it.
+    fn name(self) -> &'static str {
+        match self {
+            Self::OpenAiGpt | Self::OpenAiReasoning => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Google => "google",
+        }
+    }
 }
 
 /// The vendor plain from a model name's prefix (after an optional `vendor/` segment), if any.

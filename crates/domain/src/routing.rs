@@ -1,11 +1,14 @@
 //! Per-role model routing (FORGE-477): which provider and model serve a role.
 //!
-//! Precedence, highest first: an explicit per-call `provider:model`, the running phase's own model,
-//! the project's routes, the table (the file, with `METAFORGE_ROUTE_<ROLE>` overriding one role),
+//! Precedence, highest first: an explicit per-call `provider:model`, the running phase's own model
+//! (for `phase_brain` roles only: a gate check or classification inside a phase goes through the
+//! table), the project's routes, the table (the file, with `METAFORGE_ROUTE_<ROLE>` overriding one role),
 //! the durable selection, then the deployment default. For `phase_brain` the phase's disciplines
 //! are tried first (`phase_brain:mechanical`), then `phase_brain`. Every route is validated (role,
 //! provider, family mismatch) and a route to a provider without credentials is refused, never
-//! skipped: a bad route is a configuration error, not a quiet fall-through to another model.
+//! skipped: a bad route is a configuration error, not a quiet fall-through to another model. Every
+//! error names where the route came from (the env variable or the table entry), and an env
+//! override naming no role is an error too.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -106,7 +109,56 @@ pub enum RouteSource {
     Default,
 }
 
-/// A bad route, always naming the role, the route and (when known) the provider.
+/// Where a route came from, so an error can point at the line to fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteLocation {
+    /// The call's own explicit `provider:model`.
+    Explicit,
+    /// The running phase's `model`.
+    Phase,
+    /// The table entry `projects['<id>'].roles['<role>']`.
+    Project {
+        /// Project id.
+        project: String,
+        /// Role key.
+        role: String,
+    },
+    /// The table entry `roles['<role>']`.
+    Table {
+        /// Role key.
+        role: String,
+    },
+    /// A `METAFORGE_ROUTE_<ROLE>` variable.
+    Env {
+        /// The variable's name.
+        var: String,
+    },
+    /// The durable harness selection.
+    Selection,
+    /// The deployment default.
+    Default,
+}
+
+impl std::fmt::Display for RouteLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Explicit => f.write_str("the call's explicit route"),
+            Self::Phase => f.write_str("the phase's model"),
+            Self::Project { project, role } => {
+                write!(f, "table entry projects['{project}'].roles['{role}']")
+            }
+            Self::Table { role } => write!(f, "table entry roles['{role}']"),
+            Self::Env { var } => write!(f, "env {var}"),
+            Self::Selection => f.write_str("the stored harness selection"),
+            Self::Default => {
+                f.write_str("the deployment default (METAFORGE_LLM_PROVIDER/METAFORGE_LLM_MODEL)")
+            }
+        }
+    }
+}
+
+/// A bad route, always naming the role, the route, where it came from and (when known) the
+/// provider.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RoutingConfigError {
     /// The routing file is not valid JSON of the table's shape.
@@ -115,8 +167,8 @@ pub enum RoutingConfigError {
         /// What was wrong, with line and column.
         message: String,
     },
-    /// A role name that is not routable.
-    #[error("unknown role '{role}' in {location}")]
+    /// A role name that is not routable (in the table, a project, an env override or a call).
+    #[error("unknown role '{role}' in {location} (routable roles: {}, phase_brain:<discipline>)", ROLES.join(", "))]
     UnknownRole {
         /// The role as written.
         role: String,
@@ -124,15 +176,17 @@ pub enum RoutingConfigError {
         location: String,
     },
     /// A route not of the form `provider:model`.
-    #[error("route '{route}' for role '{role}' is not of the form provider:model")]
+    #[error("route '{route}' for role '{role}' (from {location}) is not of the form provider:model")]
     MalformedRoute {
         /// The role.
         role: String,
         /// The route.
         route: String,
+        /// Where the route came from ([`RouteLocation`]'s text).
+        location: String,
     },
     /// A route naming a provider the registry does not know.
-    #[error("route '{route}' for role '{role}' names unknown provider '{provider}'")]
+    #[error("route '{route}' for role '{role}' (from {location}) names unknown provider '{provider}'")]
     UnknownProvider {
         /// The role.
         role: String,
@@ -140,9 +194,11 @@ pub enum RoutingConfigError {
         route: String,
         /// The provider as written.
         provider: String,
+        /// Where the route came from.
+        location: String,
     },
     /// A route whose provider's API family cannot serve its model (FORGE-468).
-    #[error("route '{route}' for role '{role}' (provider '{provider}'): {reason}")]
+    #[error("route '{route}' for role '{role}' (provider '{provider}', from {location}): {reason}")]
     ModelMismatch {
         /// The role.
         role: String,
@@ -150,12 +206,14 @@ pub enum RoutingConfigError {
         route: String,
         /// Canonical provider id.
         provider: String,
-        /// Why, naming the model.
+        /// Why, naming the model and its vendor.
         reason: String,
+        /// Where the route came from.
+        location: String,
     },
     /// A route to a provider with no credentials on this deployment.
     #[error(
-        "route '{route}' for role '{role}' uses provider '{provider}', which has no credentials configured"
+        "route '{route}' for role '{role}' (from {location}) uses provider '{provider}', which has no credentials configured"
     )]
     ProviderUnconfigured {
         /// The role.
@@ -164,6 +222,8 @@ pub enum RoutingConfigError {
         route: String,
         /// Canonical provider id.
         provider: String,
+        /// Where the route came from.
+        location: String,
     },
     /// Nothing routes the role: no route, no selection, no default.
     #[error("no route, selection or default model for role '{role}'")]
@@ -178,6 +238,19 @@ impl RoutingConfigError {
     /// block boot (a login can arrive later); it is logged as `model_route_provider_unconfigured`.
     pub fn blocks_start(&self) -> bool {
         !matches!(self, Self::ProviderUnconfigured { .. })
+    }
+
+    /// Where the offending route or role came from (`env METAFORGE_ROUTE_CHAT`, `table entry
+    /// projects['p'].roles['chat']`, …); `None` for a whole-table or no-route problem.
+    pub fn location(&self) -> Option<&str> {
+        match self {
+            Self::UnknownRole { location, .. }
+            | Self::MalformedRoute { location, .. }
+            | Self::UnknownProvider { location, .. }
+            | Self::ModelMismatch { location, .. }
+            | Self::ProviderUnconfigured { location, .. } => Some(location),
+            Self::InvalidTable { .. } | Self::NoRoute { .. } => None,
+        }
     }
 
     /// A stable snake_case code for JSON answers.
@@ -295,16 +368,23 @@ pub fn candidate_roles(call: &RouteCall) -> Vec<String> {
     roles
 }
 
-/// Validates one route for a role and returns it resolved to a canonical provider.
-pub fn check_route(role: &str, route: &str) -> Result<(String, String), RoutingConfigError> {
+/// Validates one route for a role and returns it resolved to a canonical provider; an error
+/// names `location`, where the route came from.
+pub fn check_route(
+    role: &str,
+    route: &str,
+    location: &RouteLocation,
+) -> Result<(String, String), RoutingConfigError> {
     let parsed = parse_route(route).map_err(|_| RoutingConfigError::MalformedRoute {
         role: role.to_owned(),
         route: route.to_owned(),
+        location: location.to_string(),
     })?;
     let provider = resolve_provider(&parsed.provider).map_err(|_| RoutingConfigError::UnknownProvider {
         role: role.to_owned(),
         route: route.to_owned(),
         provider: parsed.provider.clone(),
+        location: location.to_string(),
     })?;
     if let Some(reason) = model_family_mismatch(provider, &parsed.model) {
         return Err(RoutingConfigError::ModelMismatch {
@@ -312,6 +392,7 @@ pub fn check_route(role: &str, route: &str) -> Result<(String, String), RoutingC
             route: route.to_owned(),
             provider: provider.id.to_owned(),
             reason,
+            location: location.to_string(),
         });
     }
     Ok((provider.id.to_owned(), parsed.model))
@@ -322,8 +403,9 @@ fn finish(
     role: &str,
     route: &str,
     source: RouteSource,
+    location: &RouteLocation,
 ) -> Result<ResolvedRoute, RoutingConfigError> {
-    let (provider, model) = check_route(role, route)?;
+    let (provider, model) = check_route(role, route, location)?;
     if let Some(credentialed) = inputs.credentialed {
         let has = credentialed
             .iter()
@@ -333,6 +415,7 @@ fn finish(
                 role: role.to_owned(),
                 route: route.to_owned(),
                 provider,
+                location: location.to_string(),
             });
         }
     }
@@ -342,6 +425,32 @@ fn finish(
         matched_role: role.to_owned(),
         source,
     })
+}
+
+/// True for `phase_brain` and `phase_brain:<discipline>`: the only roles a phase's own model
+/// serves. A gate check or a classification run inside a phase resolves through the table.
+pub fn is_phase_brain_role(role: &str) -> bool {
+    role == "phase_brain" || role.starts_with("phase_brain:")
+}
+
+/// Every `METAFORGE_ROUTE_*` variable in `env` must name a routable role: an override for a role
+/// that does not exist (`METAFORGE_ROUTE_GATE_CHECK_FAST`) is a typo that would otherwise be
+/// silently ignored while the person believes the role is rerouted.
+pub fn check_env_overrides(env: &BTreeMap<String, String>) -> Result<(), RoutingConfigError> {
+    for var in env.keys().filter(|k| k.starts_with(ROUTE_ENV_PREFIX)) {
+        let role = role_for_env_var(var).unwrap_or_else(|| {
+            var.strip_prefix(ROUTE_ENV_PREFIX)
+                .unwrap_or(var)
+                .to_ascii_lowercase()
+        });
+        if !is_valid_role(&role) {
+            return Err(RoutingConfigError::UnknownRole {
+                role,
+                location: format!("env {var}"),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Resolves a call to a provider and model, or the configuration error that prevents it.
@@ -361,38 +470,76 @@ pub fn resolve_route(
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
     };
+    check_env_overrides(inputs.env)?;
     if let Some(route) = present(&call.explicit) {
-        return finish(inputs, &call.role, &route, RouteSource::Explicit);
+        return finish(
+            inputs,
+            &call.role,
+            &route,
+            RouteSource::Explicit,
+            &RouteLocation::Explicit,
+        );
     }
-    if let Some(route) = present(&call.phase_model) {
-        return finish(inputs, &call.role, &route, RouteSource::Phase);
+    if is_phase_brain_role(&call.role)
+        && let Some(route) = present(&call.phase_model)
+    {
+        return finish(
+            inputs,
+            &call.role,
+            &route,
+            RouteSource::Phase,
+            &RouteLocation::Phase,
+        );
     }
     let candidates = candidate_roles(call);
-    if let Some(project) = call
+    if let Some((project_id, project)) = call
         .project_id
         .as_ref()
-        .and_then(|id| inputs.table.projects.get(id))
+        .and_then(|id| inputs.table.projects.get_key_value(id))
     {
         for role in &candidates {
             if let Some(route) = project.roles.get(role) {
-                return finish(inputs, role, route, RouteSource::Project);
+                let location = RouteLocation::Project {
+                    project: project_id.clone(),
+                    role: role.clone(),
+                };
+                return finish(inputs, role, route, RouteSource::Project, &location);
             }
         }
     }
     for role in &candidates {
-        let from_env = inputs
-            .env
-            .get(&env_var_for_role(role))
-            .filter(|v| !v.trim().is_empty());
-        if let Some(route) = from_env.or_else(|| inputs.table.roles.get(role)) {
-            return finish(inputs, role, route, RouteSource::Table);
+        let var = env_var_for_role(role);
+        if let Some(route) = inputs.env.get(&var).filter(|v| !v.trim().is_empty()) {
+            return finish(
+                inputs,
+                role,
+                route,
+                RouteSource::Table,
+                &RouteLocation::Env { var },
+            );
+        }
+        if let Some(route) = inputs.table.roles.get(role) {
+            let location = RouteLocation::Table { role: role.clone() };
+            return finish(inputs, role, route, RouteSource::Table, &location);
         }
     }
     if let Some(route) = inputs.selection.filter(|s| !s.trim().is_empty()) {
-        return finish(inputs, &call.role, route, RouteSource::Selection);
+        return finish(
+            inputs,
+            &call.role,
+            route,
+            RouteSource::Selection,
+            &RouteLocation::Selection,
+        );
     }
     if let Some(route) = inputs.default.filter(|s| !s.trim().is_empty()) {
-        return finish(inputs, &call.role, route, RouteSource::Default);
+        return finish(
+            inputs,
+            &call.role,
+            route,
+            RouteSource::Default,
+            &RouteLocation::Default,
+        );
     }
     Err(RoutingConfigError::NoRoute {
         role: call.role.clone(),
@@ -420,15 +567,15 @@ pub fn validate_table(
     credentialed: Option<&BTreeSet<String>>,
 ) -> Vec<RoutingConfigError> {
     let mut problems = Vec::new();
-    let mut check = |role: &str, route: &str, location: String| {
+    let mut check = |role: &str, route: &str, location: RouteLocation| {
         if !is_valid_role(role) {
             problems.push(RoutingConfigError::UnknownRole {
                 role: role.to_owned(),
-                location,
+                location: location.to_string(),
             });
             return;
         }
-        match check_route(role, route) {
+        match check_route(role, route, &location) {
             Err(e) => problems.push(e),
             Ok((provider, _)) => {
                 if let Some(set) = credentialed
@@ -440,24 +587,32 @@ pub fn validate_table(
                         role: role.to_owned(),
                         route: route.to_owned(),
                         provider,
+                        location: location.to_string(),
                     });
                 }
             }
         }
     };
     for (role, route) in &table.roles {
-        check(role, route, "table".to_owned());
+        check(role, route, RouteLocation::Table { role: role.clone() });
     }
     for (id, project) in &table.projects {
         for (role, route) in &project.roles {
-            check(role, route, format!("project {id}"));
+            let location = RouteLocation::Project {
+                project: id.clone(),
+                role: role.clone(),
+            };
+            check(role, route, location);
         }
     }
     for (var, route) in env.iter().filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX)) {
-        match role_for_env_var(var) {
-            Some(role) => check(&role, route, format!("env {var}")),
-            None => check(var, route, format!("env {var}")),
-        }
+        // An override naming no role is reported with the role it spells, never skipped.
+        let role = role_for_env_var(var).unwrap_or_else(|| {
+            var.strip_prefix(ROUTE_ENV_PREFIX)
+                .unwrap_or(var)
+                .to_ascii_lowercase()
+        });
+        check(&role, route, RouteLocation::Env { var: var.clone() });
     }
     problems
 }

@@ -1,11 +1,12 @@
-//! Properties of the flow rules: the validator never panics and ignores list order, the hash
+//! Properties of the flow rules: the validator never panics and ignores list order once a flow
+//! declares dependencies (and reads a flow without any as its list order), the hash
 //! ignores source key order and whitespace, freezing round-trips, and no sequence of tailoring
 //! operations makes a template laxer; the generator's answer is read without panicking whatever the
 //! model wrote, and every operation it proposed is accounted for exactly once.
 
 use metaforge_domain::flow::{
     Flow, FlowContext, Gate, Operation, Phase, Syntax, TailorMode, TailorStatus, content_hash, freeze,
-    parse_answer, parse_document, tailor, tailor_generated, template, validate,
+    parse_answer, parse_document, tailor, tailor_generated, template, uses_list_order, validate,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -150,8 +151,30 @@ proptest! {
         }),
         ctx in context(),
     ) {
+        // List order is presentation only once the flow declares its dependencies.
+        prop_assume!(!uses_list_order(&flow));
         let reordered = Flow { phases: shuffled, ..flow.clone() };
         prop_assert_eq!(validate(&flow, ctx.as_ref()), validate(&reordered, ctx.as_ref()));
+    }
+
+    #[test]
+    fn a_flow_without_depends_on_is_judged_as_its_list_order_written_out(
+        flow in flow().prop_map(|mut f| {
+            for p in &mut f.phases { p.depends_on.clear(); }
+            f
+        }),
+        ctx in context(),
+    ) {
+        // Write the sequence out: each distinct id (first appearance) after the one before it.
+        let mut explicit = flow.clone();
+        let mut seen: Vec<String> = Vec::new();
+        for phase in &mut explicit.phases {
+            if seen.contains(&phase.id) { continue; }
+            if let Some(before) = seen.last() { phase.depends_on = vec![before.clone()]; }
+            seen.push(phase.id.clone());
+        }
+        prop_assert!(uses_list_order(&flow));
+        prop_assert_eq!(validate(&flow, ctx.as_ref()), validate(&explicit, ctx.as_ref()));
     }
 
     #[test]

@@ -93,7 +93,8 @@ fn undecided_route_inserts_a_human_gated_route_selection_before_the_first_geomet
             "feasibility",
             "route_selection",
             "design",
-            "simulation"
+            "simulation",
+            "release"
         ]
     );
     let route = flow.phase("route_selection").unwrap();

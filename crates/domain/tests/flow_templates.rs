@@ -12,15 +12,15 @@ use metaforge_domain::flow::{
 const GOLDEN: &[(&str, &str)] = &[
     (
         "design_v1",
-        "b2b7c919f1fe19e2df397c889b8ad9e79c58477ed3862fe6cb37df99df0bdb19",
+        "5e807b34de78d2fab53a4cb906e9be7b1eb7baca0147de910fc3e8ef0bc5bc11",
     ),
     (
         "mech_v1",
-        "1a46ef9d759eba2a351c72ad9a77fcc84913081cbc3892e5a8902cc9c18e28ac",
+        "fc42ec3b6c88d715278abcd7690136d08bd924ab992cb6bd342edef2515e8da5",
     ),
     (
         "hardware_v1",
-        "224bbac26fd314ecfb566a73366048c0ff17974ee307b95fcd171201da6c9731",
+        "0e36c1cde0657842f29ff20646f77ff78b9821d3b44aa40d94ff300c9ad0a487",
     ),
 ];
 
@@ -70,7 +70,8 @@ fn templates_have_the_phases_and_gates_the_spec_names() {
                 "requirements",
                 "feasibility",
                 "design",
-                "simulation"
+                "simulation",
+                "release"
             ]
         );
         assert_eq!(
@@ -78,7 +79,8 @@ fn templates_have_the_phases_and_gates_the_spec_names() {
             [
                 ("feasibility".to_owned(), "G3".to_owned()),
                 ("design".to_owned(), "G6".to_owned()),
-                ("simulation".to_owned(), "G7".to_owned())
+                ("simulation".to_owned(), "G7".to_owned()),
+                ("release".to_owned(), "G8".to_owned())
             ]
         );
         assert!(
@@ -87,8 +89,9 @@ fn templates_have_the_phases_and_gates_the_spec_names() {
                 .expected_artifacts
                 .contains(&"cad_model".to_owned())
         );
+        // The release gate has a phase of its own: dropping simulation (the shelf story) keeps it.
         assert!(
-            flow.phase("simulation")
+            flow.phase("release")
                 .unwrap()
                 .gate
                 .as_ref()
@@ -158,7 +161,7 @@ fn a_flow_that_breaks_an_invariant_is_listed_unstartable_not_hidden() {
     let entry = metaforge_domain::flow::templates::describe(&flow);
     assert!(!entry.startable);
     assert_eq!(entry.violations[0].rule, "gates-enforce-what-they-require");
-    assert_eq!(entry.phases.len(), 6);
+    assert_eq!(entry.phases.len(), 7);
 }
 
 #[test]

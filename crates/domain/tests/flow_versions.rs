@@ -37,7 +37,7 @@ fn a_valid_edit_becomes_a_proposed_frozen_hashed_version() {
     assert_eq!(v.status, FlowVersionStatus::Proposed);
     assert_eq!(
         (v.template_id.as_str(), v.template_version.as_str()),
-        ("mech_v1", "1.0.0")
+        ("mech_v1", "1.1.0")
     );
     assert_eq!(v.content_hash, sha256_hex(&v.frozen));
     assert_eq!(v.origin, FlowVersionOrigin::Caller);

@@ -58,10 +58,16 @@ fn every_routing_case_holds() {
                 if e.code() != code {
                     failures.push(format!("{name}: error {} ({e}), expected {code}", e.code()));
                 }
-                if let Some(needle) = expect.get("message_contains").and_then(Value::as_str)
-                    && !e.to_string().contains(needle)
-                {
-                    failures.push(format!("{name}: message '{e}' lacks '{needle}'"));
+                // One needle or a list of them.
+                let needles: Vec<&str> = match expect.get("message_contains") {
+                    Some(Value::String(one)) => vec![one.as_str()],
+                    Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                for needle in needles {
+                    if !e.to_string().contains(needle) {
+                        failures.push(format!("{name}: message '{e}' lacks '{needle}'"));
+                    }
                 }
             }
         }
@@ -149,4 +155,43 @@ fn only_a_by_design_capability_fallback_is_not_an_alarm() {
             ("capability_unsupported", false)
         ]
     );
+}
+
+#[test]
+fn an_env_override_for_a_role_that_does_not_exist_blocks_start_naming_the_variable() {
+    let env = BTreeMap::from([(
+        "METAFORGE_ROUTE_GATE_CHECK_FAST".to_owned(),
+        "anthropic:claude-haiku-4-5-20251001".to_owned(),
+    )]);
+    let problems = validate_table(&RoutingTable::default(), &env, None);
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(problems[0].code(), "unknown_role");
+    assert!(problems[0].blocks_start());
+    let text = problems[0].to_string();
+    assert!(
+        text.contains("gate_check_fast") && text.contains("env METAFORGE_ROUTE_GATE_CHECK_FAST"),
+        "{text}"
+    );
+    assert!(
+        text.contains("gate_check"),
+        "the message lists the routable roles: {text}"
+    );
+}
+
+#[test]
+fn every_table_problem_names_where_the_route_came_from() {
+    let routes: RoutingTable = serde_json::from_value(serde_json::json!({
+        "roles": {"chat": "gemini:claude-sonnet-4-5"},
+        "projects": {"p": {"roles": {"gate_check": "anthropic:gpt-4o"}}}
+    }))
+    .unwrap();
+    let env = BTreeMap::from([("METAFORGE_ROUTE_CHAT".to_owned(), "anthropic:o3".to_owned())]);
+    let text: Vec<String> = validate_table(&routes, &env, None)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(text.len(), 3, "{text:#?}");
+    assert!(text[0].contains("table entry roles['chat']") && text[0].contains("vendor 'anthropic'"));
+    assert!(text[1].contains("projects['p'].roles['gate_check']") && text[1].contains("vendor 'openai'"));
+    assert!(text[2].contains("env METAFORGE_ROUTE_CHAT") && text[2].contains("vendor 'openai'"));
 }

@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, TailorResult,
-    TailorStatus, ValidationReport, questions_to_ask,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, SizeLimitError,
+    TailorResult, TailorStatus, ValidationReport, questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -23,6 +23,7 @@ use super::harness;
 use crate::flow_generator::{
     GenerateError, GenerateRequest, Generated, GeneratorError, ProposalGenerator, generate_proposal,
 };
+use crate::flow_validation::{ValidationError, validate_flow};
 use crate::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
 use crate::pipeline::PipelineError;
 
@@ -65,13 +66,43 @@ pub(crate) struct ValidateRequest {
     responses(
         (status = 200, description = "Validation result (valid or not)", body = ValidationReport),
         (status = 400, description = "Malformed body, naming the field", body = ErrorBody),
-        (status = 401, description = "No valid API key", body = ErrorBody)),
+        (status = 401, description = "No valid API key", body = ErrorBody),
+        (status = 422, description = "Over a size limit (MAX_PHASES, MAX_DEPENDENCIES, MAX_DELIVERABLES), naming it", body = ErrorBody),
+        (status = 503, description = "Validation did not finish within its deadline", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn validate(
     State(_state): State<Arc<GatewayState>>,
     ApiJson(request): ApiJson<ValidateRequest>,
-) -> Json<ValidationReport> {
-    Json(flow::validation_report(&request.flow, request.context.as_ref()))
+) -> Result<Json<ValidationReport>, ApiError> {
+    // Size limits first, then the invariants on the blocking pool under a deadline: a large
+    // flow never holds an async worker that /health and every other request need.
+    validate_flow(request.flow, request.context)
+        .await
+        .map(Json)
+        .map_err(validation_error)
+}
+
+/// A refused validation: over a limit is 422 naming it, a missed deadline 503.
+fn validation_error(err: ValidationError) -> ApiError {
+    match err {
+        ValidationError::TooLarge(limit) => too_large(&limit),
+        ValidationError::DeadlineExceeded(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "validation_timeout",
+            err.to_string(),
+        ),
+        ValidationError::Failed(message) => ApiError::internal(message),
+    }
+}
+
+/// 422 naming the field, the limit and both sizes (never echoing the oversized value).
+fn too_large(limit: &SizeLimitError) -> ApiError {
+    ApiError::unprocessable("too_large", limit.to_string()).with_details(serde_json::json!({
+        "field": limit.field,
+        "limit": limit.limit,
+        "max": limit.max,
+        "actual": limit.actual,
+    }))
 }
 
 /// An edit to save as a new held version.
@@ -112,7 +143,7 @@ pub(crate) struct VersionView {
         (status = 201, description = "Saved and held", body = SavedVersion),
         (status = 400, description = "Malformed body, naming the field", body = ErrorBody),
         (status = 401, body = ErrorBody),
-        (status = 422, description = "Breaks invariants (every violation in details) or identical to its template", body = ErrorBody)),
+        (status = 422, description = "Breaks invariants (every violation in details), identical to its template, or over a size limit", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn save_version(
     State(state): State<Arc<GatewayState>>,
@@ -264,7 +295,7 @@ pub(crate) struct ProposeResponse {
         (status = 200, description = "needs_input: the questions to ask first; nothing stored", body = ProposeResponse),
         (status = 201, description = "proposed: version stored and held for approval", body = ProposeResponse),
         (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 422, description = "Unknown template/operation/phase, missing rationale, or invariant violations", body = ErrorBody),
+        (status = 422, description = "Unknown template/operation/phase, missing rationale, invariant violations, or more than MAX_OPERATIONS operations", body = ErrorBody),
         (status = 503, description = "No model reachable for the generator path, or its answer held no proposal; nothing stored", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn propose(
@@ -494,6 +525,7 @@ fn flow_error(err: FlowServiceError) -> ApiError {
         FlowServiceError::IdenticalToTemplate(message) => {
             ApiError::unprocessable("identical_to_template", message)
         }
+        FlowServiceError::TooLarge(limit) => too_large(&limit),
         FlowServiceError::Port(err) => err.into(),
     }
 }

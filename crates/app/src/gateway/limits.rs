@@ -23,8 +23,8 @@ pub const MAX_INTENT_CHARS: usize = 8_000;
 pub const MAX_RATIONALE_CHARS: usize = 2_000;
 /// One operation's value, as JSON (bytes).
 pub const MAX_OPERATION_VALUE_BYTES: usize = 16_384;
-/// Operations in one caller proposal.
-pub const MAX_OPERATIONS: usize = 200;
+/// Most operations one proposal may carry: the flow rule's own limit (one number, one place).
+pub use metaforge_domain::flow::MAX_OPERATIONS;
 /// A name: tool, template, phase, client, model, caller class (characters).
 pub const MAX_NAME_CHARS: usize = 200;
 /// A held call's arguments, as JSON (bytes).
@@ -269,7 +269,7 @@ fn measure(value: &Value, limit: Limit) -> Option<usize> {
 }
 
 /// Checks a request body against the limits of the route it was sent to: the first field over
-/// its limit is a 422 `field_too_large` naming the field, its size and the limit (never its value).
+/// its limit is a 422 `too_large` naming the field, its size and the limit (never its value).
 pub(crate) fn check(path: &str, body: &Value) -> Result<(), ApiError> {
     for rule in FIELD_LIMITS.iter().filter(|r| route_matches(r.route, path)) {
         let mut found = Vec::new();
@@ -283,11 +283,11 @@ pub(crate) fn check(path: &str, body: &Value) -> Result<(), ApiError> {
             if let Some(size) = measure(value, rule.limit).filter(|&size| size > max) {
                 return Err(ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
-                    "field_too_large",
+                    "too_large",
                     format!("field '{field}' is {size} {unit}; the limit is {max}"),
                 )
                 .with_details(serde_json::json!({
-                    "field": field, "size": size, "limit": max, "unit": unit,
+                    "field": field, "max": max, "actual": size, "unit": unit,
                 })));
             }
         }

@@ -139,7 +139,7 @@ fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
                 envelope.push(("400", "Malformed body, naming the field"));
                 envelope.push((
                     "422",
-                    "A field over its size limit (field_too_large), or a rule refused it",
+                    "A field or flow over its size limit (too_large), or a rule refused it",
                 ));
             }
             for (code, description) in envelope {

@@ -81,6 +81,7 @@ impl FlowBindings for InProcessFlowBindings {
                 other @ (FlowServiceError::Template(_)
                 | FlowServiceError::Invalid { .. }
                 | FlowServiceError::Violations { .. }
+                | FlowServiceError::TooLarge(_)
                 | FlowServiceError::IdenticalToTemplate(_)) => {
                     PortError::new(PortErrorKind::Invalid, other.to_string())
                 }

@@ -2,13 +2,14 @@
 //!
 //! Reads are never held: an agent calls them freely, and they change nothing.
 
-use metaforge_domain::flow::{
-    Flow, FlowContext, Syntax, catalogue, parse_document, template, validation_report,
+use metaforge_domain::flow::{Flow, FlowContext, Syntax, catalogue, parse_document, template};
+use metaforge_ports::{
+    CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput,
 };
-use metaforge_ports::{CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolHints, ToolOutput};
 use serde_json::{Map, Value, json};
 
 use super::host::SidecarTool;
+use crate::flow_validation::{ValidationError, validate_flow};
 
 fn read_only() -> ToolHints {
     ToolHints {
@@ -149,9 +150,25 @@ impl SidecarTool for FlowValidate {
             Ok(context) => context,
             Err(e) => return Ok(invalid(TOOL, "context", e)),
         };
-        let report = validation_report(&flow, context.as_ref());
+        // Size limits, then the invariants off the async workers under a deadline.
+        let flow_id = flow.id.clone();
+        let report = match validate_flow(flow, context).await {
+            Ok(report) => report,
+            Err(ValidationError::TooLarge(limit)) => {
+                return Ok(invalid(TOOL, limit.field, limit.to_string()));
+            }
+            Err(err @ ValidationError::DeadlineExceeded(_)) => {
+                return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
+                    "status": "error", "error": "validation_timeout", "tool": TOOL,
+                    "message": err.to_string(),
+                }))));
+            }
+            Err(ValidationError::Failed(message)) => {
+                return Err(PortError::new(PortErrorKind::Internal, message));
+            }
+        };
         Ok(HostCallOutcome::Done(ToolOutput::json(json!({
-            "flow_id": flow.id,
+            "flow_id": flow_id,
             "valid": report.valid,
             "violations": report.violations,
         }))))

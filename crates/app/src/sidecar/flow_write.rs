@@ -498,6 +498,7 @@ fn refusal_output(err: FlowServiceError) -> Result<HostCallOutcome, PortError> {
                 "status": "invalid", "error": "identical_to_template", "message": message,
             }))))
         }
+        FlowServiceError::TooLarge(limit) => Ok(invalid(TOOL, limit.field, limit.to_string())),
         FlowServiceError::Port(e) => Err(e),
     }
 }

@@ -103,3 +103,64 @@ async fn a_nested_object_sent_as_an_array_is_refused_naming_it() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(body["details"]["field"], "context", "{body}");
 }
+
+/// A chain of `n` minimal phases; the last one releases.
+fn chain(n: usize) -> serde_json::Value {
+    let phases: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            let mut p = serde_json::json!({"id": format!("p{i}"), "title": "P", "expected_artifacts": [format!("a{i}")]});
+            if i > 0 {
+                p["depends_on"] = serde_json::json!([format!("p{}", i - 1)]);
+            }
+            p
+        })
+        .collect();
+    serde_json::json!({"id": "big", "version": "1", "title": "Big", "phases": phases})
+}
+
+#[tokio::test]
+async fn a_flow_over_max_phases_is_a_422_naming_the_limit_and_one_at_it_is_validated() {
+    use metaforge_domain::flow::MAX_PHASES;
+    let over = serde_json::json!({"flow": chain(MAX_PHASES + 1)});
+    let (status, body) = call(post("/v1/design-flows/validate", &over.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"], "too_large");
+    assert_eq!(body["details"]["limit"], "MAX_PHASES");
+    assert_eq!(body["details"]["field"], "flow.phases");
+    assert_eq!(body["details"]["max"], MAX_PHASES);
+    assert_eq!(body["details"]["actual"], MAX_PHASES + 1);
+    assert!(body["message"].as_str().unwrap().contains("MAX_PHASES"), "{body}");
+    assert!(
+        body.to_string().len() < 1_000,
+        "the 422 does not echo the flow back"
+    );
+
+    let at = serde_json::json!({"flow": chain(MAX_PHASES)});
+    let (status, body) = call(post("/v1/design-flows/validate", &at.to_string())).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["violations"].is_array());
+
+    // Saving a version of an oversized flow is refused the same way, before anything else.
+    let (status, body) = call(post("/v1/design-flows/versions", &over.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["details"]["limit"], "MAX_PHASES");
+}
+
+#[tokio::test]
+async fn a_proposal_over_max_operations_is_a_422_naming_the_limit() {
+    use metaforge_domain::flow::MAX_OPERATIONS;
+    let ops: Vec<serde_json::Value> = (0..=MAX_OPERATIONS)
+        .map(|_| serde_json::json!({"op": "set_disciplines", "phase": "design", "value": ["mechanical"], "rationale": "r"}))
+        .collect();
+    let request = serde_json::json!({
+        "template": "mech_v1", "operations": ops,
+        "manufacturingContext": {"route": "vendor"}, "targetMaturity": "physically_validated", "loadsAndUse": "20 kg"
+    });
+    let (status, body) = call(post("/v1/design-flows/propose", &request.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    // The request's field table answers first (same limit, same code, same details shape).
+    assert_eq!(body["error"], "too_large");
+    assert_eq!(body["details"]["field"], "operations");
+    assert_eq!(body["details"]["max"], MAX_OPERATIONS);
+    assert_eq!(body["details"]["actual"], MAX_OPERATIONS + 1);
+}

@@ -156,7 +156,7 @@ async fn stored_fields_over_their_limit_are_refused_naming_the_field_and_nothing
     ] {
         let (status, _, error) = send(&app, post("/v1/design-flows/propose", &body, Some(ALICE))).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{field}");
-        assert_eq!(error["error"], "field_too_large");
+        assert_eq!(error["error"], "too_large");
         assert_eq!(error["details"]["field"], field);
         assert!(error.to_string().len() < 1_000, "never echoed: {field}");
     }

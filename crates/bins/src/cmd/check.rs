@@ -14,7 +14,9 @@ use metaforge_domain::compaction::{
     truncate_observation, truncate_value,
 };
 use metaforge_domain::grounding::{GroundingInput, check_grounding};
-use metaforge_domain::providers::{max_tools_for, model_family_mismatch, resolve_provider};
+use metaforge_domain::providers::{
+    max_tools_for, model_family_mismatch, model_vendor_name, resolve_provider,
+};
 use metaforge_domain::routing::{RouteCall, RoutingInputs, RoutingTable, resolve_route};
 use metaforge_domain::tool_cap::{OfferedTool, select_tools};
 use metaforge_domain::tool_gating::{Caller, CallerClass, ToolSpec, decide};
@@ -324,7 +326,10 @@ fn check(rule: Rule, name: &str, text: &str) -> Result<Verdict, CheckError> {
             let input: ModelFamilyInput = parse(name, text)?;
             let provider = resolve_provider(&input.provider).map_err(|e| bad(name, e.to_string()))?;
             let reason = model_family_mismatch(provider, &input.model);
-            Ok(ok(json!({"mismatch": reason.is_some(), "reason": reason})))
+            let vendor = model_vendor_name(&input.model);
+            Ok(ok(
+                json!({"mismatch": reason.is_some(), "reason": reason, "vendor": vendor}),
+            ))
         }
         Rule::Route => {
             let input: RouteInput = parse(name, text)?;
@@ -338,7 +343,7 @@ fn check(rule: Rule, name: &str, text: &str) -> Result<Verdict, CheckError> {
             match resolve_route(&inputs, &input.call) {
                 Ok(route) => Ok(ok(to_json(name, &route)?)),
                 Err(e) => Ok(Verdict {
-                    output: json!({"error": e.code(), "message": e.to_string()}),
+                    output: json!({"error": e.code(), "message": e.to_string(), "location": e.location()}),
                     refused: true,
                 }),
             }

@@ -105,6 +105,12 @@ enum InputError {
     Unlocated { path: String, error: DocumentError },
     #[error(transparent)]
     Template(#[from] flow::TemplateError),
+    /// Over a size limit the gateway and the sidecar would refuse too (issue 12).
+    #[error("{path}: {error}")]
+    TooLarge {
+        path: String,
+        error: flow::SizeLimitError,
+    },
     #[error("could not produce output: {0}")]
     Output(String),
 }
@@ -274,6 +280,10 @@ fn read_context(path: Option<&Path>) -> Result<Option<FlowContext>, InputError> 
 
 fn validate(file: &Path, context: Option<&Path>, json: bool) -> Result<Verdict, InputError> {
     let flow: Flow = read_document(file)?;
+    flow::check_flow_size(&flow).map_err(|error| InputError::TooLarge {
+        path: file.display().to_string(),
+        error,
+    })?;
     let context = read_context(context)?;
     let report = flow::validation_report(&flow, context.as_ref());
     if json {
@@ -335,6 +345,10 @@ fn tailor(
 ) -> Result<Verdict, InputError> {
     let base = flow::template(template)?;
     let operations = read_document::<OperationList>(ops)?.into_operations();
+    flow::check_operation_count(operations.len()).map_err(|error| InputError::TooLarge {
+        path: ops.display().to_string(),
+        error,
+    })?;
     let context = read_context(context)?;
     let mode = if strict {
         TailorMode::Strict

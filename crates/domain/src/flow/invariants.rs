@@ -2,14 +2,17 @@
 //! approved and again when a run starts. Every violation is reported at once, each naming its
 //! rule and phase, in an order that does not depend on the order the phases are listed in.
 //!
-//! "Before" always means "upstream in the `depends_on` graph": list order is presentation only,
-//! so reordering a flow's phases never changes its verdict.
+//! "Before" means "upstream in the dependency graph". A flow that declares dependencies
+//! (`depends_on` on any phase) is ordered by them alone, and list order is presentation only, so
+//! reordering its phases never changes its verdict. A flow in which no phase carries a
+//! `depends_on` is a plain sequence: list order is the order (see [`uses_list_order`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::context::FlowContext;
+use super::graph::{BitSet, Graph};
 use super::model::{Flow, Phase};
 use crate::providers::{model_family_mismatch, parse_route, resolve_provider};
 
@@ -86,59 +89,20 @@ pub fn is_valid(flow: &Flow, context: Option<&FlowContext>) -> bool {
     validate(flow, context).is_empty()
 }
 
-/// The dependency graph, keyed by phase id. Phases sharing an id are merged (their dependencies
-/// united), so a duplicated id yields the same verdict whichever copy is listed first.
-struct Graph<'a> {
-    phases: &'a [Phase],
-    deps: BTreeMap<&'a str, BTreeSet<&'a str>>,
-    duplicates: BTreeSet<&'a str>,
+/// True when no phase of `flow` carries a `depends_on`: the flow is then a sequence in list order,
+/// each distinct phase id (in order of first appearance) running after the one before it.
+///
+/// A person writing "requirements, then verify" as a list means that order; reading such a flow
+/// as "no order at all" would make every "before" rule fail on it.
+pub fn uses_list_order(flow: &Flow) -> bool {
+    flow.phases.iter().all(|p| p.depends_on.is_empty())
 }
 
-impl<'a> Graph<'a> {
-    fn new(flow: &'a Flow) -> Self {
-        let mut deps: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-        let mut duplicates = BTreeSet::new();
-        for phase in &flow.phases {
-            if deps.contains_key(phase.id.as_str()) {
-                duplicates.insert(phase.id.as_str());
-            }
-            deps.entry(phase.id.as_str())
-                .or_default()
-                .extend(phase.depends_on.iter().map(String::as_str));
-        }
-        Self {
-            phases: &flow.phases,
-            deps,
-            duplicates,
-        }
-    }
-
-    fn contains(&self, id: &str) -> bool {
-        self.deps.contains_key(id)
-    }
-
-    /// Every phase carrying this id.
-    fn phases_of(&self, id: &'a str) -> impl Iterator<Item = &'a Phase> + 'a {
-        self.phases.iter().filter(move |p| p.id == id)
-    }
-
-    /// Every phase id upstream of `id` (transitively); contains `id` only when on a cycle.
-    fn ancestors(&self, id: &str) -> BTreeSet<&'a str> {
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<&'a str> = self
-            .deps
-            .get(id)
-            .map(|d| d.iter().copied().collect())
-            .unwrap_or_default();
-        while let Some(next) = stack.pop() {
-            if let Some((key, deps)) = self.deps.get_key_value(next)
-                && seen.insert(*key)
-            {
-                stack.extend(deps.iter().copied());
-            }
-        }
-        seen
-    }
+/// Every phase id upstream of `id` in `flow`'s dependency graph (transitively, list order taken
+/// as the sequence when no phase carries `depends_on`); contains `id` only when it is on a
+/// cycle. Tailoring asks it so that "upstream" means the same thing there as in the rules.
+pub fn upstream_of<'a>(flow: &'a Flow, id: &str) -> BTreeSet<&'a str> {
+    Graph::new(flow).upstream_of(id)
 }
 
 fn check_unique_ids(graph: &Graph<'_>, out: &mut Vec<Violation>) {
@@ -155,7 +119,7 @@ fn check_graph(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
     for phase in &flow.phases {
         let mut reported = BTreeSet::new();
         for dep in &phase.depends_on {
-            if !graph.contains(dep) && reported.insert(dep.as_str()) {
+            if !graph.index.contains_key(dep.as_str()) && reported.insert(dep.as_str()) {
                 out.push(violation(
                     "graph-is-valid",
                     Some(&phase.id),
@@ -167,8 +131,8 @@ fn check_graph(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
             }
         }
     }
-    for id in graph.deps.keys() {
-        if graph.ancestors(id).contains(id) {
+    for (node, id) in graph.ids.iter().enumerate() {
+        if graph.on_cycle(node) {
             out.push(violation(
                 "graph-is-valid",
                 Some(id),
@@ -230,28 +194,141 @@ fn check_gates(flow: &Flow, out: &mut Vec<Violation>) {
     }
 }
 
+/// deliverable-is-producible in one topological pass: each component's "artifacts produced by
+/// an unconditional phase upstream" is a bit set over the artifacts some phase requires and does
+/// not produce itself, OR-ed from the components it depends on and dropped after its last reader.
 fn check_producible(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
+    // The artifacts that need an upstream producer, numbered.
+    let mut bits: BTreeMap<&str, usize> = BTreeMap::new();
     for phase in &flow.phases {
-        let ancestors = graph.ancestors(&phase.id);
-        let mut reported = BTreeSet::new();
         for wanted in &phase.required_deliverables {
-            let by_self = phase.expected_artifacts.contains(wanted);
-            let upstream = ancestors
-                .iter()
-                .filter(|a| **a != phase.id)
-                .flat_map(|a| graph.phases_of(a))
-                .any(|p| p.condition.is_none() && p.expected_artifacts.contains(wanted));
-            if !by_self && !upstream && reported.insert(wanted.as_str()) {
-                out.push(violation(
-                    "deliverable-is-producible",
-                    Some(&phase.id),
-                    format!(
-                        "phase '{}' requires '{wanted}', which neither it nor any unconditional phase it depends on produces",
-                        phase.id
-                    ),
-                ));
+            if !phase.expected_artifacts.contains(wanted) && !bits.contains_key(wanted.as_str()) {
+                bits.insert(wanted.as_str(), bits.len());
             }
         }
+    }
+    if bits.is_empty() {
+        return;
+    }
+    let width = bits.len();
+    // Node → the numbered artifacts its unconditional phases produce.
+    let produced: Vec<Vec<usize>> = (0..graph.ids.len())
+        .map(|node| {
+            let mut list: Vec<usize> = graph
+                .phases(flow, node)
+                .filter(|p| p.condition.is_none())
+                .flat_map(|p| p.expected_artifacts.iter())
+                .filter_map(|a| bits.get(a.as_str()).copied())
+                .collect();
+            list.sort_unstable();
+            list.dedup();
+            list
+        })
+        .collect();
+    // The last component reading each component's output: it takes the output over.
+    let mut last_reader = vec![None::<usize>; graph.components.len()];
+    for (c, members) in graph.components.iter().enumerate() {
+        for &v in members {
+            for &d in graph.deps.get(v).into_iter().flatten() {
+                let dc = graph.comp.get(d).copied().unwrap_or(c);
+                if dc != c
+                    && let Some(slot) = last_reader.get_mut(dc)
+                {
+                    *slot = Some(slot.map_or(c, |r: usize| r.max(c)));
+                }
+            }
+        }
+    }
+    let mut outputs: Vec<Option<BitSet>> = vec![None; graph.components.len()];
+    let mut missing: Vec<(usize, &str)> = Vec::new();
+    for (c, members) in graph.components.iter().enumerate() {
+        let mut preds: Vec<usize> = members
+            .iter()
+            .flat_map(|&v| graph.deps.get(v).into_iter().flatten())
+            .filter_map(|&d| graph.comp.get(d).copied())
+            .filter(|&dc| dc != c)
+            .collect();
+        preds.sort_unstable();
+        preds.dedup();
+        // Outputs this component is the last to read are moved, not copied: along a chain the
+        // set travels from phase to phase and each step costs only its own artifacts.
+        preds.sort_by_key(|&dc| last_reader.get(dc).copied().flatten() != Some(c));
+        let mut upstream: Option<BitSet> = None;
+        for dc in preds {
+            let last = last_reader.get(dc).copied().flatten() == Some(c);
+            let Some(slot) = outputs.get_mut(dc) else {
+                continue;
+            };
+            if last {
+                if let Some(set) = slot.take() {
+                    match upstream.as_mut() {
+                        None => upstream = Some(set),
+                        Some(u) => u.union_with(&set),
+                    }
+                }
+            } else if let Some(set) = slot.as_ref() {
+                match upstream.as_mut() {
+                    None => upstream = Some(set.clone()),
+                    Some(u) => u.union_with(set),
+                }
+            }
+        }
+        // Inside a cycle every other member is upstream too: count producers per artifact.
+        let mut inside: BTreeMap<usize, usize> = BTreeMap::new();
+        if members.len() > 1 {
+            for &v in members {
+                for &bit in produced.get(v).into_iter().flatten() {
+                    *inside.entry(bit).or_default() += 1;
+                }
+            }
+        }
+        for &v in members {
+            let own = produced.get(v).map(Vec::as_slice).unwrap_or_default();
+            for phase_at in graph.phases_of.get(v).into_iter().flatten() {
+                let Some(phase) = flow.phases.get(*phase_at) else {
+                    continue;
+                };
+                for wanted in &phase.required_deliverables {
+                    if phase.expected_artifacts.contains(wanted) {
+                        continue;
+                    }
+                    let Some(&bit) = bits.get(wanted.as_str()) else {
+                        continue;
+                    };
+                    let by_others_inside =
+                        inside.get(&bit).copied().unwrap_or(0) > usize::from(own.binary_search(&bit).is_ok());
+                    if !upstream.as_ref().is_some_and(|u| u.contains(bit)) && !by_others_inside {
+                        missing.push((*phase_at, wanted.as_str()));
+                    }
+                }
+            }
+        }
+        if last_reader.get(c).copied().flatten().is_some() {
+            let mut output = upstream.unwrap_or_else(|| BitSet::new(width));
+            for &v in members {
+                for &bit in produced.get(v).into_iter().flatten() {
+                    output.insert(bit);
+                }
+            }
+            if let Some(slot) = outputs.get_mut(c) {
+                *slot = Some(output);
+            }
+        }
+    }
+    missing.sort_unstable();
+    missing.dedup();
+    for (phase_at, wanted) in missing {
+        let Some(phase) = flow.phases.get(phase_at) else {
+            continue;
+        };
+        out.push(violation(
+            "deliverable-is-producible",
+            Some(&phase.id),
+            format!(
+                "phase '{}' requires '{wanted}', which neither it nor any unconditional phase it depends on produces",
+                phase.id
+            ),
+        ));
     }
 }
 
@@ -259,6 +336,9 @@ fn records_requirements(phase: &Phase) -> bool {
     phase.id == "requirements" || REQUIREMENT_ARTIFACTS.iter().any(|a| phase.commits(a))
 }
 
+/// requirements-are-verified in one reverse topological pass: a component "reaches a verifier"
+/// when any component depending on it verifies or reaches one; inside a cycle every other
+/// member counts as later.
 fn check_requirements_verified(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Violation>) {
     let verifies = |p: &Phase| {
         p.condition.is_none()
@@ -267,15 +347,50 @@ fn check_requirements_verified(flow: &Flow, graph: &Graph<'_>, out: &mut Vec<Vio
                 .any(|a| p.expected_artifacts.iter().any(|e| e == a))
                 || (p.has_human_gate() && p.required_deliverables.iter().any(|d| d == "test_plan")))
     };
+    let verifier: Vec<bool> = (0..graph.ids.len())
+        .map(|node| graph.phases(flow, node).any(verifies))
+        .collect();
+    let verifiers_in: Vec<usize> = graph
+        .components
+        .iter()
+        .map(|members| {
+            members
+                .iter()
+                .filter(|&&v| verifier.get(v).copied().unwrap_or(false))
+                .count()
+        })
+        .collect();
+    // later[c]: some component downstream of c (not c itself) has a verifier.
+    let mut later = vec![false; graph.components.len()];
+    for c in (0..graph.components.len()).rev() {
+        let reaches = later.get(c).copied().unwrap_or(false) || verifiers_in.get(c).copied().unwrap_or(0) > 0;
+        if !reaches {
+            continue;
+        }
+        for &v in graph.components.get(c).into_iter().flatten() {
+            for &d in graph.deps.get(v).into_iter().flatten() {
+                if let Some(dc) = graph.comp.get(d).copied()
+                    && dc != c
+                    && let Some(slot) = later.get_mut(dc)
+                {
+                    *slot = true;
+                }
+            }
+        }
+    }
     for phase in &flow.phases {
         if !records_requirements(phase) {
             continue;
         }
         let id = phase.id.as_str();
-        let verified = flow
-            .phases
-            .iter()
-            .any(|p| p.id != id && graph.ancestors(&p.id).contains(id) && verifies(p));
+        let Some(&node) = graph.index.get(id) else {
+            continue;
+        };
+        let c = graph.comp.get(node).copied().unwrap_or(0);
+        let others_inside = graph.component_size(node) > 1
+            && verifiers_in.get(c).copied().unwrap_or(0)
+                > usize::from(verifier.get(node).copied().unwrap_or(false));
+        let verified = later.get(c).copied().unwrap_or(false) || others_inside;
         if !verified {
             out.push(violation(
                 "requirements-are-verified",

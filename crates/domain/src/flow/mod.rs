@@ -6,7 +6,8 @@
 //! - [`model`]: the serde data model (YAML and JSON, snake_case).
 //! - [`document`]: reading YAML/JSON text with the line and column of a problem.
 //! - [`templates`]: the built-in templates (embedded `fixtures/flows/*.yaml`) and the catalogue.
-//! - [`invariants`]: the server-enforced rules, all violations at once.
+//! - [`invariants`]: the server-enforced rules, all violations at once, in one topological pass.
+//! - [`limits`]: the size limits every entry point checks before validating.
 //! - [`freeze`]: canonical JSON and its SHA-256.
 //! - [`versions`]: immutable frozen versions held for approval.
 //! - [`diff`]: the prose diff a reviewer reads, relaxations shouted.
@@ -35,7 +36,9 @@ pub mod diff;
 pub mod document;
 pub mod freeze;
 pub mod generator;
+mod graph;
 pub mod invariants;
+pub mod limits;
 pub mod model;
 pub mod tailor;
 pub mod templates;
@@ -54,7 +57,11 @@ pub use generator::{
     MAX_MODEL_QUESTIONS, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
     questions_to_ask, tailor_generated,
 };
-pub use invariants::{RULES, Violation, is_valid, validate};
+pub use invariants::{RULES, Violation, is_valid, uses_list_order, validate};
+pub use limits::{
+    MAX_DELIVERABLES, MAX_DEPENDENCIES, MAX_OPERATIONS, MAX_PHASES, SizeLimitError, check_flow_size,
+    check_operation_count,
+};
 pub use model::{Flow, Gate, Phase};
 pub use tailor::{
     AppliedOperation, Operation, OperationList, OperationProblem, TailorMode, TailorResult, TailorStatus,

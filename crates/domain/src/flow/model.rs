@@ -21,7 +21,8 @@ pub struct Flow {
     /// Short display label for pickers; lives in the template so no client keeps its own copy.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub label: String,
-    /// The phases. List order is presentation; execution order comes from `depends_on`.
+    /// The phases. Execution order comes from `depends_on`; when no phase carries one, list
+    /// order is the sequence.
     #[serde(default)]
     pub phases: Vec<Phase>,
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::context::{FlowContext, ManufacturingRoute, Question, required_questions};
 use super::diff::prose_diff;
 use super::freeze::content_hash;
-use super::invariants::{Violation, validate};
+use super::invariants::{Violation, upstream_of, validate};
 use super::model::{Flow, Gate, Phase};
 use super::templates::{TemplateError, template};
 
@@ -420,24 +420,14 @@ fn apply(flow: &mut Flow, phase_id: &str, change: Change) {
     }
 }
 
-/// Artifacts produced by unconditional phases upstream of `phase_id`.
+/// Artifacts produced by unconditional phases upstream of `phase_id` (upstream as the
+/// invariants read it: [`upstream_of`]).
 fn upstream_artifacts(flow: &Flow, phase_id: &str) -> Vec<String> {
-    let mut seen: Vec<&str> = Vec::new();
-    let mut stack: Vec<&str> = flow
-        .phase(phase_id)
-        .map(|p| p.depends_on.iter().map(String::as_str).collect())
-        .unwrap_or_default();
+    let upstream = upstream_of(flow, phase_id);
     let mut artifacts = Vec::new();
-    while let Some(id) = stack.pop() {
-        if seen.contains(&id) {
-            continue;
-        }
-        seen.push(id);
-        if let Some(p) = flow.phase(id) {
-            if p.condition.is_none() {
-                push_unique(&mut artifacts, &p.expected_artifacts);
-            }
-            stack.extend(p.depends_on.iter().map(String::as_str));
+    for p in &flow.phases {
+        if p.id != phase_id && p.condition.is_none() && upstream.contains(p.id.as_str()) {
+            push_unique(&mut artifacts, &p.expected_artifacts);
         }
     }
     artifacts
