@@ -11,7 +11,7 @@ mod support {
     pub(crate) mod big_flows;
 }
 
-use support::big_flows::{Shape, big_flow};
+use support::big_flows::{Shape, big_flow, maximum_flow};
 
 const SMALL: usize = 1_000;
 const LARGE: usize = 16_000;
@@ -67,4 +67,20 @@ fn validation_time_grows_at_most_n_log_n_for_a_chain_and_a_cycle() {
             shape.label()
         );
     }
+}
+
+#[test]
+fn a_flow_at_every_size_limit_validates_quickly_with_the_right_verdict() {
+    use metaforge_domain::flow::{MAX_PHASES, check_flow_size};
+    let flow = maximum_flow();
+    assert_eq!(check_flow_size(&flow), Ok(()));
+    let took = best_of(3, || {
+        let violations = validate(&flow, None);
+        // One cycle through every phase; every requirement is produced inside the cycle.
+        assert_eq!(violations.len(), MAX_PHASES);
+        assert!(violations.iter().all(|v| v.rule == "graph-is-valid"));
+    });
+    eprintln!("{MAX_PHASES} phases at every limit: {took:?}");
+    // Generous for an unoptimised build on a loaded machine; the release figure is ~1 ms.
+    assert!(took < Duration::from_secs(2), "{took:?}");
 }

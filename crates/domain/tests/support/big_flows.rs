@@ -2,7 +2,7 @@
 //! big dependency cycle, shaped like the 10,000-phase flow of issue 12 (each phase requires the
 //! artifact of the phase before it, every tenth phase has a human gate, the last one releases).
 
-use metaforge_domain::flow::{Flow, Gate, Phase};
+use metaforge_domain::flow::{Flow, Gate, MAX_DELIVERABLES, MAX_DEPENDENCIES, MAX_PHASES, Phase};
 
 /// The two shapes measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,4 +73,22 @@ pub(crate) fn big_flow(n: usize, shape: Shape) -> Flow {
         label: String::new(),
         phases,
     }
+}
+
+/// A flow exactly at every size limit: each phase depends on the ten before it (wrapping, so the
+/// whole flow is one cycle), produces five artifacts and requires the five of the phase before.
+pub(crate) fn maximum_flow() -> Flow {
+    let fan = MAX_DEPENDENCIES / MAX_PHASES;
+    let per_side = MAX_DELIVERABLES / MAX_PHASES / 2;
+    let mut flow = big_flow(MAX_PHASES, Shape::Cycle);
+    for (i, phase) in flow.phases.iter_mut().enumerate() {
+        phase.depends_on = (1..=fan)
+            .map(|k| format!("p{}", (i + MAX_PHASES - k) % MAX_PHASES))
+            .collect();
+        phase.expected_artifacts = (0..per_side).map(|k| format!("a{i}_{k}")).collect();
+        phase.required_deliverables = (0..per_side)
+            .map(|k| format!("a{}_{k}", (i + MAX_PHASES - 1) % MAX_PHASES))
+            .collect();
+    }
+    flow
 }
