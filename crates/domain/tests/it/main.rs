@@ -1,0 +1,19 @@
+//! The domain's integration tests, one binary (each former `tests/*.rs` is a module here):
+//! flow rules and templates, the rule tables in `fixtures/rules/`, properties and snapshots.
+
+mod flow_diff;
+mod flow_invariants;
+mod flow_props;
+mod flow_tailor;
+mod flow_templates;
+mod flow_versions;
+mod rules_approvals;
+mod rules_compaction;
+mod rules_gating;
+mod rules_grounding;
+mod rules_model_family;
+mod rules_routing;
+mod rules_snapshots;
+mod rules_tool_cap;
+mod rules_usage;
+mod rules_usage_recorded;
