@@ -8,14 +8,8 @@ use serde_json::{Value, json};
 
 #[test]
 fn every_compaction_case_holds() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/compaction.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
     let mut failures = Vec::new();
-    for case in doc["cases"].as_array().unwrap() {
+    for case in &metaforge_test_support::cases::<Value>("compaction") {
         let name = case["name"].as_str().unwrap();
         let input = &case["input"];
         let got = match input["op"].as_str().unwrap() {

@@ -10,13 +10,7 @@ use metaforge_domain::tool_gating::{Caller, CallerClass, ToolSpec, decide, valid
 use serde_json::{Value, json};
 
 fn table() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/gating.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["cases"].as_array().unwrap().clone()
+    metaforge_test_support::cases("gating")
 }
 
 fn caller(v: &Value) -> Caller {

@@ -1,10 +1,5 @@
 //! Table: the post-turn grounding guard (FORGE-98/520), from `fixtures/rules/grounding.json`.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "fixture helpers: a malformed fixture must fail the test loudly"
-)]
-
 use metaforge_domain::grounding::{
     GroundingInput, MetricKind, NO_TWIN_COMMIT_BANNER, UNGROUNDED_BANNER, UNVERIFIED_NODE_ID_BANNER,
     check_grounding,
@@ -12,13 +7,7 @@ use metaforge_domain::grounding::{
 use serde_json::Value;
 
 fn table() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/grounding.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["cases"].as_array().unwrap().clone()
+    metaforge_test_support::cases("grounding")
 }
 
 #[test]

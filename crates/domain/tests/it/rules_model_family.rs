@@ -1,21 +1,10 @@
 //! Table: provider/model family rules (FORGE-468), from `fixtures/rules/model_family.json`.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "fixture helpers: a malformed fixture must fail the test loudly"
-)]
-
 use metaforge_domain::providers::{max_tools_for, model_family_mismatch, resolve_provider};
 use serde_json::Value;
 
 fn table() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/model_family.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["cases"].as_array().unwrap().clone()
+    metaforge_test_support::cases("model_family")
 }
 
 #[test]

@@ -1,23 +1,12 @@
 //! Table: per-role model routing (FORGE-477), from `fixtures/rules/routing.json`.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "fixture helpers: a malformed fixture must fail the test loudly"
-)]
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use metaforge_domain::routing::{RouteCall, RoutingInputs, RoutingTable, resolve_route, validate_table};
 use serde_json::Value;
 
 fn table() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/routing.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["cases"].as_array().unwrap().clone()
+    metaforge_test_support::cases("routing")
 }
 
 #[test]

@@ -15,13 +15,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 fn table() -> Vec<Value> {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/tool_cap.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
-    doc["cases"].as_array().unwrap().clone()
+    metaforge_test_support::cases("tool_cap")
 }
 
 #[test]

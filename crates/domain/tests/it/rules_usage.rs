@@ -1,11 +1,6 @@
 //! Table + properties: usage normalisation, pricing, totals and the spend crossing
 //! (FORGE-476/486), from `fixtures/rules/usage.json`.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "fixture helpers: a malformed fixture must fail the test loudly"
-)]
-
 use metaforge_domain::usage::{
     DEFAULT_RUN_SPEND_ALERT_USD, NormalizedUsage, PriceTable, RunSpendTracker, UsageTotals, normalize_usage,
     price_event,
@@ -14,13 +9,9 @@ use metaforge_ports::{ApiFamily, Billing, UsageEvent};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-fn doc() -> Value {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/usage.json"
-    ))
-    .unwrap();
-    serde_json::from_str(&text).unwrap()
+/// One section of `fixtures/rules/usage.json` (`normalize`, `pricing`, `totals`, `spend`).
+fn section(key: &str) -> Vec<Value> {
+    metaforge_test_support::cases::section("usage", key)
 }
 
 fn close(a: Option<f64>, b: Option<f64>) -> bool {
@@ -33,10 +24,9 @@ fn close(a: Option<f64>, b: Option<f64>) -> bool {
 
 #[test]
 fn the_usage_fixture_has_at_least_twenty_cases() {
-    let d = doc();
     let n: usize = ["normalize", "pricing", "totals", "spend"]
         .iter()
-        .map(|k| d[k].as_array().unwrap().len())
+        .map(|k| section(k).len())
         .sum();
     assert!(n >= 20, "{n}");
 }
@@ -44,7 +34,7 @@ fn the_usage_fixture_has_at_least_twenty_cases() {
 #[test]
 fn every_normalisation_case_holds() {
     let mut failures = Vec::new();
-    for case in doc()["normalize"].as_array().unwrap() {
+    for case in &section("normalize") {
         let name = case["name"].as_str().unwrap();
         let family: ApiFamily = serde_json::from_value(case["family"].clone()).unwrap();
         let got = normalize_usage(family, &case["raw"]);
@@ -60,7 +50,7 @@ fn every_normalisation_case_holds() {
 fn every_pricing_case_holds() {
     let prices = PriceTable::shipped().unwrap();
     let mut failures = Vec::new();
-    for case in doc()["pricing"].as_array().unwrap() {
+    for case in &section("pricing") {
         let name = case["name"].as_str().unwrap();
         let event: UsageEvent = serde_json::from_value(case["event"].clone()).unwrap();
         let priced = price_event(&event, &prices);
@@ -80,7 +70,7 @@ fn every_pricing_case_holds() {
 fn every_totals_case_holds() {
     let prices = PriceTable::shipped().unwrap();
     let mut failures = Vec::new();
-    for case in doc()["totals"].as_array().unwrap() {
+    for case in &section("totals") {
         let name = case["name"].as_str().unwrap();
         let events: Vec<UsageEvent> = serde_json::from_value(case["events"].clone()).unwrap();
         let priced: Vec<UsageEvent> = events.iter().map(|e| price_event(e, &prices)).collect();
@@ -108,7 +98,7 @@ fn every_totals_case_holds() {
 #[test]
 fn every_spend_crossing_case_holds() {
     let mut failures = Vec::new();
-    for case in doc()["spend"].as_array().unwrap() {
+    for case in &section("spend") {
         let name = case["name"].as_str().unwrap();
         let threshold = case["threshold_usd"]
             .as_f64()

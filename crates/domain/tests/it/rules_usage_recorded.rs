@@ -6,27 +6,12 @@
     reason = "fixture helpers: a missing or malformed recording must fail the test loudly"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use metaforge_domain::usage::{NormalizedUsage, normalize_usage};
 use metaforge_ports::ApiFamily;
+use metaforge_test_support::{Peer, require};
 use serde_json::{Map, Value};
-
-/// `<ancestor>/shared`, found by walking up from the crate until a sibling `shared/seeds` exists.
-fn shared_dir() -> PathBuf {
-    let mut dir = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-    loop {
-        let candidate = dir.join("shared");
-        if candidate.join("seeds").is_dir() {
-            return candidate;
-        }
-        assert!(
-            dir.pop(),
-            "no shared/seeds beside any ancestor of {}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-    }
-}
 
 fn sse_events(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -55,7 +40,10 @@ fn merged_anthropic_usage(events: &[Value]) -> Value {
 
 #[test]
 fn anthropic_recorded_stream_normalises_to_full_prompt_and_final_output() {
-    let events = sse_events(&shared_dir().join("upstream/recorded/anthropic/basic_response.sse"));
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let events = sse_events(&upstream.join("recorded/anthropic/basic_response.sse"));
     let usage = normalize_usage(ApiFamily::Anthropic, &merged_anthropic_usage(&events));
     assert_eq!(
         usage,
@@ -69,7 +57,10 @@ fn anthropic_recorded_stream_normalises_to_full_prompt_and_final_output() {
 
 #[test]
 fn every_anthropic_recording_reports_usage() {
-    let dir = shared_dir().join("upstream/recorded/anthropic");
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let dir = upstream.join("recorded/anthropic");
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let events = sse_events(&entry.unwrap().path());
@@ -87,7 +78,10 @@ fn every_anthropic_recording_reports_usage() {
 
 #[test]
 fn openai_recorded_usage_chunk_normalises_with_reasoning() {
-    let events = sse_events(&shared_dir().join("upstream/recorded/openai/173417d553406f03.sse"));
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let events = sse_events(&upstream.join("recorded/openai/173417d553406f03.sse"));
     let usage = events.iter().rev().find(|e| e["usage"].is_object()).unwrap();
     let got = normalize_usage(ApiFamily::OpenaiCompatible, &usage["usage"]);
     assert_eq!(got.prompt_tokens, Some(79));
@@ -101,7 +95,10 @@ fn openai_recorded_usage_chunk_normalises_with_reasoning() {
 
 #[test]
 fn gemini_recorded_usage_metadata_normalises() {
-    let path = shared_dir().join("upstream/recorded/gemini/Chats_Tests_sendMessage_Google_AI_with_text.json");
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let path = upstream.join("recorded/gemini/Chats_Tests_sendMessage_Google_AI_with_text.json");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let body = &doc["interactions"][0]["response"]["bodySegments"][0];
     let meta = &body["usageMetadata"];
@@ -117,7 +114,10 @@ fn gemini_recorded_usage_metadata_normalises() {
 
 #[test]
 fn bedrock_contract_declares_every_usage_field_read() {
-    let path = shared_dir().join("upstream/contracts/bedrock-runtime-service-2.json");
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let path = upstream.join("contracts/bedrock-runtime-service-2.json");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let members = &doc["shapes"]["TokenUsage"]["members"];
     for field in [
