@@ -1,18 +1,12 @@
 //! Integration against aimock (a real multi-provider mock server): all five families, JSON and
 //! streaming, plain text and tool calls. The test starts aimock itself from the npm install dir
-//! (`METAFORGE_NODE_DIR`, default `/var/tmp/metaforge-node`) and stops it by PID.
+//! (`METAFORGE_NODE_DIR`, default `/var/tmp/metaforge-node`) and kills its process group; without
+//! aimock each test prints why it is skipped.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers outside #[test] fns may panic"
-)]
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns may panic")]
 
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use metaforge_adapters_llm::frames::collect_stream;
@@ -23,59 +17,11 @@ use metaforge_ports::{
     Credential, CredentialSecret, FinishReason, LlmMessage, LlmProvider, LlmRequest, ProviderErrorKind,
     StreamEvent, ToolSpec,
 };
+use metaforge_test_support::peers::{self, Aimock};
 
-struct Aimock {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Aimock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_aimock() -> Aimock {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
-    assert!(
-        cli.exists(),
-        "aimock is not installed at {}: run `npm i --prefix {node_dir} @copilotkit/aimock @stdy/cli` \
-         (or point METAFORGE_NODE_DIR at the install dir)",
-        cli.display()
-    );
-    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aimock.json");
-    let port = free_port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
-        .arg(&fixtures)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start node for aimock: {e}"));
-    let mock = Aimock {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "aimock did not listen on {port} within 20s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    mock
+/// aimock serving this crate's fixtures; `None` (skipped) when aimock is not installed.
+fn start_aimock() -> Option<Aimock> {
+    peers::start_aimock(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/aimock.json"))
 }
 
 fn key() -> Credential {
@@ -161,7 +107,9 @@ fn request(model: &str, prompt: &str, tools: bool) -> LlmRequest {
 
 #[tokio::test]
 async fn every_family_completes_plain_text_and_tool_calls_as_json() {
-    let mock = start_aimock();
+    let Some(mock) = start_aimock() else {
+        return;
+    };
     for (name, provider, model, credential) in families(&mock.url) {
         let text = provider
             .complete(&request(model, "hi", false), Some(&credential))
@@ -183,7 +131,9 @@ async fn every_family_completes_plain_text_and_tool_calls_as_json() {
 
 #[tokio::test]
 async fn every_family_streams_text_deltas_usage_and_finish() {
-    let mock = start_aimock();
+    let Some(mock) = start_aimock() else {
+        return;
+    };
     for (name, provider, model, credential) in families(&mock.url) {
         let stream = provider
             .stream(&request(model, "hi", false), Some(&credential))
@@ -221,7 +171,9 @@ async fn every_family_streams_text_deltas_usage_and_finish() {
 
 #[tokio::test]
 async fn every_family_streams_tool_calls_except_codex_which_declines_by_capability() {
-    let mock = start_aimock();
+    let Some(mock) = start_aimock() else {
+        return;
+    };
     for (name, provider, model, credential) in families(&mock.url) {
         let result = provider
             .stream(&request(model, "weather in Paris?", true), Some(&credential))

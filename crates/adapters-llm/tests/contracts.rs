@@ -8,15 +8,12 @@
     reason = "test helpers outside #[test] fns may panic"
 )]
 
-mod support;
-
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use metaforge_adapters_llm::{bedrock, openai};
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
+use metaforge_test_support::{ChildGuard, Peer, net, require};
 use serde_json::{Value, json};
 
 fn tool_request() -> LlmRequest {
@@ -68,53 +65,34 @@ fn plain_request() -> LlmRequest {
 }
 
 struct Steady {
-    child: Child,
+    _child: ChildGuard,
     url: String,
 }
 
-impl Drop for Steady {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_steady() -> Steady {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = PathBuf::from(&node_dir).join("node_modules/@stdy/cli/steady.js");
+/// Steady serving OpenAI's OpenAPI description from the recordings; `None` (skipped) when Steady
+/// or the recordings are missing. Steady's launcher execs a native binary, so the whole process
+/// group is killed on drop.
+fn start_steady() -> Option<Steady> {
+    let cli = require(Peer::Steady)?;
+    let spec = require(Peer::Recordings)?.join("contracts/openai-openapi.yaml");
+    let port = net::unused_port();
+    let child = ChildGuard::spawn(
+        Command::new("node")
+            .arg(&cli)
+            .args(["--host", "127.0.0.1", "-p", &port.to_string(), "-q"])
+            .arg(&spec)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .unwrap_or_else(|e| panic!("cannot start node for Steady: {e}"));
     assert!(
-        cli.exists(),
-        "Steady is not installed at {}: run `npm i --prefix {node_dir} @copilotkit/aimock @stdy/cli` \
-         (or point METAFORGE_NODE_DIR at the install dir)",
-        cli.display()
+        net::wait_listening(("127.0.0.1", port), Duration::from_secs(60)),
+        "Steady did not listen on {port} within 60s"
     );
-    let spec = support::shared_dir().join("upstream/contracts/openai-openapi.yaml");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["--host", "127.0.0.1", "-p", &port.to_string(), "-q"])
-        .arg(&spec)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start node for Steady: {e}"));
-    let steady = Steady {
-        child,
+    Some(Steady {
+        _child: child,
         url: format!("http://127.0.0.1:{port}"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "Steady did not listen on {port} within 60s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    steady
+    })
 }
 
 async fn post(url: &str, body: &Value) -> (u16, String) {
@@ -131,7 +109,9 @@ async fn post(url: &str, body: &Value) -> (u16, String) {
 
 #[tokio::test]
 async fn openai_requests_plain_streaming_and_with_tools_are_accepted_by_the_openapi_contract() {
-    let steady = start_steady();
+    let Some(steady) = start_steady() else {
+        return;
+    };
     let cases = [
         ("plain", openai::request_body(&plain_request(), false, false)),
         ("streaming", openai::request_body(&plain_request(), true, true)),
@@ -163,8 +143,8 @@ struct Botocore {
 }
 
 impl Botocore {
-    fn load() -> Self {
-        let path = support::shared_dir().join("upstream/contracts/bedrock-runtime-service-2.json");
+    fn load(upstream: &std::path::Path) -> Self {
+        let path = upstream.join("contracts/bedrock-runtime-service-2.json");
         let model: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         Self {
             shapes: model["shapes"].clone(),
@@ -234,7 +214,10 @@ impl Botocore {
 
 #[test]
 fn bedrock_converse_request_bodies_conform_to_the_botocore_model() {
-    let model = Botocore::load();
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let model = Botocore::load(&upstream);
     model.assert_conforms("ConverseRequest", &bedrock::request_body(&tool_request()));
     model.assert_conforms("ConverseStreamRequest", &bedrock::request_body(&plain_request()));
     let mut auto = tool_request();
@@ -244,7 +227,10 @@ fn bedrock_converse_request_bodies_conform_to_the_botocore_model() {
 
 #[test]
 fn bedrock_converse_response_and_stream_events_the_parser_reads_are_contract_shapes() {
-    let model = Botocore::load();
+    let Some(upstream) = require(Peer::Recordings) else {
+        return;
+    };
+    let model = Botocore::load(&upstream);
     let response = json!({
         "output": {"message": {"role": "assistant", "content": [
             {"text": "Checking."},
