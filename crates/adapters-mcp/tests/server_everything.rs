@@ -1,5 +1,6 @@
 //! The MCP client against a real peer: `@modelcontextprotocol/server-everything`, started by the
-//! tests over stdio and streamable HTTP. Install it with
+//! tests over stdio and streamable HTTP (each test prints why it is skipped when it is missing).
+//! Install it with
 //! `npm i --prefix /var/tmp/metaforge-node @modelcontextprotocol/server-everything`
 //! (or point `METAFORGE_NODE_DIR` at another prefix).
 
@@ -8,70 +9,55 @@
     reason = "test helpers outside #[test] fns: a failed peer start must fail the test loudly"
 )]
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
 use metaforge_ports::{PortErrorKind, ToolSource};
+use metaforge_test_support::{ChildGuard, Peer, net, require};
 use serde_json::{Map, Value, json};
 
-fn node_dir() -> PathBuf {
-    PathBuf::from(std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into()))
-}
-
-fn everything_js() -> String {
-    let path = node_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        path.exists(),
-        "server-everything is not installed at {} (npm i --prefix {} @modelcontextprotocol/server-everything)",
-        path.display(),
-        node_dir().display()
-    );
-    path.display().to_string()
+/// server-everything's entry point; `None` (skipped, printed) when it is not installed.
+fn everything_js() -> Option<String> {
+    require(Peer::ServerEverything).map(|path| path.display().to_string())
 }
 
 fn args(v: Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap_or_default()
 }
 
-fn stdio_config(name: &str) -> ServerConfig {
+fn stdio_config(name: &str) -> Option<ServerConfig> {
     let mut c = ServerConfig::new(
         name,
         ServerTransport::Stdio {
             command: "node".into(),
-            args: vec![everything_js(), "stdio".into()],
+            args: vec![everything_js()?, "stdio".into()],
             env: Default::default(),
         },
     );
     c.protocol = ProtocolChoice::Initialize;
     c.call_timeout = Duration::from_secs(20);
-    c
+    Some(c)
 }
 
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// server-everything over streamable HTTP, stopped by PID on drop.
+/// server-everything over streamable HTTP, killed with its process group on drop.
 struct HttpEverything {
-    child: tokio::process::Child,
+    child: ChildGuard,
     port: u16,
 }
 
 impl HttpEverything {
-    async fn start(port: u16) -> Self {
-        let child = tokio::process::Command::new("node")
-            .arg(everything_js())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+    async fn start(js: &str, port: u16) -> Self {
+        let child = ChildGuard::spawn(
+            std::process::Command::new("node")
+                .arg(js)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
             assert!(
@@ -85,15 +71,17 @@ impl HttpEverything {
 
     async fn kill(mut self) {
         let pid = self.child.id();
-        self.child.kill().await.unwrap();
-        let _ = self.child.wait().await;
-        println!("killed server-everything pid {pid:?} on port {}", self.port);
+        self.child.kill();
+        println!("killed server-everything pid {pid} on port {}", self.port);
     }
 }
 
 #[tokio::test]
 async fn stdio_lists_and_calls_server_everything_tools() {
-    let client = McpToolServer::new(stdio_config("everything"));
+    let Some(config) = stdio_config("everything") else {
+        return;
+    };
+    let client = McpToolServer::new(config);
     let tools = client.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"echo") && names.contains(&"get-sum"), "{names:?}");
@@ -109,7 +97,9 @@ async fn stdio_lists_and_calls_server_everything_tools() {
 
 #[tokio::test]
 async fn include_and_exclude_globs_filter_the_listed_tools() {
-    let mut config = stdio_config("everything");
+    let Some(mut config) = stdio_config("everything") else {
+        return;
+    };
     config.include = vec!["get-*".into(), "echo".into()];
     config.exclude = vec!["get-env".into()];
     let client = McpToolServer::new(config);
@@ -126,7 +116,9 @@ async fn include_and_exclude_globs_filter_the_listed_tools() {
 
 #[tokio::test]
 async fn auto_protocol_falls_back_to_initialize_for_a_legacy_server() {
-    let mut config = stdio_config("everything");
+    let Some(mut config) = stdio_config("everything") else {
+        return;
+    };
     config.protocol = ProtocolChoice::Auto;
     let client = McpToolServer::new(config);
     let tools = client.list_tools().await.unwrap();
@@ -139,7 +131,10 @@ async fn auto_protocol_falls_back_to_initialize_for_a_legacy_server() {
 
 #[tokio::test]
 async fn tools_list_changed_makes_the_client_re_list() {
-    let client = McpToolServer::new(stdio_config("everything"));
+    let Some(config) = stdio_config("everything") else {
+        return;
+    };
+    let client = McpToolServer::new(config);
     let first = client.list_tools().await.unwrap();
     // server-everything registers its capability-dependent tools right after the handshake and
     // announces them with notifications/tools/list_changed.
@@ -173,7 +168,9 @@ async fn tools_list_changed_makes_the_client_re_list() {
 
 #[tokio::test]
 async fn progress_notifications_reset_the_call_timeout() {
-    let mut config = stdio_config("everything");
+    let Some(mut config) = stdio_config("everything") else {
+        return;
+    };
     config.call_timeout = Duration::from_millis(1500);
     let client = McpToolServer::new(config);
     let started = Instant::now();
@@ -192,7 +189,9 @@ async fn progress_notifications_reset_the_call_timeout() {
 
 #[tokio::test]
 async fn a_call_silent_past_its_timeout_fails_as_unavailable() {
-    let mut config = stdio_config("everything");
+    let Some(mut config) = stdio_config("everything") else {
+        return;
+    };
     config.call_timeout = Duration::from_millis(800);
     let client = McpToolServer::new(config);
     client.connect().await.unwrap();
@@ -225,8 +224,11 @@ async fn http_client_survives_the_server_being_killed_and_restarted() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_test_writer()
         .try_init();
-    let port = free_port();
-    let server = HttpEverything::start(port).await;
+    let Some(js) = everything_js() else {
+        return;
+    };
+    let port = net::unused_port();
+    let server = HttpEverything::start(&js, port).await;
     let mut config = ServerConfig::new(
         "everything",
         ServerTransport::Http {
@@ -243,7 +245,7 @@ async fn http_client_survives_the_server_being_killed_and_restarted() {
         .unwrap();
     println!("call 1: {} | stats {:?}", first.text(), client.stats());
     server.kill().await;
-    let server = HttpEverything::start(port).await;
+    let server = HttpEverything::start(&js, port).await;
     println!("restarted server-everything on port {port}");
     let second = client
         .call_tool("echo", args(json!({"message": "after restart"})))

@@ -311,11 +311,8 @@ async fn the_service_key_makes_a_service_caller_and_a_wrong_key_an_untrusted_one
 
 #[tokio::test]
 async fn the_client_re_initialises_after_the_sidecar_restarts_and_answers_404() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // The sidecar is restarted on the same address, so the test keeps a port number, not a listener.
+    let port = metaforge_test_support::net::unused_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let (url, first) = sidecar(Arc::new(QuestionHost::default()), addr, None).await;
     let mut config = ServerConfig::new(
