@@ -1,19 +1,18 @@
 //! `POST /v1/chat/completions` and `GET /v1/harness/providers` over the real pipeline and the real
 //! OpenAI-compatible adapter, against a local upstream whose answers the test scripts and against
-//! aimock (a real multi-provider mock server the test starts and stops by PID).
+//! aimock (a real multi-provider mock server the test starts and kills with its process group;
+//! without aimock those tests print why they are skipped).
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use http_body_util::BodyExt;
 use metaforge_app::gateway::GatewayState;
 use metaforge_app::pipeline::RetryPolicy;
 use metaforge_test_support::doubles::MemoryUsageStore;
+use metaforge_test_support::peers;
 use tower::ServiceExt;
 
 use crate::common::{
@@ -331,46 +330,20 @@ async fn providers_view_lists_rows_and_the_fallback_alarm() {
     assert!(json["fallback_count"].is_null(), "unknown is not 0: {json}");
 }
 
-struct Aimock(Child);
-
-impl Drop for Aimock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_aimock() -> (Aimock, u16) {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
-    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
+/// aimock serving the adapters' fixtures; `None` (skipped) when aimock is not installed.
+fn start_aimock() -> Option<(peers::Aimock, u16)> {
     let fixtures =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../adapters-llm/tests/fixtures/aimock.json");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
-        .arg(&fixtures)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mock = Aimock(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "aimock did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (mock, port)
+    let mock = peers::start_aimock(&fixtures)?;
+    let port = mock.port;
+    Some((mock, port))
 }
 
 #[tokio::test]
 async fn chat_completions_against_aimock_json_and_sse() {
-    let (_mock, port) = start_aimock();
+    let Some((_mock, port)) = start_aimock() else {
+        return;
+    };
     let (state, usage) = state_with_pipeline(&format!("http://127.0.0.1:{port}/v1"));
     let app = app_over(state);
     let (status, headers, json) = send(&app, post("/v1/chat/completions", &body("chat", false), None)).await;
@@ -772,7 +745,9 @@ async fn failed_primary_served_by_fallback_names_both_in_headers_and_raises_the_
 
 #[tokio::test]
 async fn tool_calls_against_aimock_json_and_sse() {
-    let (_mock, port) = start_aimock();
+    let Some((_mock, port)) = start_aimock() else {
+        return;
+    };
     let (state, _) = state_with_pipeline(&format!("http://127.0.0.1:{port}/v1"));
     let app = app_over(state);
     let request = |stream: bool| {
