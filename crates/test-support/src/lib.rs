@@ -2,7 +2,8 @@
 //! generator, and one generic contract suite per port that every adapter of that port runs; and
 //! the harness every test binary shares: bound loopback listeners ([`net`]), the npm/pip peers and
 //! the skip-or-fail decision when one is missing ([`peers`]), children killed with their process
-//! group ([`process`]) and the rule case tables ([`cases`]).
+//! group ([`process`]), one scripted OpenAI-compatible upstream ([`upstream`]) and the rule case
+//! tables ([`cases`]).
 //!
 //! The doubles exist for unit tests only. Nothing in production code may depend on this crate
 //! (adapters take it as a dev-dependency), so a double can never be selected silently at run time.
@@ -18,6 +19,7 @@ pub mod doubles;
 pub mod net;
 pub mod peers;
 pub mod process;
+pub mod upstream;
 
 pub use cases::cases;
 pub use clock::{ManualClock, SequentialIds};
