@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use http_body_util::BodyExt;
@@ -13,6 +13,7 @@ use metaforge_app::gateway::GatewayState;
 use metaforge_app::pipeline::RetryPolicy;
 use metaforge_test_support::doubles::MemoryUsageStore;
 use metaforge_test_support::peers;
+use metaforge_test_support::upstream::{Reply, Scripted};
 use tower::ServiceExt;
 
 use crate::common::{
@@ -29,10 +30,17 @@ enum Mode {
     ToolCall,
 }
 
-/// A scripted local upstream: its base URL and every request body it received, in order.
+/// A scripted local upstream: its base URL (`…/v1`) and the upstream, which keeps every request.
 struct Upstream {
     url: String,
-    received: Arc<Mutex<Vec<serde_json::Value>>>,
+    scripted: Scripted,
+}
+
+impl Upstream {
+    /// Every request body it received, in order.
+    fn received(&self) -> Vec<serde_json::Value> {
+        self.scripted.bodies()
+    }
 }
 
 fn sse(frames: &[serde_json::Value]) -> String {
@@ -54,39 +62,26 @@ fn upstream_usage_chunk() -> serde_json::Value {
 /// A local OpenAI-compatible upstream: JSON or SSE by the request's `stream` flag (text, or a
 /// `get_weather` tool call streamed in OpenAI's fragments), 429, or 500.
 async fn upstream(mode: Mode) -> Upstream {
-    use axum::response::IntoResponse;
-    let received = Arc::new(Mutex::new(Vec::new()));
-    let seen = Arc::clone(&received);
-    let handler = move |axum::Json(body): axum::Json<serde_json::Value>| {
-        seen.lock().unwrap().push(body.clone());
-        async move {
-            let null = serde_json::Value::Null;
-            let stream = body["stream"] == serde_json::json!(true);
-            match (mode, stream) {
-                (Mode::RateLimited, _) => (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    [("retry-after", "1")],
+    let respond = move |body: &serde_json::Value| {
+        let null = serde_json::Value::Null;
+        let stream = body["stream"] == serde_json::json!(true);
+        match (mode, stream) {
+                (Mode::RateLimited, _) => Reply::json_with(
+                    429,
+                    &[("retry-after", "1")],
                     r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
-                )
-                    .into_response(),
-                (Mode::ServerError, _) => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
+                ),
+                (Mode::ServerError, _) => Reply::json(
+                    500,
                     r#"{"error":{"message":"upstream exploded","type":"server_error"}}"#,
-                )
-                    .into_response(),
-                (Mode::Ok, true) => (
-                    [("content-type", "text/event-stream")],
-                    sse(&[
+                ),
+                (Mode::Ok, true) => Reply::Sse(sse(&[
                         upstream_chunk(serde_json::json!({"role": "assistant", "content": "Hel"}), null.clone()),
                         upstream_chunk(serde_json::json!({"content": "lo"}), null.clone()),
                         upstream_chunk(serde_json::json!({}), serde_json::json!("stop")),
                         upstream_usage_chunk(),
-                    ]),
-                )
-                    .into_response(),
-                (Mode::ToolCall, true) => (
-                    [("content-type", "text/event-stream")],
-                    sse(&[
+                ])),
+                (Mode::ToolCall, true) => Reply::Sse(sse(&[
                         upstream_chunk(
                             serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
                                 "id": "call_w1", "type": "function",
@@ -103,27 +98,30 @@ async fn upstream(mode: Mode) -> Upstream {
                         ),
                         upstream_chunk(serde_json::json!({}), serde_json::json!("tool_calls")),
                         upstream_usage_chunk(),
-                    ]),
-                )
-                    .into_response(),
-                (Mode::Ok, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                ])),
+                (Mode::Ok, false) => Reply::json(
+                    200,
+                    serde_json::json!({"id": "u1", "object": "chat.completion",
                     "model": "gpt-4o-mini",
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}))
-                .into_response(),
-                (Mode::ToolCall, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
+                    .to_string(),
+                ),
+                (Mode::ToolCall, false) => Reply::json(
+                    200,
+                    serde_json::json!({"id": "u1", "object": "chat.completion",
                     "model": "gpt-4o-mini",
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
                         {"id": "call_w1", "type": "function",
                          "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\"}"}}]},
                         "finish_reason": "tool_calls"}],
-                    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}}))
-                .into_response(),
-            }
+                    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}})
+                    .to_string(),
+                ),
         }
     };
-    let url = serve_upstream(axum::routing::post(handler)).await;
-    Upstream { url, received }
+    let (url, scripted) = serve_upstream(respond).await;
+    Upstream { url, scripted }
 }
 
 /// A harness where `chat` and `summarisation` route to openai, which is credentialed.
@@ -421,7 +419,7 @@ async fn tool_round_trip_sends_tools_and_history_upstream_in_openai_shape_and_re
     assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
     assert_eq!(json["usage"]["total_tokens"], 42);
 
-    let sent = upstream.received.lock().unwrap()[0].clone();
+    let sent = upstream.received()[0].clone();
     assert_eq!(
         sent["tools"],
         serde_json::json!([
@@ -450,7 +448,7 @@ async fn tool_round_trip_sends_tools_and_history_upstream_in_openai_shape_and_re
                      {"role": "tool", "tool_call_id": "call_w2", "content": [{"type": "text", "text": "21C, clear"}]}]});
     let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
     assert_eq!(status, StatusCode::OK, "{json}");
-    let sent = upstream.received.lock().unwrap()[1].clone();
+    let sent = upstream.received()[1].clone();
     assert_eq!(
         sent["tool_choice"],
         serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
@@ -532,7 +530,7 @@ async fn streamed_tool_call_is_openai_tool_call_deltas_ending_with_finish_reason
         serde_json::json!({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11})
     );
     assert_eq!(
-        upstream.received.lock().unwrap()[0]["tools"][0]["function"]["name"],
+        upstream.received()[0]["tools"][0]["function"]["name"],
         "get_weather"
     );
     assert_eq!(recorded(&usage, 1).await.len(), 1);
@@ -687,10 +685,7 @@ async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_u
             "{request} → {json}"
         );
     }
-    assert!(
-        upstream.received.lock().unwrap().is_empty(),
-        "a refused request went upstream"
-    );
+    assert!(upstream.received().is_empty(), "a refused request went upstream");
     assert!(nothing_recorded(&usage).await);
 }
 
@@ -736,11 +731,7 @@ async fn failed_primary_served_by_fallback_names_both_in_headers_and_raises_the_
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(events[0].provider, "deepseek");
     }
-    assert_eq!(
-        exploding.received.lock().unwrap().len(),
-        2,
-        "one attempt per call, no retries"
-    );
+    assert_eq!(exploding.received().len(), 2, "one attempt per call, no retries");
 }
 
 #[tokio::test]
