@@ -69,7 +69,7 @@ async fn kafka_event_bus_honours_the_contract_and_persists_with_a_trace_id_heade
 
 #[tokio::test]
 async fn an_unreachable_broker_at_start_falls_back_to_the_in_process_bus() {
-    let port = support::free_port();
+    let port = metaforge_test_support::net::unused_port();
     let bootstrap = format!("127.0.0.1:{port}");
     let connect = KafkaEventBus::connect(&bootstrap).await;
     assert_eq!(connect.err().map(|e| e.kind), Some(PortErrorKind::Unavailable));

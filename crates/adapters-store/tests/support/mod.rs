@@ -33,11 +33,6 @@ impl Drop for RealServer {
     }
 }
 
-/// A loopback port nothing listens on right now (see `net::unused_port`).
-pub(crate) fn free_port() -> u16 {
-    net::unused_port()
-}
-
 /// Starts `program args` and waits until `ready()` answers true (or fails after 60 s).
 pub(crate) fn start(
     program: PathBuf,
@@ -80,7 +75,7 @@ pub(crate) fn start(
 /// `None` (skipped) when it is not installed.
 pub(crate) fn start_falkordb() -> Option<RealServer> {
     let bin = require(Peer::FalkorDb)?;
-    let port = free_port();
+    let port = net::unused_port();
     let args = vec![
         "--bind".into(),
         "127.0.0.1".into(),
@@ -111,7 +106,7 @@ pub(crate) fn start_falkordb() -> Option<RealServer> {
 /// `None` (skipped) when it is not installed.
 pub(crate) fn start_tansu() -> Option<RealServer> {
     let tansu = require(Peer::Tansu)?;
-    let port = free_port();
+    let port = net::unused_port();
     let url = format!("tcp://127.0.0.1:{port}");
     let args = vec![
         "broker".into(),

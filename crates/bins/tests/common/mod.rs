@@ -61,12 +61,6 @@ pub(crate) fn metaforge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_metaforge"))
 }
 
-/// A loopback port nothing listens on right now, for a peer that must be told its port up front
-/// (see `net::unused_port`).
-pub(crate) fn free_port() -> u16 {
-    net::unused_port()
-}
-
 /// Waits until `addr` accepts TCP connections; fails the test naming `what` if it never does.
 pub(crate) fn wait_until_listening(addr: impl ToSocketAddrs + std::fmt::Debug, what: &str) {
     let deadline = Instant::now() + READY_WITHIN;
@@ -119,7 +113,7 @@ pub(crate) fn start_gateway(home: &Path, vars: &[(&str, String)]) -> (Process, S
 /// `configure` adds what the test needs (environment, where stderr goes). Returns once it accepts
 /// connections, with its MCP endpoint URL.
 pub(crate) fn start_sidecar(home: &Path, configure: impl FnOnce(&mut Command)) -> (Process, String) {
-    let port = free_port();
+    let port = net::unused_port();
     let mut command = metaforge();
     command
         .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
