@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's automation, one entry point for CI and developers.
 //!
 //! Subcommands:
-//! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest, doctests, cargo-deny.
+//! - `ci`       — the one local gate: fmt check, clippy `-D warnings`, layering, nextest (every peer
+//!   required: `METAFORGE_REQUIRE_PEERS=1`), doctests, no listener left behind by the tests, cargo-deny.
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
@@ -15,6 +16,7 @@ mod bench_gateway;
 mod bench_pipeline;
 mod e2e;
 mod layering;
+mod listeners;
 
 use std::process::{Command, ExitCode};
 
@@ -51,9 +53,16 @@ fn main() -> ExitCode {
 
 /// Runs a command, streaming its output, and fails naming the command when it fails.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
-    eprintln!("xtask: $ {program} {}", args.join(" "));
+    run_env(program, args, &[])
+}
+
+/// [`run`] with these variables added to the command's environment.
+pub(crate) fn run_env(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
+    let shown: String = envs.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    eprintln!("xtask: $ {shown}{program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
+        .envs(envs.iter().copied())
         .status()
         .with_context(|| format!("could not start `{program}`"))?;
     if !status.success() {
@@ -78,7 +87,13 @@ fn ci() -> Result<()> {
     )?;
     layering::check()?;
     alerts()?;
-    test()?;
+    // Every peer is installed here, so a test that would skip for a missing peer fails instead;
+    // and no server a test started may outlive the run.
+    let before = listeners::snapshot();
+    let tested = test_with(&[(REQUIRE_PEERS, "1")]);
+    let left = listeners::check_none_left(&before, &workspace_root());
+    tested?;
+    left?;
     api_fuzz::run("50")?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
     // licences, bans and sources are checked offline.
@@ -99,14 +114,30 @@ fn alerts() -> Result<()> {
     )
 }
 
+/// The variable that makes a test fail, instead of skip, when its peer is missing
+/// (`metaforge_test_support::peers::require`).
+const REQUIRE_PEERS: &str = "METAFORGE_REQUIRE_PEERS";
+
+/// The workspace root (this crate's parent directory).
+fn workspace_root() -> std::path::PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
 fn test() -> Result<()> {
-    run(
+    test_with(&[])
+}
+
+/// nextest over the workspace, the feature-gated store engines and the doctests, with `envs` added.
+fn test_with(envs: &[(&str, &str)]) -> Result<()> {
+    run_env(
         "cargo",
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+        envs,
     )?;
     // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
     // their real servers themselves; the crash loop and the two-process race need the helper bin.
-    run(
+    run_env(
         "cargo",
         &[
             "nextest",
@@ -118,7 +149,8 @@ fn test() -> Result<()> {
             "--features",
             "falkordb,kafka,crash-harness",
         ],
+        envs,
     )?;
-    run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
+    run_env("cargo", &["test", "--workspace", "--locked", "--doc"], envs)?;
     Ok(())
 }
