@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 
-/// The repository's `fixtures/rules` directory.
+/// The repository's `fixtures/rules` directory (every crate sits at `crates/<name>`).
 #[must_use]
 pub fn rules_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/rules"))
+    crate::peers::manifest_dir().join("../../fixtures/rules")
 }
 
 /// The `cases` array of `fixtures/rules/<name>.json`, each case deserialized as `C`.

@@ -114,10 +114,18 @@ pub fn node22_path() -> String {
     )
 }
 
+/// The crate directory of the running test: `CARGO_MANIFEST_DIR` as cargo and nextest set it when
+/// they run a test, else this crate's (a build reused from another checkout must not point into it).
+#[must_use]
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 /// The `shared/` directory beside the repository (the first ancestor's `shared/` with `seeds/`).
 #[must_use]
 pub fn shared_dir() -> Option<PathBuf> {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    manifest_dir()
         .ancestors()
         .map(|dir| dir.join("shared"))
         .find(|candidate| candidate.join("seeds").is_dir())
