@@ -169,7 +169,7 @@ mod tests {
         let before = snapshot();
         let leaked = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = leaked.local_addr().unwrap().port();
-        let err = check_none_left(&before, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+        let err = check_none_left(&before, &crate::workspace_root())
             .unwrap_err()
             .to_string();
         assert!(

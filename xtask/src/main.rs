@@ -118,10 +118,16 @@ fn alerts() -> Result<()> {
 /// (`metaforge_test_support::peers::require`).
 const REQUIRE_PEERS: &str = "METAFORGE_REQUIRE_PEERS";
 
-/// The workspace root (this crate's parent directory).
-fn workspace_root() -> std::path::PathBuf {
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest).to_path_buf()
+/// The workspace root (this crate's parent directory), from the `CARGO_MANIFEST_DIR` cargo sets
+/// when it runs xtask (a binary built in another checkout must not name that checkout).
+pub(crate) fn workspace_root() -> std::path::PathBuf {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        std::path::PathBuf::from,
+    );
+    manifest
+        .parent()
+        .map_or_else(|| manifest.clone(), std::path::Path::to_path_buf)
 }
 
 fn test() -> Result<()> {
