@@ -114,9 +114,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 "-p",
                 "metaforge-adapters-llm",
                 "--test",
-                "real_model",
+                "it",
                 "--",
                 "--ignored",
+                "real_model::",
             ],
             &[
                 "-p",

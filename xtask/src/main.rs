@@ -2,7 +2,8 @@
 //!
 //! Subcommands:
 //! - `ci`       — the one local gate: installs missing test tools (`setup`), then fmt check, clippy
-//!   `-D warnings`, layering, nextest, doctests, cargo-deny.
+//!   `-D warnings`, layering, doc-check, nextest (every peer required: `METAFORGE_REQUIRE_PEERS=1`),
+//!   doctests, no listener left behind by the tests, api-fuzz, readme-check, cargo-deny.
 //! - `setup`    — installs what the tests need when it is missing (venv + npm prefix under
 //!   `METAFORGE_TOOLS_DIR`, cargo-nextest, cargo-deny, promtool).
 //! - `doc-check` — fails when `docs/ARCHITECTURE.md` names a path or identifier that does not exist.
@@ -21,6 +22,7 @@ mod bench_pipeline;
 mod doc_check;
 mod e2e;
 mod layering;
+mod listeners;
 mod readme_check;
 mod setup;
 
@@ -62,10 +64,17 @@ fn main() -> ExitCode {
 
 /// Runs a command, streaming its output, and fails naming the command when it fails.
 pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
-    eprintln!("xtask: $ {program} {}", args.join(" "));
+    run_env(program, args, &[])
+}
+
+/// [`run`] with these variables added to the command's environment.
+pub(crate) fn run_env(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
+    let shown: String = envs.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    eprintln!("xtask: $ {shown}{program} {}", args.join(" "));
     let status = Command::new(program)
         .args(args)
         .envs(setup::tool_env().iter().map(|(k, v)| (k, v)))
+        .envs(envs.iter().copied())
         .status()
         .with_context(|| format!("could not start `{program}`"))?;
     if !status.success() {
@@ -92,7 +101,13 @@ fn ci() -> Result<()> {
     layering::check()?;
     doc_check::run()?;
     alerts()?;
-    test()?;
+    // Every peer is installed here, so a test that would skip for a missing peer fails instead;
+    // and no server a test started may outlive the run.
+    let before = listeners::snapshot();
+    let tested = test_with(&[(REQUIRE_PEERS, "1")]);
+    let left = listeners::check_none_left(&before, &workspace_root());
+    tested?;
+    left?;
     api_fuzz::run("50")?;
     readme_check::run()?;
     // Advisories need the advisory database from the network, which these machines cannot reach;
@@ -114,14 +129,36 @@ fn alerts() -> Result<()> {
     )
 }
 
+/// The variable that makes a test fail, instead of skip, when its peer is missing
+/// (`metaforge_test_support::peers::require`).
+const REQUIRE_PEERS: &str = "METAFORGE_REQUIRE_PEERS";
+
+/// The workspace root (this crate's parent directory), from the `CARGO_MANIFEST_DIR` cargo sets
+/// when it runs xtask (a binary built in another checkout must not name that checkout).
+pub(crate) fn workspace_root() -> std::path::PathBuf {
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+        std::path::PathBuf::from,
+    );
+    manifest
+        .parent()
+        .map_or_else(|| manifest.clone(), std::path::Path::to_path_buf)
+}
+
 fn test() -> Result<()> {
-    run(
+    test_with(&[])
+}
+
+/// nextest over the workspace, the feature-gated store engines and the doctests, with `envs` added.
+fn test_with(envs: &[(&str, &str)]) -> Result<()> {
+    run_env(
         "cargo",
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
+        envs,
     )?;
     // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
     // their real servers themselves; the crash loop and the two-process race need the helper bin.
-    run(
+    run_env(
         "cargo",
         &[
             "nextest",
@@ -133,7 +170,8 @@ fn test() -> Result<()> {
             "--features",
             "falkordb,kafka,crash-harness",
         ],
+        envs,
     )?;
-    run("cargo", &["test", "--workspace", "--locked", "--doc"])?;
+    run_env("cargo", &["test", "--workspace", "--locked", "--doc"], envs)?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 
 #![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns may panic")]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,128 +22,13 @@ use metaforge_ports::{
     Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest,
     ProviderErrorKind, StreamEvent, ToolSpec,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use metaforge_test_support::upstream::{Reply, Scripted};
 
-/// One scripted answer.
-#[derive(Clone)]
-enum Reply {
-    Json(u16, Vec<(&'static str, String)>, String),
-    Slow(Duration),
-    /// SSE headers, then these bytes, then the connection is dropped.
-    SseCut(String),
-    Sse(String),
-}
-
-#[derive(Clone, Default)]
-struct Upstream {
-    script: Arc<Mutex<VecDeque<Reply>>>,
-    seen_auth: Arc<Mutex<Vec<String>>>,
-}
-
-impl Upstream {
-    async fn start(replies: Vec<Reply>) -> (Self, String) {
-        let upstream = Upstream {
-            script: Arc::new(Mutex::new(replies.into())),
-            seen_auth: Arc::default(),
-        };
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let me = upstream.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut socket, _)) = listener.accept().await else {
-                    return;
-                };
-                let me = me.clone();
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    let mut chunk = [0u8; 4096];
-                    let header_end = loop {
-                        let n = socket.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..header_end]).to_ascii_lowercase();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    while buf.len() < header_end + length {
-                        let n = socket.read(&mut chunk).await.unwrap_or(0);
-                        if n == 0 {
-                            break;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                    }
-                    let auth = head
-                        .lines()
-                        .find_map(|l| {
-                            l.strip_prefix("authorization:")
-                                .or_else(|| l.strip_prefix("x-api-key:"))
-                        })
-                        .map(|v| v.trim().to_owned())
-                        .unwrap_or_default();
-                    me.seen_auth.lock().unwrap().push(auth);
-                    let reply = me.script.lock().unwrap().pop_front();
-                    let reply = reply.unwrap_or(Reply::Json(
-                        500,
-                        vec![],
-                        r#"{"error":{"message":"script exhausted"}}"#.into(),
-                    ));
-                    match reply {
-                        Reply::Json(status, headers, body) => {
-                            let mut out = format!(
-                                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-                                body.len()
-                            );
-                            for (k, v) in headers {
-                                out.push_str(&format!("{k}: {v}\r\n"));
-                            }
-                            out.push_str("\r\n");
-                            out.push_str(&body);
-                            let _ = socket.write_all(out.as_bytes()).await;
-                        }
-                        Reply::Slow(wait) => {
-                            tokio::time::sleep(wait).await;
-                            let body = ok_body("too late");
-                            let out = format!(
-                                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                                body.len()
-                            );
-                            let _ = socket.write_all(out.as_bytes()).await;
-                        }
-                        Reply::SseCut(partial) => {
-                            let out = format!(
-                                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{partial}"
-                            );
-                            let _ = socket.write_all(out.as_bytes()).await;
-                            let _ = socket.flush().await;
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                        }
-                        Reply::Sse(body) => {
-                            let out = format!(
-                                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{body}"
-                            );
-                            let _ = socket.write_all(out.as_bytes()).await;
-                        }
-                    }
-                    let _ = socket.shutdown().await;
-                });
-            }
-        });
-        (upstream, url)
-    }
-
-    fn auth_seen(&self) -> Vec<String> {
-        self.seen_auth.lock().unwrap().clone()
-    }
+/// The shared scripted upstream answering `replies` in order, and its base URL.
+async fn upstream(replies: Vec<Reply>) -> (Scripted, String) {
+    let up = Scripted::queue(replies).await;
+    let url = up.url().to_owned();
+    (up, url)
 }
 
 fn ok_body(text: &str) -> String {
@@ -282,10 +167,10 @@ async fn store_with(keys: &[&str]) -> (tempfile::TempDir, Arc<FileCredentialStor
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_waits_the_advised_time_up_to_the_cap_then_succeeds() {
-    let (_up, url) = Upstream::start(vec![
+    let (_up, url) = upstream(vec![
         Reply::Json(
             429,
-            vec![("retry-after", "1".into())],
+            vec![("retry-after".into(), "1".into())],
             r#"{"error":{"message":"slow down"}}"#.into(),
         ),
         ok("after the wait"),
@@ -315,7 +200,7 @@ async fn rate_limit_with_retry_after_waits_the_advised_time_up_to_the_cap_then_s
 
 #[tokio::test]
 async fn server_errors_500_and_503_are_retried_on_the_same_provider() {
-    let (_up, url) = Upstream::start(vec![err(500), err(503), ok("third time")]).await;
+    let (_up, url) = upstream(vec![err(500), err(503), ok("third time")]).await;
     let rig = rig(vec![openai("openai", &url)], vec![c("openai", "gpt-4o")], 2, None);
     let served = rig.pipeline.complete(&spec("s"), hello()).await.unwrap();
     assert_eq!(served.value.text, "third time");
@@ -329,7 +214,7 @@ async fn anthropic_529_overloaded_is_retried() {
     let message = serde_json::json!({"id": "m", "type": "message", "role": "assistant", "model": "claude-x",
         "content": [{"type": "text", "text": "ok now"}], "stop_reason": "end_turn",
         "usage": {"input_tokens": 3, "output_tokens": 2, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 7}});
-    let (_up, url) = Upstream::start(vec![
+    let (_up, url) = upstream(vec![
         Reply::Json(
             529,
             vec![],
@@ -398,8 +283,12 @@ async fn a_response_slower_than_the_timeout_falls_back_and_raises_the_alarm() {
     let recorder = metrics_util::debugging::DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _guard = metrics::set_default_local_recorder(&recorder);
-    let (_slow, slow_url) = Upstream::start(vec![Reply::Slow(Duration::from_secs(3))]).await;
-    let (_fast, fast_url) = Upstream::start(vec![ok("from the fallback")]).await;
+    let (_slow, slow_url) = upstream(vec![Reply::Delayed(
+        Duration::from_secs(3),
+        Box::new(ok("too late")),
+    )])
+    .await;
+    let (_fast, fast_url) = upstream(vec![ok("from the fallback")]).await;
     let rig = rig(
         vec![openai("openai", &slow_url), openai("openrouter", &fast_url)],
         vec![c("openai", "gpt-4o"), c("openrouter", "openai/gpt-4o-mini")],
@@ -448,8 +337,8 @@ async fn a_response_slower_than_the_timeout_falls_back_and_raises_the_alarm() {
 
 #[tokio::test]
 async fn a_stream_cut_before_its_first_event_falls_back_but_a_cut_after_it_is_a_typed_error() {
-    let (_cut, cut_url) = Upstream::start(vec![Reply::SseCut(String::new())]).await;
-    let (_good, good_url) = Upstream::start(vec![Reply::Sse(format!(
+    let (_cut, cut_url) = upstream(vec![Reply::SseCut(String::new())]).await;
+    let (_good, good_url) = upstream(vec![Reply::Sse(format!(
         "{}{}data: [DONE]\n\n",
         sse_chunk("whole answer"),
         "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
@@ -468,7 +357,7 @@ async fn a_stream_cut_before_its_first_event_falls_back_but_a_cut_after_it_is_a_
     assert!(events.iter().all(Result::is_ok), "{events:?}");
 
     // A stream cut after the caller saw text: no retry, no fallback, a typed error.
-    let (_cut2, cut2_url) = Upstream::start(vec![Reply::SseCut(sse_chunk("half an ans"))]).await;
+    let (_cut2, cut2_url) = upstream(vec![Reply::SseCut(sse_chunk("half an ans"))]).await;
     let single = rig_single(&cut2_url);
     let served = single.pipeline.stream(&spec("s"), hello()).await.unwrap();
     let events: Vec<_> = served.value.collect().await;
@@ -494,7 +383,7 @@ fn rig_single(url: &str) -> Rig {
 
 #[tokio::test]
 async fn a_401_marks_the_credential_dead_rotates_and_the_session_keeps_the_new_pin() {
-    let (up, url) = Upstream::start(vec![err(401), ok("with key b"), ok("still key b")]).await;
+    let (up, url) = upstream(vec![err(401), ok("with key b"), ok("still key b")]).await;
     let (_dir, store) = store_with(&["a", "b"]).await;
     let rig = rig(
         vec![openai("openai", &url)],
@@ -507,7 +396,7 @@ async fn a_401_marks_the_credential_dead_rotates_and_the_session_keeps_the_new_p
     assert_eq!(served.failed_attempts[0].credential.as_deref(), Some("a"));
     let again = rig.pipeline.complete(&spec("session-1"), hello()).await.unwrap();
     assert_eq!(again.credential.as_deref(), Some("b"));
-    assert_eq!(up.auth_seen(), vec!["bearer sk-a", "bearer sk-b", "bearer sk-b"]);
+    assert_eq!(up.auths(), vec!["bearer sk-a", "bearer sk-b", "bearer sk-b"]);
     let stored = store.list("openai").await.unwrap();
     assert!(stored[0].dead, "401 blacklists credential a");
     assert!(!stored[1].dead);
@@ -515,7 +404,7 @@ async fn a_401_marks_the_credential_dead_rotates_and_the_session_keeps_the_new_p
 
 #[tokio::test]
 async fn a_429_rotates_without_blacklisting_and_each_session_keeps_its_own_pin() {
-    let (up, url) = Upstream::start(vec![
+    let (up, url) = upstream(vec![
         err(429),
         ok("b answers"),
         ok("session 2 on a"),
@@ -540,7 +429,7 @@ async fn a_429_rotates_without_blacklisting_and_each_session_keeps_its_own_pin()
         "s1 stays on b (cache warmth)"
     );
     assert_eq!(
-        up.auth_seen(),
+        up.auths(),
         vec!["bearer sk-a", "bearer sk-b", "bearer sk-a", "bearer sk-b"]
     );
     assert!(store.list("openai").await.unwrap().iter().all(|c| !c.dead));
@@ -548,8 +437,8 @@ async fn a_429_rotates_without_blacklisting_and_each_session_keeps_its_own_pin()
 
 #[tokio::test]
 async fn when_every_provider_fails_all_providers_failed_lists_each_attempt() {
-    let (_a, a_url) = Upstream::start(vec![err(500), err(502)]).await;
-    let (_b, b_url) = Upstream::start(vec![err(503), err(400)]).await;
+    let (_a, a_url) = upstream(vec![err(500), err(502)]).await;
+    let (_b, b_url) = upstream(vec![err(503), err(400)]).await;
     let rig = rig(
         vec![openai("openai", &a_url), openai("openrouter", &b_url)],
         vec![c("openai", "gpt-4o"), c("openrouter", "x/y")],
@@ -584,7 +473,7 @@ async fn when_every_provider_fails_all_providers_failed_lists_each_attempt() {
 
 #[tokio::test]
 async fn a_primary_dropped_for_model_mismatch_counts_as_a_fallback() {
-    let (_up, url) = Upstream::start(vec![ok("served by openai")]).await;
+    let (_up, url) = upstream(vec![ok("served by openai")]).await;
     let rig = rig(
         vec![openai("openai", &url)],
         vec![c("anthropic", "gpt-4o"), c("openai", "gpt-4o")],
@@ -599,8 +488,8 @@ async fn a_primary_dropped_for_model_mismatch_counts_as_a_fallback() {
 
 #[tokio::test]
 async fn codex_declines_streamed_tools_by_capability_and_the_fallback_is_info_level() {
-    let (codex_up, codex_url) = Upstream::start(vec![]).await;
-    let (_oa, oa_url) = Upstream::start(vec![Reply::Sse(format!(
+    let (codex_up, codex_url) = upstream(vec![]).await;
+    let (_oa, oa_url) = upstream(vec![Reply::Sse(format!(
         "{}data: {{\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n",
         sse_chunk("openai streamed it")
     ))])
@@ -637,8 +526,5 @@ async fn codex_declines_streamed_tools_by_capability_and_the_fallback_is_info_le
         served.fallback.unwrap().reason,
         FallbackReason::CapabilityUnsupported
     );
-    assert!(
-        codex_up.auth_seen().is_empty(),
-        "codex was never called on the wire"
-    );
+    assert!(codex_up.auths().is_empty(), "codex was never called on the wire");
 }

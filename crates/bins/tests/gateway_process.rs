@@ -138,17 +138,17 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
 /// `metaforge up` on free loopback ports over `home` with `vars` added: the process, the
 /// gateway's `host:port` and the MCP endpoint URL, read from its two banner lines.
 fn start_up(home: &std::path::Path, vars: &[(&str, String)]) -> (Process, String, String) {
-    let mut child = server_command(
-        &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
-        home,
-    )
-    .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
-    .spawn()
-    .expect("spawn up");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut up = common::spawn(
+        server_command(
+            &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
+            home,
+        )
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str()))),
+        "up",
+    );
+    let mut lines = BufReader::new(up.child_mut().stdout.take().expect("stdout")).lines();
     let gateway_line = lines.next().expect("gateway banner").expect("utf-8");
     let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
-    let up = Process(child);
     let mcp_url = mcp_line
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -207,7 +207,9 @@ fn up_refuses_a_sidecar_off_loopback() {
 
 #[test]
 fn a_chat_completion_through_aimock_is_served_and_counted_in_the_usage_summary() {
-    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
+    let Some((_mock, port)) = start_aimock("../adapters-llm/tests/fixtures/aimock.json") else {
+        return;
+    };
     let home = tempfile::tempdir().expect("tempdir");
     let (_gateway, gw) = start_gateway(
         home.path(),
@@ -356,7 +358,9 @@ fn metrics_at_start_carry_build_info_and_process_series() {
 /// here serves is a 400 in OpenAI's error shape.
 #[test]
 fn an_openai_sdk_model_name_is_served_through_aimock_and_listed_by_v1_models() {
-    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
+    let Some((_mock, port)) = start_aimock("../adapters-llm/tests/fixtures/aimock.json") else {
+        return;
+    };
     let home = tempfile::tempdir().expect("tempdir");
     let (_gateway, gw) = start_gateway(
         home.path(),
@@ -443,7 +447,9 @@ fn a_gateway_without_a_configured_provider_starts_and_chat_completions_answer_50
 /// under the `flow_generator` role; an answer without a proposal is 503 and stores nothing.
 #[test]
 fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by() {
-    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let Some((_mock, port)) = start_aimock("tests/fixtures/aimock_generator.json") else {
+        return;
+    };
     let home = tempfile::tempdir().expect("tempdir");
     let (_gateway, gw) = start_gateway(home.path(), &aimock_provider_env(port, home.path()));
     let context = json!({
@@ -517,7 +523,9 @@ fn the_server_generator_proposes_through_aimock_and_holds_once_with_generated_by
 /// `generated_by`, exactly as `POST /v1/design-flows/propose` would hold it.
 #[test]
 fn up_answers_flow_propose_without_operations_through_the_gateways_generator() {
-    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let Some((_mock, port)) = start_aimock("tests/fixtures/aimock_generator.json") else {
+        return;
+    };
     let home = tempfile::tempdir().expect("tempdir");
     let (_up, gw, mcp_url) = start_up(home.path(), &aimock_provider_env(port, home.path()));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");

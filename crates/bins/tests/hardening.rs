@@ -83,9 +83,8 @@ fn gateway_under_umask_022(home: &Path) -> (Process, String) {
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut child = sh.spawn().expect("spawn gateway under umask 022");
-    let stdout = child.stdout.take().expect("stdout");
-    let process = Process(child);
+    let mut process = common::spawn(&mut sh, "gateway under umask 022");
+    let stdout = process.child_mut().stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("banner");
     let addr = banner_address(&line);
@@ -150,9 +149,8 @@ async fn failed_logins_from_one_address_are_throttled_with_a_metric_and_a_log_li
         .env("METAFORGE_GATEWAY_AUTH_FAILURES_PER_MINUTE", "3")
         .env("RUST_LOG", "warn")
         .stderr(std::fs::File::create(&log).expect("log"));
-    let mut child = command.spawn().expect("spawn");
-    let stdout = child.stdout.take().expect("stdout");
-    let _gateway = Process(child);
+    let mut gateway = common::spawn(&mut command, "gateway");
+    let stdout = gateway.child_mut().stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("banner");
     let addr = banner_address(&line);
@@ -314,16 +312,16 @@ fn with_gateway_keys_configured_the_sidecar_requires_a_key() {
         .to_owned();
 
     let up_home = tempfile::tempdir().expect("tempdir");
-    let mut child = server_command(
-        &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
-        up_home.path(),
-    )
-    .spawn()
-    .expect("spawn up");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut up_process = common::spawn(
+        &mut server_command(
+            &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
+            up_home.path(),
+        ),
+        "up",
+    );
+    let mut lines = BufReader::new(up_process.child_mut().stdout.take().expect("stdout")).lines();
     let _gateway_line = lines.next().expect("gateway banner").expect("utf-8");
     let mcp_line = lines.next().expect("mcp banner").expect("utf-8");
-    let _up = Process(child);
     let up = banner_address(&mcp_line).trim_end_matches("/mcp").to_owned();
     wait_until_listening(up.as_str(), "up sidecar");
 

@@ -123,11 +123,7 @@ fn a_world_readable_credentials_file_is_refused() {
 #[test]
 fn an_unreachable_provider_exits_1_listing_every_attempt() {
     let home = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = metaforge_test_support::net::unused_port();
     metaforge(home.path())
         .args([
             "llm",

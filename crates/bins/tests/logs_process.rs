@@ -14,7 +14,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use common::{Process, banner_address, http, server_command, wait_until_listening};
+use common::{banner_address, http, server_command, wait_until_listening};
 
 /// Starts `metaforge gateway` with `vars`, proposes a flow and approves it as `ops`, stops the
 /// gateway and returns what it wrote on stderr and the approval id.
@@ -27,9 +27,8 @@ fn decide_once(vars: &[(&str, &str)]) -> (String, String) {
     for (name, value) in vars {
         command.env(name, value);
     }
-    let mut child = command.spawn().expect("spawn gateway");
-    let stdout = child.stdout.take().expect("stdout");
-    let gateway = Process(child);
+    let mut gateway = common::spawn(&mut command, "gateway");
+    let stdout = gateway.child_mut().stdout.take().expect("stdout");
     let mut banner = String::new();
     BufReader::new(stdout).read_line(&mut banner).expect("banner");
     let gw = banner_address(&banner);

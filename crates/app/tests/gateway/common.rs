@@ -22,6 +22,7 @@ use metaforge_domain::approvals::ApproverPolicy;
 use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
 use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
+use metaforge_test_support::upstream::{Reply, Scripted};
 use metaforge_test_support::{ManualClock, SequentialIds};
 use tower::ServiceExt;
 
@@ -158,16 +159,14 @@ pub(crate) fn state_over_upstreams(
     (state, usage)
 }
 
-/// Serves `chat_completions` as a local OpenAI-compatible upstream's `/v1/chat/completions` on a
-/// free loopback port; returns its base URL (`http://…/v1`).
-pub(crate) async fn serve_upstream(chat_completions: axum::routing::MethodRouter) -> String {
-    let app = axum::Router::new().route("/v1/chat/completions", chat_completions);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    url
+/// The shared scripted upstream (`test_support::upstream`) answering each request with what
+/// `respond` makes of its JSON body; returns its OpenAI-compatible base URL (`http://…/v1`) and the
+/// upstream, which keeps every request it received.
+pub(crate) async fn serve_upstream(
+    respond: impl Fn(&serde_json::Value) -> Reply + Send + Sync + 'static,
+) -> (String, Scripted) {
+    let upstream = Scripted::respond(move |request| respond(&request.body)).await;
+    (format!("{}/v1", upstream.url()), upstream)
 }
 
 /// True when no usage event was recorded.

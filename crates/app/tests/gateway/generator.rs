@@ -4,11 +4,12 @@
 //! `generated_by` — and nothing stored whenever the generator cannot do its job.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use metaforge_app::pipeline::RetryPolicy;
 use metaforge_test_support::doubles::MemoryUsageStore;
+use metaforge_test_support::upstream::{Reply, Scripted};
 use serde_json::{Value, json};
 
 use crate::common::{
@@ -24,32 +25,25 @@ enum Script {
     Fail,
 }
 
-/// A local OpenAI-compatible upstream answering by `script`, keeping every request body.
-async fn upstream(script: Script) -> (String, Arc<Mutex<Vec<Value>>>) {
-    use axum::response::IntoResponse;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let kept = Arc::clone(&seen);
-    let handler = move |axum::Json(body): axum::Json<Value>| {
-        kept.lock().unwrap().push(body);
-        let script = script.clone();
-        async move {
-            match script {
-                Script::Fail => (
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    r#"{"error":{"message":"upstream down","type":"server_error"}}"#,
-                )
-                    .into_response(),
-                Script::Answer(text) => axum::Json(json!({
-                    "id": "g1", "object": "chat.completion", "model": "served-model",
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876}
-                }))
-                .into_response(),
-            }
-        }
-    };
-    let url = serve_upstream(axum::routing::post(handler)).await;
-    (url, seen)
+/// A local OpenAI-compatible upstream answering by `script`; its base URL and the upstream,
+/// which keeps every request body.
+async fn upstream(script: Script) -> (String, Scripted) {
+    serve_upstream(move |_| match &script {
+        Script::Fail => Reply::json(
+            500,
+            r#"{"error":{"message":"upstream down","type":"server_error"}}"#,
+        ),
+        Script::Answer(text) => Reply::json(
+            200,
+            json!({
+                "id": "g1", "object": "chat.completion", "model": "served-model",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876}
+            })
+            .to_string(),
+        ),
+    })
+    .await
 }
 
 /// The gateway over in-memory ledgers; `flow_generator` routes to `openai:gpt-4o-mini` (at
@@ -202,7 +196,7 @@ async fn a_generated_proposal_is_applied_leniently_stored_as_server_origin_and_h
     assert_eq!(holds[0]["arguments"]["generated_by"]["model"], "gpt-4o-mini");
 
     // The model was told the rules and the context, under the generator role's output cap.
-    let requests = seen.lock().unwrap().clone();
+    let requests = seen.bodies();
     assert_eq!(requests.len(), 1);
     let sent = requests[0].to_string();
     assert!(sent.contains("derive process and material choices"), "{sent}");
@@ -337,7 +331,7 @@ async fn missing_context_asks_the_required_questions_then_at_most_three_from_the
     assert_eq!(asked, expected);
     assert!(body["approvalId"].is_null());
     // The model was told which questions the server is already asking.
-    let sent = seen.lock().unwrap()[0].to_string();
+    let sent = seen.bodies()[0].to_string();
     assert!(sent.contains("Do not propose operations now"), "{sent}");
     nothing_stored(&rig.app).await;
 }
@@ -376,7 +370,7 @@ async fn the_generator_path_needs_an_intent() {
     let (status, _, err) = send(&rig.app, post("/v1/design-flows/propose", &full_context(), None)).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     assert_eq!(err["details"]["field"], "intent");
-    assert!(seen.lock().unwrap().is_empty(), "no model call for a bad request");
+    assert!(seen.bodies().is_empty(), "no model call for a bad request");
     nothing_stored(&rig.app).await;
 }
 

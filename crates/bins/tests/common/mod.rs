@@ -1,23 +1,26 @@
 //! Helpers shared by the tests that run the `metaforge` binary as a real process: spawning the
 //! gateway and the HTTP sidecar on loopback, waiting until they accept connections, killing them
-//! by PID when the test lets go, and the small HTTP exchanges a person's client would make.
+//! with their process group when the test lets go, and the small HTTP exchanges a person's client
+//! would make.
 //!
 //! Included with `mod common;` from each test file that needs it; a file that uses only part of
 //! it puts `#[expect(dead_code, ...)]` on that line.
 
 #![expect(
     clippy::expect_used,
+    clippy::panic,
     reason = "test helpers outside #[test] fns: a process that cannot start must fail the test loudly"
 )]
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
 use metaforge_ports::{Clock, IdGen, Timestamp};
+use metaforge_test_support::{ChildGuard, net, peers};
 use serde_json::{Map, Value};
 
 /// The operator key every gateway started here accepts (identity `ops`); [`http`] sends it.
@@ -26,15 +29,13 @@ pub(crate) const KEY: &str = "sk-ops-000001";
 /// How long a process may take to accept connections before the test fails.
 const READY_WITHIN: Duration = Duration::from_secs(20);
 
-/// A spawned process, killed by PID and reaped when dropped, so a failing assertion never leaves
-/// a server running behind the test.
-pub(crate) struct Process(pub(crate) Child);
+/// A spawned process, killed with its process group and reaped when dropped, so a failing
+/// assertion never leaves a server running behind the test.
+pub(crate) type Process = ChildGuard;
 
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// Spawns `command` as a [`Process`]; fails the test naming `what` when it cannot start.
+pub(crate) fn spawn(command: &mut Command, what: &str) -> Process {
+    ChildGuard::spawn(command).unwrap_or_else(|e| panic!("spawn {what}: {e}"))
 }
 
 /// Real ids (UUID v7), as the binary makes them, for services a test composes itself.
@@ -58,14 +59,6 @@ impl Clock for Wall {
 /// A command for the `metaforge` binary cargo built for these tests.
 pub(crate) fn metaforge() -> Command {
     Command::new(env!("CARGO_BIN_EXE_metaforge"))
-}
-
-/// A loopback port nothing listens on right now, for a peer that must be told its port up front.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("free port")
-        .port()
 }
 
 /// Waits until `addr` accepts TCP connections; fails the test naming `what` if it never does.
@@ -103,12 +96,12 @@ pub(crate) fn server_command(args: &[&str], home: &Path) -> Command {
 /// `metaforge gateway` on a free loopback port over `home`, accepting [`KEY`], with `vars` added
 /// to its environment; returns once it accepts connections, with its `host:port`.
 pub(crate) fn start_gateway(home: &Path, vars: &[(&str, String)]) -> (Process, String) {
-    let mut child = server_command(&["gateway", "--bind", "127.0.0.1:0"], home)
-        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
-        .spawn()
-        .expect("spawn gateway");
-    let stdout = child.stdout.take().expect("stdout");
-    let gateway = Process(child);
+    let mut gateway = spawn(
+        server_command(&["gateway", "--bind", "127.0.0.1:0"], home)
+            .envs(vars.iter().map(|(k, v)| (*k, v.as_str()))),
+        "gateway",
+    );
+    let stdout = gateway.child_mut().stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("read banner");
     let addr = banner_address(&line);
@@ -120,14 +113,14 @@ pub(crate) fn start_gateway(home: &Path, vars: &[(&str, String)]) -> (Process, S
 /// `configure` adds what the test needs (environment, where stderr goes). Returns once it accepts
 /// connections, with its MCP endpoint URL.
 pub(crate) fn start_sidecar(home: &Path, configure: impl FnOnce(&mut Command)) -> (Process, String) {
-    let port = free_port();
+    let port = net::unused_port();
     let mut command = metaforge();
     command
         .args(["mcp", "serve", "--http", &format!("127.0.0.1:{port}")])
         .env("METAFORGE_HOME", home)
         .stdout(Stdio::null());
     configure(&mut command);
-    let sidecar = Process(command.spawn().expect("spawn sidecar"));
+    let sidecar = spawn(&mut command, "sidecar");
     wait_until_listening(("127.0.0.1", port), "sidecar");
     (sidecar, format!("http://127.0.0.1:{port}/mcp"))
 }
@@ -199,24 +192,12 @@ pub(crate) fn proposal_arguments() -> Map<String, Value> {
     }))
 }
 
-/// aimock serving `fixtures` (a path relative to this crate).
-pub(crate) fn start_aimock(fixtures: &str) -> (Process, u16) {
-    let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
-    let cli = std::path::PathBuf::from(&node_dir).join("node_modules/@copilotkit/aimock/dist/cli.js");
-    assert!(cli.exists(), "aimock is not installed at {}", cli.display());
-    let fixtures = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixtures);
-    let port = free_port();
-    let child = Command::new("node")
-        .arg(&cli)
-        .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
-        .arg(&fixtures)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn aimock");
-    let mock = Process(child);
-    wait_until_listening(("127.0.0.1", port), "aimock");
-    (mock, port)
+/// aimock serving `fixtures` (a path relative to this crate) and its port; `None` (skipped, the
+/// reason printed) when aimock is not installed.
+pub(crate) fn start_aimock(fixtures: &str) -> Option<(peers::Aimock, u16)> {
+    let mock = peers::start_aimock(&std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixtures))?;
+    let port = mock.port;
+    Some((mock, port))
 }
 
 /// The environment that points a `metaforge` process's `openai` provider at aimock on `port` and

@@ -1,0 +1,11 @@
+//! The LLM adapters' integration tests, one binary (each former `tests/*.rs` is a module here):
+//! request bodies and recorded wire streams (snapshots), cache-usage fixtures, credentials, the
+//! OpenAI/Bedrock contracts, every family against aimock, and the opt-in real model.
+
+mod aimock_families;
+mod cache_usage_fixtures;
+mod contracts;
+mod credentials_file;
+mod real_model;
+mod request_bodies;
+mod wire_recorded;
