@@ -146,13 +146,27 @@ fn identifier(span: &str) -> Option<&str> {
     (span.contains("::") || camel || call).then_some(last)
 }
 
-/// Every word (identifier-shaped token) in the workspace's Rust sources.
+/// Every word (identifier-shaped token) in the workspace's Rust sources and manifests.
 fn source_words(root: &Path) -> Result<BTreeSet<String>> {
     let mut words = BTreeSet::new();
     for dir in ["crates", "xtask"] {
         collect(&root.join(dir), &mut words)?;
     }
+    // Lint names and settings live in the workspace manifest and clippy.toml.
+    for file in ["Cargo.toml", "clippy.toml"] {
+        if let Ok(text) = std::fs::read_to_string(root.join(file)) {
+            add_words(&text, &mut words);
+        }
+    }
     Ok(words)
+}
+
+fn add_words(text: &str, words: &mut BTreeSet<String>) {
+    words.extend(
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_owned),
+    );
 }
 
 fn collect(dir: &Path, words: &mut BTreeSet<String>) -> Result<()> {
@@ -163,7 +177,7 @@ fn collect(dir: &Path, words: &mut BTreeSet<String>) -> Result<()> {
                 continue;
             }
             collect(&path, words)?;
-        } else if path.extension().is_some_and(|e| e == "rs") {
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "toml") {
             let text =
                 std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
             words.extend(
