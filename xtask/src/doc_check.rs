@@ -9,7 +9,9 @@
 //! - anything else (commands, env variables, metric names, JSON): not checked.
 //!
 //! A document that names something that was renamed or deleted fails CI, so the map cannot drift
-//! from the code silently.
+//! from the code silently. The same check holds the README's `## Configuration` table to the code:
+//! every `METAFORGE_*`/`HARNESS_*` variable a source file names in a string literal must be listed
+//! there (literally or by a `<PLACEHOLDER>`/`*` pattern).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -25,13 +27,21 @@ pub(crate) fn run() -> Result<()> {
     let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md"))
         .context("cannot read docs/ARCHITECTURE.md")?;
     let words = source_words(&root)?;
-    let problems = check(&doc, &root, &words);
+    let mut problems = check(&doc, &root, &words);
+    let readme = std::fs::read_to_string(root.join("README.md")).context("cannot read README.md")?;
+    problems.extend(
+        undocumented_variables(&root, configuration_section(&readme))?
+            .into_iter()
+            .map(|name| {
+                format!("README.md: the code reads `{name}`, the Configuration table does not list it")
+            }),
+    );
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("doc-check: {problem}");
         }
         bail!(
-            "docs/ARCHITECTURE.md names {} thing(s) that do not exist",
+            "{} problem(s): ARCHITECTURE.md names what does not exist, or README.md's Configuration misses a variable",
             problems.len()
         );
     }
@@ -146,6 +156,54 @@ fn identifier(span: &str) -> Option<&str> {
     (span.contains("::") || camel || call).then_some(last)
 }
 
+/// The README's `## Configuration` section (empty when there is none, so every variable fails).
+fn configuration_section(readme: &str) -> &str {
+    let Some(start) = readme.find("\n## Configuration") else {
+        return "";
+    };
+    let rest = &readme[start + 1..];
+    rest.find("\n## ").map_or(rest, |end| &rest[..end])
+}
+
+/// Every `METAFORGE_*`/`HARNESS_*` variable named in the crates' and xtask's sources that the
+/// README does not list, literally or through a pattern (`METAFORGE_ROUTE_<ROLE>`,
+/// `METAFORGE_BENCH_*`).
+fn undocumented_variables(root: &Path, readme: &str) -> Result<Vec<String>> {
+    let mut sources = BTreeSet::new();
+    for dir in ["crates", "xtask"] {
+        collect_in(&root.join(dir), &mut sources, &|path| {
+            path.extension().is_some_and(|e| e == "rs") && path.components().any(|c| c.as_os_str() == "src")
+        })?;
+    }
+    let named: BTreeSet<String> = sources
+        .iter()
+        .flat_map(|text| string_literal_variables(text))
+        .collect();
+    let patterns: Vec<(String, String)> = readme
+        .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '<' | '>' | '*')))
+        .filter_map(|token| {
+            if let Some((head, rest)) = token.split_once('<') {
+                let tail = rest.split_once('>').map_or("", |(_, tail)| tail);
+                Some((head.to_owned(), tail.to_owned()))
+            } else {
+                token
+                    .strip_suffix('*')
+                    .map(|head| (head.to_owned(), String::new()))
+            }
+        })
+        .filter(|(head, _)| head.starts_with("METAFORGE_") || head.starts_with("HARNESS_"))
+        .collect();
+    let listed = |name: &str| {
+        readme
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+            || patterns
+                .iter()
+                .any(|(head, tail)| name.starts_with(head.as_str()) && name.ends_with(tail.as_str()))
+    };
+    Ok(named.into_iter().filter(|name| !listed(name)).collect())
+}
+
 /// Every word (identifier-shaped token) in the workspace's Rust sources and manifests.
 fn source_words(root: &Path) -> Result<BTreeSet<String>> {
     let mut words = BTreeSet::new();
@@ -170,20 +228,44 @@ fn add_words(text: &str, words: &mut BTreeSet<String>) {
 }
 
 fn collect(dir: &Path, words: &mut BTreeSet<String>) -> Result<()> {
+    let mut texts = BTreeSet::new();
+    collect_in(dir, &mut texts, &|path| {
+        path.extension().is_some_and(|e| e == "rs" || e == "toml")
+    })?;
+    for text in &texts {
+        add_words(text, words);
+    }
+    Ok(())
+}
+
+/// The `METAFORGE_*`/`HARNESS_*` names that open a string literal in `text` (a variable the code
+/// reads, or a prefix it builds names from), ignoring those only mentioned in comments.
+fn string_literal_variables(text: &str) -> Vec<String> {
+    text.split('"')
+        .skip(1)
+        .filter(|piece| piece.starts_with("METAFORGE_") || piece.starts_with("HARNESS_"))
+        .map(|piece| {
+            piece
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| name.len() > 10)
+        .collect()
+}
+
+/// Every wanted file's text under `dir` (build output skipped).
+fn collect_in(dir: &Path, texts: &mut BTreeSet<String>, wanted: &dyn Fn(&Path) -> bool) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
             if path.file_name().is_some_and(|n| n == "target") {
                 continue;
             }
-            collect(&path, words)?;
-        } else if path.extension().is_some_and(|e| e == "rs" || e == "toml") {
-            let text =
-                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            words.extend(
-                text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .filter(|w| !w.is_empty())
-                    .map(str::to_owned),
+            collect_in(&path, texts, wanted)?;
+        } else if wanted(&path) {
+            texts.insert(
+                std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?,
             );
         }
     }

@@ -192,3 +192,22 @@ fn a_timeout_that_is_not_a_positive_number_exits_2_naming_the_flag() {
         .code(2)
         .stderr(predicate::str::contains("--timeout").and(predicate::str::contains("positive")));
 }
+
+#[test]
+fn the_serving_commands_help_names_the_variables_people_set_first_and_where_the_rest_are() {
+    let home = tempfile::tempdir().unwrap();
+    for command in ["up", "gateway", "mcp"] {
+        let output = metaforge(home.path()).args([command, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "{command}: {help}");
+        for needle in [
+            "METAFORGE_HOME",
+            "METAFORGE_GATEWAY_API_KEY",
+            "OPENAI_API_KEY",
+            "METAFORGE_ROUTE_<ROLE>",
+            "README.md, section Configuration",
+        ] {
+            assert!(help.contains(needle), "{command} --help lacks {needle}:\n{help}");
+        }
+    }
+}

@@ -343,9 +343,9 @@ pub(crate) async fn completions(
     let run_id = run_id(&headers)?;
     let spec = call_spec(&state, &request.model, request_id.clone()).await?;
     let Some(pipeline) = state.pipeline.clone() else {
-        return Err(ApiError::unavailable(
-            "no provider pipeline runs in this gateway: configure a provider credential and a route, then restart",
-        ));
+        return Err(ApiError::unavailable(crate::pipeline::no_pipeline_reason(
+            &spec.role,
+        )));
     };
     let scope = UsageScope {
         run_id,

@@ -183,6 +183,11 @@ async fn chat_completion_without_a_pipeline_is_503_naming_why_and_records_nothin
             .contains("no provider pipeline"),
         "{json}"
     );
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("METAFORGE_ROUTE_GATE_CHECK=") && message.contains("OPENAI_API_KEY"),
+        "the answer names what to set for the role asked for: {json}"
+    );
     let events = state
         .usage
         .events_since(chrono::DateTime::<chrono::Utc>::MIN_UTC)

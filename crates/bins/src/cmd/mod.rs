@@ -20,6 +20,17 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
+/// What `--help` of the serving commands says about configuration: the variables people set
+/// first, and where the full table is.
+const SERVING_CONFIGURATION: &str = "\
+Configuration (environment; every variable, its default and effect: README.md, section Configuration):
+  METAFORGE_HOME                 where the ledgers live (default ~/.metaforge; created 0700)
+  METAFORGE_GATEWAY_API_KEY      people's keys, \"alice:sk-…,bob:sk-…\" (required off loopback)
+  OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, …   a provider's key (`metaforge providers list`)
+  METAFORGE_ROUTE_<ROLE>         provider:model for a role, e.g. METAFORGE_ROUTE_CHAT=openai:gpt-4o-mini
+  METAFORGE_MODEL_ROUTES_PATH    a routes file instead of per-role variables
+  METAFORGE_LOG, METAFORGE_LOG_FORMAT   what is logged (e.g. debug) and how (text or json)";
+
 /// Every subcommand.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -28,8 +39,11 @@ pub(crate) enum Command {
     /// Run one deterministic harness rule on JSON input and print the verdict as JSON.
     Check(check::CheckArgs),
     /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
+    #[command(after_help = SERVING_CONFIGURATION)]
     Gateway(serve::GatewayArgs),
-    /// Everything in one process: the gateway and the HTTP MCP sidecar, one ledger.
+    /// Everything in one process: the gateway and the HTTP MCP sidecar, one ledger. Keeps the
+    /// terminal; stop it with Ctrl-C.
+    #[command(after_help = SERVING_CONFIGURATION)]
     Up(serve::UpArgs),
     /// Call a model through the provider pipeline.
     #[command(subcommand)]
@@ -38,6 +52,7 @@ pub(crate) enum Command {
     #[command(subcommand)]
     Providers(llm::ProvidersCommand),
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
+    #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
 }
 
