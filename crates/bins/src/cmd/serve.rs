@@ -277,7 +277,8 @@ async fn gateway_pipeline(
     if configured.is_empty() {
         tracing::warn!(
             event = "gateway_pipeline_disabled",
-            "no provider is configured: /v1/chat/completions answers 503 until a credential is added and the gateway restarts"
+            "no provider is configured, so model calls answer 503 until one is: {}",
+            metaforge_app::pipeline::no_pipeline_reason("chat")
         );
         return Ok(None);
     }
