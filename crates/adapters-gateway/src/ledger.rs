@@ -163,5 +163,6 @@ pub(crate) fn sample_record(deadline_seconds: Option<i64>) -> ApprovalRecord {
         created_at: now,
         decided_at: None,
         deadline: deadline_seconds.map(|s| now + chrono::Duration::seconds(s)),
+        requested_by: None,
     }
 }

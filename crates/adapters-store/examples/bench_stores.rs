@@ -50,6 +50,7 @@ async fn approvals(n: usize, dir: &std::path::Path) -> BenchResult<Row> {
                 created_at: chrono::Utc::now(),
                 decided_at: None,
                 deadline: None,
+                requested_by: None,
             })
             .await?;
         ledger

@@ -42,6 +42,7 @@ struct ApprovalRow {
     created_at: String,
     decided_at: Option<String>,
     deadline: Option<String>,
+    requested_by: Option<String>,
 }
 
 impl ApprovalRow {
@@ -58,6 +59,7 @@ impl ApprovalRow {
             created_at: parse_ts("approvals.created_at", &self.created_at)?,
             decided_at: parse_opt_ts("approvals.decided_at", self.decided_at)?,
             deadline: parse_opt_ts("approvals.deadline", self.deadline)?,
+            requested_by: self.requested_by,
             id: self.id,
         })
     }
@@ -85,7 +87,7 @@ impl SqliteApprovalLedger {
     async fn fetch(&self, id: &str) -> Result<Option<ApprovalRecord>, PortError> {
         let row: Option<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals WHERE id = ?",
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.pool)
@@ -118,7 +120,7 @@ impl SqliteApprovalLedger {
         let mut tx = begin_write(&self.pool).await?;
         let rows: Vec<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
              WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < ?",
         )
         .bind(&now)
@@ -154,7 +156,7 @@ impl SqliteApprovalLedger {
     ) -> Result<Option<ApprovalRecord>, PortError> {
         let row: Option<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals WHERE id = ?",
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&mut **tx)
@@ -224,8 +226,8 @@ impl ApprovalLedger for SqliteApprovalLedger {
         let mut tx = begin_write(&self.pool).await?;
         let inserted = sqlx::query(
             "INSERT INTO approvals (id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, ?)",
+             flow_version_id, created_at, decided_at, deadline, requested_by) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, ?, ?)",
         )
         .bind(&record.id)
         .bind(label(&record.kind)?)
@@ -237,6 +239,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         .bind(&record.flow_version_id)
         .bind(ts(record.created_at))
         .bind(record.deadline.map(ts))
+        .bind(&record.requested_by)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -265,7 +268,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         self.expire_overdue().await?;
         let rows: Vec<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
              WHERE status = 'awaiting_approval' ORDER BY created_at, id",
         )
         .fetch_all(&self.pool)
@@ -278,7 +281,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         self.expire_overdue().await?;
         let rows: Vec<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
              ORDER BY created_at DESC, id DESC LIMIT ?",
         )
         .bind(limit_i64(limit))
@@ -339,7 +342,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         let mut tx = begin_write(&self.pool).await?;
         let rows: Vec<ApprovalRow> = sqlx::query_as(
             "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline FROM approvals \
+             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
              WHERE status = 'awaiting_approval' ORDER BY created_at, id",
         )
         .fetch_all(&mut *tx)

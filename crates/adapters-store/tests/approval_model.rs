@@ -60,6 +60,7 @@ async fn apply(ledger: &dyn ApprovalLedger, clock: &ManualClock, op: &Op) -> Str
                     created_at: clock.now(),
                     decided_at: None,
                     deadline: deadline_secs.map(|s| clock.now() + chrono::Duration::seconds(i64::from(s))),
+                    requested_by: None,
                 })
                 .await,
         ),

@@ -213,6 +213,7 @@ async fn two_processes_deciding_one_hold_exactly_one_wins_the_other_gets_the_con
                 created_at: chrono::Utc::now(),
                 decided_at: None,
                 deadline: None,
+                requested_by: None,
             })
             .await
             .expect("park");

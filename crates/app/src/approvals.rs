@@ -26,6 +26,10 @@ pub struct ParkRequest {
     /// The caller class of the held call (local, remote, untrusted, service, client_task).
     #[schema(min_length = 1)]
     pub caller: String,
+    /// The authenticated identity parking it (set by the gateway from the key, never read from a
+    /// request body); four eyes refuses that identity's decision.
+    #[serde(skip)]
+    pub requested_by: Option<String>,
     /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
     #[serde(default)]
     #[schema(maximum = 604_800)]
@@ -109,6 +113,7 @@ impl ApprovalService {
             created_at: now,
             decided_at: None,
             deadline,
+            requested_by: request.requested_by,
         };
         self.ledger.park(record).await
     }

@@ -325,6 +325,7 @@ impl FlowService {
             created_at: now,
             decided_at: None,
             deadline: None,
+            requested_by: None,
         };
         let approval = self.approvals.park(hold).await?;
         tracing::info!(

@@ -100,6 +100,7 @@ mod tests {
             created_at: chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
             decided_at: None,
             deadline: None,
+            requested_by: None,
         }
     }
 

@@ -64,8 +64,9 @@ impl ApproverPolicy {
     }
 }
 
-/// Four eyes: under [`ApproverPolicy::Separate`] the identity recorded as the hold's caller (the
-/// person who proposed a flow, saved an edit or parked a call) may not decide it. Caller classes
+/// Four eyes: under [`ApproverPolicy::Separate`] the identity recorded as the hold's caller or
+/// requester (the person who proposed a flow, saved an edit, or whose key parked a call) may not
+/// decide it. Caller classes
 /// (`local`, `remote`, …) are never identities a key can carry, so an agent's hold is decidable.
 pub fn check_approver(
     record: &ApprovalRecord,
@@ -77,7 +78,10 @@ pub fn check_approver(
     }
     match policy {
         ApproverPolicy::Any => Ok(()),
-        ApproverPolicy::Separate if record.caller.trim() == approver.trim() => {
+        ApproverPolicy::Separate
+            if record.caller.trim() == approver.trim()
+                || record.requested_by.as_deref().map(str::trim) == Some(approver.trim()) =>
+        {
             Err(ApprovalError::SameApprover {
                 approver: approver.trim().to_owned(),
                 kind: record.kind.as_str().to_owned(),

@@ -97,4 +97,8 @@ pub struct ApprovalRecord {
     /// The waiter's timeout plus grace; a read after it expires the hold as timed out.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, format = DateTime))]
     pub deadline: Option<Timestamp>,
+    /// The authenticated identity (a person's or a service's key) that parked or proposed it,
+    /// when one did; `caller` stays the transport's class. Four eyes compares the approver with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
 }

@@ -33,6 +33,7 @@ fn parked(timeout: Option<u64>) -> ApprovalRecord {
         created_at: t0(),
         decided_at: None,
         deadline: hold_deadline(t0(), timeout).unwrap(),
+        requested_by: None,
     };
     record.check_new().unwrap();
     record

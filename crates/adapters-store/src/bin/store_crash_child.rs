@@ -59,6 +59,7 @@ async fn run_loop(dir: &Path, tag: &str) -> Result<(), PortError> {
                 created_at: now,
                 decided_at: None,
                 deadline: None,
+                requested_by: None,
             })
             .await?;
         line(&format!("parked a-{id}"))?;

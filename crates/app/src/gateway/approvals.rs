@@ -175,10 +175,12 @@ fn recorded_class(transport: TransportClass, claimed: Option<&str>) -> &'static 
 pub(crate) async fn park_tool_approval(
     State(state): State<Arc<GatewayState>>,
     Extension(transport): Extension<TransportClass>,
+    Extension(identity): Extension<Identity>,
     ApiJson(body): ApiJson<ParkBody>,
 ) -> Result<(StatusCode, Json<ApprovalRecord>), ApiError> {
     let request = ParkRequest {
         caller: recorded_class(transport, body.caller.as_deref()).to_owned(),
+        requested_by: Some(identity.0),
         tool: body.tool,
         arguments: body.arguments,
         timeout_seconds: body.timeout_seconds,

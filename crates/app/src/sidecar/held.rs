@@ -87,6 +87,9 @@ impl HeldWrites {
                 tool: tool.to_owned(),
                 arguments,
                 caller: caller.to_owned(),
+                // In-process the caller class is all there is; through a gateway (remote mode) the
+                // gateway records the key that parked it.
+                requested_by: None,
                 timeout_seconds: Some(self.policy.timeout.as_secs().max(1)),
             })
             .await?;

@@ -228,6 +228,49 @@ async fn four_eyes_refuses_a_decision_by_the_proposer_with_403_and_accepts_anoth
     assert_eq!(stored["version"]["status"], "approved");
 }
 
+/// Four eyes covers held tool calls too: the key that parked a hold over HTTP is recorded as its
+/// requester (its caller stays the transport's class), and that identity may not decide it.
+#[tokio::test]
+async fn four_eyes_refuses_a_decision_by_the_key_that_parked_a_tool_call() {
+    let state = state_with_policy(
+        harness(),
+        Arc::new(MemoryUsageStore::new()),
+        Vec::new(),
+        None,
+        ApproverPolicy::Separate,
+    );
+    let keys = parse_api_keys(&format!("alice:{ALICE},bob:{BOB}")).unwrap();
+    let app = gateway::build(state, Arc::new(AuthState::new(keys, None)), 1 << 20);
+    let (status, _, parked) = send(
+        &app,
+        post(
+            "/v1/chat/tool_approvals",
+            &json!({"tool": "twin.commit_geometry", "arguments": {}, "timeout_seconds": 60}),
+            Some(ALICE),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{parked}");
+    assert_eq!(parked["caller"], "remote");
+    assert_eq!(parked["requested_by"], "alice");
+    let id = parked["id"].as_str().unwrap();
+    let approve = json!({"decision": "approve"});
+    let (status, _, body) = send(
+        &app,
+        post(&format!("/v1/approvals/{id}/decision"), &approve, Some(ALICE)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"], "separate_approver_required");
+    let (status, _, decided) = send(
+        &app,
+        post(&format!("/v1/approvals/{id}/decision"), &approve, Some(BOB)),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["approver"], "bob");
+}
+
 /// Without four eyes (the default) the proposer may decide, as before.
 #[tokio::test]
 async fn without_four_eyes_the_proposer_may_decide() {

@@ -20,6 +20,7 @@ fn parked(_timeout: Option<u64>) -> ApprovalRecord {
         created_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap(),
         decided_at: None,
         deadline: None,
+        requested_by: None,
     }
 }
 
@@ -43,6 +44,10 @@ fn every_approver_policy_case_holds() {
         let mut record = parked(Some(60));
         record.kind = serde_json::from_value(case["kind"].clone()).unwrap();
         record.caller = case["caller"].as_str().unwrap().to_owned();
+        record.requested_by = case
+            .get("requested_by")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let policy = ApproverPolicy::from_setting(case["policy"].as_str()).unwrap();
         let got = label(check_approver(
             &record,

@@ -22,6 +22,7 @@ fn hold(id: &str, clock: &ManualClock) -> ApprovalRecord {
         created_at: clock.now(),
         decided_at: None,
         deadline: None,
+        requested_by: None,
     }
 }
 
@@ -36,7 +37,10 @@ fn approve(by: &str) -> ApprovalDecision {
 /// Runs every approval-ledger rule against `ledger`, whose time is `clock`.
 pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &ManualClock) {
     // Park, then read back exactly what was parked.
-    let parked = ledger.park(hold("a-1", clock)).await.expect("park a-1");
+    let mut first = hold("a-1", clock);
+    first.requested_by = Some("alice".to_owned());
+    let parked = ledger.park(first).await.expect("park a-1");
+    assert_eq!(parked.requested_by.as_deref(), Some("alice"), "the requester is kept");
     assert_eq!(
         ledger.get("a-1").await.expect("get a-1"),
         parked,
