@@ -127,11 +127,24 @@ impl HttpSidecar {
         self
     }
 
-    /// Serves until the shutdown token is cancelled.
+    /// The bound listener and the router, for a caller that serves them itself (the `metaforge`
+    /// binary serves every listener through one function with its slow-client limits).
+    pub fn into_parts(self) -> (tokio::net::TcpListener, axum::Router) {
+        (self.listener, self.router)
+    }
+
+    /// Serves until the shutdown token is cancelled, with `TCP_NODELAY` on every accepted socket
+    /// (embedding and tests; the binary uses [`HttpSidecar::into_parts`] and its own listener).
     pub async fn run(self) -> Result<(), ServeError> {
+        use axum::serve::ListenerExt as _;
         let addr = self.local_addr.to_string();
         let shutdown = self.shutdown;
-        axum::serve(self.listener, self.router)
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(event = "tcp_nodelay_failed", error = %err);
+            }
+        });
+        axum::serve(listener, self.router)
             .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
             .await
             .map_err(|source| ServeError::Io { addr, source })

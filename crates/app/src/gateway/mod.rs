@@ -201,16 +201,5 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 /// How long a graceful shutdown waits for in-flight requests before the process exits anyway.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

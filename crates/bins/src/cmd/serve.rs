@@ -338,6 +338,7 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
 }
 
 async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
+    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(args).await?;
     let router = gateway::build(
         Arc::clone(&composition.state),
@@ -352,7 +353,7 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
-    gateway::serve(listener, router, shutdown_signal())
+    crate::listen::serve(listener, router, limits, shutdown_signal())
         .await
         .map_err(|e| StartError::Runtime(format!("server error: {e}")))
 }
@@ -400,6 +401,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
             args.mcp_bind
         )));
     }
+    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(&args.gateway).await?;
     let router = gateway::build(
         Arc::clone(&composition.state),
@@ -452,11 +454,17 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         shutdown_signal().await;
         stop.cancel();
     };
-    let (gateway_result, sidecar_result) = tokio::join!(gateway::serve(listener, router, shutdown), async {
-        let result = sidecar.run().await;
-        cancel.cancel();
-        result
-    });
+    let (sidecar_listener, sidecar_router) = sidecar.into_parts();
+    let sidecar_stop = cancel.clone();
+    let (gateway_result, sidecar_result) =
+        tokio::join!(crate::listen::serve(listener, router, limits, shutdown), async {
+            let result = crate::listen::serve(sidecar_listener, sidecar_router, limits, async move {
+                sidecar_stop.cancelled_owned().await;
+            })
+            .await;
+            cancel.cancel();
+            result
+        });
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
     sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))
 }
