@@ -80,7 +80,12 @@ pub async fn bind_http(
         source,
     })?;
     let service_key: Option<Arc<str>> = service_key.filter(|k| !k.is_empty()).map(Arc::from);
-    let mut config = StreamableHttpServerConfig::default();
+    // A call that emits nothing before its result (every read, and a held write that waits
+    // silently) is answered as one `application/json` body when the client accepts it; rmcp falls
+    // back to SSE as soon as the handler sends a request or notification first (elicitation).
+    // Applies to the stateless 2026-07-28 path; 2025-11-25 sessions keep SSE (legacy mode stays on
+    // so their elicitation answers can reach the session).
+    let mut config = StreamableHttpServerConfig::default().with_json_response(true);
     config.cancellation_token = shutdown.child_token();
     let service = StreamableHttpService::new(
         move || {
