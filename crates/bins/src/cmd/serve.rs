@@ -67,6 +67,8 @@ pub(crate) struct Composition {
     pub(crate) clock: Arc<dyn Clock>,
     /// Ids.
     pub(crate) ids: Arc<dyn IdGen>,
+    /// The usage writer, flushed on a graceful stop (none when no provider is configured).
+    pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -158,7 +160,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
     let harness = harness_config(&paths, providers_config::credentialed(&rows)).await?;
     let store: Arc<dyn UsageStore> = usage.clone();
-    let pipeline = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
+    let (pipeline, usage_sink) = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
     let auth = Arc::new(AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute)));
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
@@ -179,6 +181,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         versions,
         clock: Arc::clone(&clock_for_up),
         ids: ids_for_up,
+        usage_sink,
         _scratch: scratch,
     })
 }
@@ -231,7 +234,7 @@ async fn gateway_pipeline(
     rows: &[ProviderRow],
     usage: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
-) -> Result<Option<Arc<ProviderPipeline>>, StartError> {
+) -> Result<(Option<Arc<ProviderPipeline>>, Option<Arc<UsageStoreSink>>), StartError> {
     use metaforge_domain::routing::{RouteCall, resolve_route};
     // A bad threshold refuses start even with no provider yet: it would bite the day one is added.
     let env_vars: std::collections::BTreeMap<String, String> = std::env::vars()
@@ -249,7 +252,7 @@ async fn gateway_pipeline(
             event = "gateway_pipeline_disabled",
             "no provider is configured: /v1/chat/completions answers 503 until a credential is added and the gateway restarts"
         );
-        return Ok(None);
+        return Ok((None, None));
     }
     let fallbacks = providers_config::fallback_candidates().map_err(StartError::Config)?;
     let selection = harness
@@ -287,11 +290,21 @@ async fn gateway_pipeline(
     }
     let sink =
         Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
-    let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
-        BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
-        other => StartError::Runtime(format!("provider pipeline: {other}")),
-    })?;
-    Ok(Some(Arc::new(pipeline)))
+    let pipeline = providers_config::build_pipeline(chains, &[], &configured, Arc::clone(&sink) as _)
+        .map_err(|e| match e {
+            BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
+            other => StartError::Runtime(format!("provider pipeline: {other}")),
+        })?;
+    Ok((Some(Arc::new(pipeline)), Some(sink)))
+}
+
+/// Commits every usage event queued before the stop: nothing acknowledged is lost on a graceful
+/// stop.
+async fn flush_usage(composition: &Composition) {
+    if let Some(sink) = &composition.usage_sink {
+        sink.flush().await;
+        tracing::info!(event = "llm_usage_flushed", "usage events committed before exit");
+    }
 }
 
 /// Waits for Ctrl-C or SIGTERM.
@@ -353,9 +366,9 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
-    crate::listen::serve(listener, router, limits, shutdown_signal())
-        .await
-        .map_err(|e| StartError::Runtime(format!("server error: {e}")))
+    let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
+    flush_usage(&composition).await;
+    served.map_err(|e| StartError::Runtime(format!("server error: {e}")))
 }
 
 /// Options of `metaforge up`: the gateway's, plus where the MCP sidecar listens.
@@ -465,6 +478,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
             cancel.cancel();
             result
         });
+    flush_usage(&composition).await;
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
     sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))
 }
