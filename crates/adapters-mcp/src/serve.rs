@@ -83,8 +83,8 @@ pub async fn bind_http(
     // A call that emits nothing before its result (every read, and a held write that waits
     // silently) is answered as one `application/json` body when the client accepts it; rmcp falls
     // back to SSE as soon as the handler sends a request or notification first (elicitation).
-    // Applies to the stateless 2026-07-28 path; 2025-11-25 sessions keep SSE (legacy mode stays on
-    // so their elicitation answers can reach the session).
+    // Applies to the stateless 2026-07-28 path; 2025-11-25 sessions stay sessions (legacy mode on,
+    // so their elicitation answers reach the session) and `json_reply` does the same for them.
     let mut config = StreamableHttpServerConfig::default().with_json_response(true);
     config.cancellation_token = shutdown.child_token();
     let service = StreamableHttpService::new(
@@ -99,7 +99,9 @@ pub async fn bind_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().nest_service(MCP_PATH, service);
+    let router = axum::Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(crate::json_reply::json_when_done));
     Ok(HttpSidecar {
         local_addr,
         listener,

@@ -1,7 +1,9 @@
-//! The HTTP MCP sidecar answers a kept-alive client fast (issue 13): a 2026-07-28 `tools/call`
-//! that does not stream is one `application/json` body, and neither era pays the ~40 ms that
-//! Nagle's algorithm and a delayed ACK add to a reply written in pieces (the listener sets
-//! `TCP_NODELAY`). A 2025-11-25 session keeps SSE, so elicitation still reaches it.
+//! The HTTP MCP sidecar answers a kept-alive client fast (issue 13): a `tools/call` that does not
+//! stream is one `application/json` body in both eras (2026-07-28 through rmcp's JSON mode, a
+//! 2025-11-25 session through `json_reply`), and an answer written in pieces (SSE) does not pay
+//! the ~40 ms that Nagle's algorithm and a delayed ACK add on a kept-alive connection: the one
+//! listener both servers use sets `TCP_NODELAY`, pinned here with the gateway's streamed chat
+//! completion (several SSE writes per answer).
 
 #![expect(
     clippy::expect_used,
@@ -9,14 +11,14 @@
     reason = "test helpers outside #[test] fns: a failed exchange must fail the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; this test starts no gateway")]
+#[expect(dead_code, reason = "shared process helpers; this test composes no services")]
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::start_sidecar;
+use common::{KEY, aimock_provider_env, start_aimock, start_gateway, start_sidecar};
 use serde_json::{Value, json};
 
 /// One HTTP/1.1 response read off a kept-alive connection.
@@ -75,10 +77,14 @@ impl Conn {
     }
 
     fn post(&mut self, headers: &[(&str, &str)], body: &Value) -> Reply {
+        self.post_accepting("application/json, text/event-stream", headers, body)
+    }
+
+    fn post_accepting(&mut self, accept: &str, headers: &[(&str, &str)], body: &Value) -> Reply {
         let body = body.to_string();
         let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
         let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: {accept}\r\n{extra}Content-Length: {}\r\n\r\n{body}",
             self.addr,
             body.len()
         );
@@ -151,17 +157,18 @@ fn sidecar() -> (tempfile::TempDir, common::Process, String) {
     (home, process, url)
 }
 
-/// The median of `calls` timed exchanges.
-fn median_of(calls: usize, mut exchange: impl FnMut()) -> Duration {
-    let mut times: Vec<Duration> = (0..calls)
+/// The fastest of `calls` timed exchanges: with Nagle's algorithm on, every kept-alive exchange
+/// written in pieces waits for the delayed ACK (~40 ms), so even the fastest one does; a loaded
+/// machine slows some exchanges, rarely all of them.
+fn fastest_of(calls: usize, mut exchange: impl FnMut()) -> Duration {
+    let times: Vec<Duration> = (0..calls)
         .map(|_| {
             let started = Instant::now();
             exchange();
             started.elapsed()
         })
         .collect();
-    times.sort();
-    times[calls / 2]
+    times.into_iter().min().unwrap_or_default()
 }
 
 /// Far below the ~40 ms a delayed ACK costs, far above a loaded debug build's round trip.
@@ -192,18 +199,18 @@ fn a_2026_07_28_read_is_one_json_body_and_kept_alive_calls_pay_no_delayed_ack() 
             .as_str()
             .is_some_and(|t| t.contains("design_v1"))
     );
-    let median = median_of(15, || {
+    let fastest = fastest_of(15, || {
         let reply = conn.post(&headers, &call);
         assert_eq!(reply.status, 200);
     });
     assert!(
-        median < KEPT_ALIVE_CALL_WITHIN,
-        "median kept-alive call took {median:?}"
+        fastest < KEPT_ALIVE_CALL_WITHIN,
+        "the fastest kept-alive call took {fastest:?}"
     );
 }
 
 #[test]
-fn a_2025_11_25_session_keeps_sse_and_kept_alive_calls_pay_no_delayed_ack() {
+fn a_2025_11_25_session_call_is_one_json_body_on_a_kept_alive_connection() {
     let (_home, _sidecar, url) = sidecar();
     let mut conn = Conn::open(&url);
     let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -225,14 +232,53 @@ fn a_2025_11_25_session_keeps_sse_and_kept_alive_calls_pay_no_delayed_ack() {
                       "params": {"name": "flow.list", "arguments": {}}});
     let reply = conn.post(&headers, &call);
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+    assert_eq!(reply.header("content-type"), Some("application/json"));
     assert_eq!(reply.message()["id"], 1);
-    let median = median_of(15, || {
+    let fastest = fastest_of(15, || {
         let reply = conn.post(&headers, &call);
         assert_eq!(reply.status, 200);
     });
     assert!(
-        median < KEPT_ALIVE_CALL_WITHIN,
-        "median kept-alive call took {median:?}"
+        fastest < KEPT_ALIVE_CALL_WITHIN,
+        "the fastest kept-alive JSON call took {fastest:?}"
+    );
+}
+
+#[test]
+fn a_streamed_answer_written_in_pieces_pays_no_delayed_ack_on_a_kept_alive_connection() {
+    let (_mock, port) = start_aimock("../adapters-llm/tests/fixtures/aimock.json");
+    let home = tempfile::tempdir().expect("home");
+    let mut vars = aimock_provider_env(port, home.path());
+    vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
+    vars.push(("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0".to_owned()));
+    let (_gateway, addr) = start_gateway(home.path(), &vars);
+    let stream = TcpStream::connect(&addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    let mut conn = Conn {
+        reader: BufReader::new(stream),
+        addr: addr.clone(),
+    };
+    let body = r#"{"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut exchange = || {
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.reader
+            .get_mut()
+            .write_all(request.as_bytes())
+            .expect("write");
+        let reply = conn.read_reply();
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert_eq!(reply.header("content-type"), Some("text/event-stream"));
+        assert!(reply.body.contains("[DONE]"), "{}", reply.body);
+    };
+    exchange();
+    let fastest = fastest_of(15, exchange);
+    assert!(
+        fastest < KEPT_ALIVE_CALL_WITHIN,
+        "the fastest kept-alive streamed answer took {fastest:?}"
     );
 }
