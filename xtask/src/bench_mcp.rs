@@ -138,7 +138,15 @@ fn flow_list_text(port: u16) -> Result<String> {
     if status != 200 {
         bail!("flow.list answered {status}: {text}");
     }
-    let message: Value = serde_json::from_str(text.trim()).context("flow.list answer is one JSON body")?;
+    // One JSON body, or (an older sidecar) an SSE event carrying it: read the first message.
+    let start = text
+        .find("{\"jsonrpc\"")
+        .context("flow.list answered no JSON-RPC message")?;
+    let message: Value = serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .next()
+        .context("flow.list answered no JSON-RPC message")?
+        .context("flow.list's message is not JSON")?;
     message["result"]["content"][0]["text"]
         .as_str()
         .map(str::to_owned)
