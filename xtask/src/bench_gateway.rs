@@ -1,121 +1,27 @@
 //! `cargo xtask bench gateway`: the gateway's overhead against the upstream it fronts, and against
-//! LiteLLM's proxy fronting the same upstream.
+//! LiteLLM's proxy fronting the same upstream (issue 13).
 //!
-//! Release build; aimock on a free loopback port; `metaforge gateway` (release) and the LiteLLM
-//! proxy both routed to that aimock; the same wrk load (POST chat completion, 2 connections,
-//! bounded duration) against all three in interleaved rounds. Prints p50/p99 latency, requests/s,
-//! the ratios, and the idle RSS of both proxies. Every process started here is stopped by PID.
+//! Release build. Two upstreams on the load core: the light fixed-response server written for the
+//! bench (`bench upstream`) and aimock. The MetaForge gateway (one per upstream) and the LiteLLM
+//! proxy (`pip install 'litellm[proxy]'`, one worker) on the other core; wrk (load core) posts a
+//! chat completion at c = 1, 8, 64, 256 to the upstream directly and through each proxy. Prints
+//! req/s, p50/p99, latency added over direct, RSS idle and under load, and the ratios to LiteLLM.
+//! Every process started here is stopped by PID.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use cargo_metadata::MetadataCommand;
+
+use crate::bench_kit::{
+    CONCURRENCY, Guard, LOAD_CORE, Row, SUT_CORE, bench_seconds, free_port, pinned, print_table,
+    release_binary, rss_kb, start_light_upstream, wait_listening, write_script, wrk,
+};
 
 /// The LiteLLM master key (not the default one).
 const LITELLM_KEY: &str = "sk-metaforge-bench-7f3a";
-
-/// A child process stopped (by PID) when dropped.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn wait_listening(port: u16, within: Duration, what: &str) -> Result<()> {
-    let deadline = Instant::now() + within;
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            bail!("{what} did not listen on 127.0.0.1:{port} within {within:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Ok(())
-}
-
-/// Resident set size in kB, from /proc/PID/status.
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-}
-
-/// One wrk run's figures.
-#[derive(Debug, Clone, Copy, Default)]
-struct Figures {
-    p50_ms: f64,
-    p99_ms: f64,
-    rps: f64,
-}
-
-fn to_ms(value: &str) -> Option<f64> {
-    let (number, factor) = if let Some(n) = value.strip_suffix("us") {
-        (n, 0.001)
-    } else if let Some(n) = value.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = value.strip_suffix('s') {
-        (n, 1000.0)
-    } else {
-        (value, 1.0)
-    };
-    number.parse::<f64>().ok().map(|n| n * factor)
-}
-
-fn parse_wrk(output: &str) -> Result<Figures> {
-    let percentile = |p: &str| {
-        output
-            .lines()
-            .map(str::trim)
-            .find_map(|l| l.strip_prefix(p))
-            .and_then(|rest| to_ms(rest.trim()))
-    };
-    let rps = output
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
-        .and_then(|v| v.trim().parse().ok());
-    let non_2xx = output.lines().any(|l| l.contains("Non-2xx"));
-    if non_2xx {
-        bail!("wrk saw non-2xx answers:\n{output}");
-    }
-    match (percentile("50%"), percentile("99%"), rps) {
-        (Some(p50_ms), Some(p99_ms), Some(rps)) => Ok(Figures { p50_ms, p99_ms, rps }),
-        _ => bail!("cannot read wrk's output:\n{output}"),
-    }
-}
-
-fn write_script(dir: &Path, name: &str, model: &str, bearer: &str) -> Result<PathBuf> {
-    let body =
-        serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string();
-    let lua = format!(
-        "wrk.method = \"POST\"\nwrk.body = [[{body}]]\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.headers[\"Authorization\"] = \"Bearer {bearer}\"\n"
-    );
-    let path = dir.join(format!("{name}.lua"));
-    std::fs::write(&path, lua)?;
-    Ok(path)
-}
-
-fn wrk(url: &str, script: &Path, seconds: u64) -> Result<Figures> {
-    let out = Command::new("wrk")
-        .args(["-t1", "-c2", &format!("-d{seconds}s"), "--latency", "-s"])
-        .arg(script)
-        .arg(url)
-        .output()
-        .context("cannot run wrk (apt-get install -y wrk)")?;
-    parse_wrk(&String::from_utf8_lossy(&out.stdout))
-}
 
 fn start_aimock(root: &Path) -> Result<(Guard, u16)> {
     let node_dir = std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| "/var/tmp/metaforge-node".into());
@@ -127,7 +33,7 @@ fn start_aimock(root: &Path) -> Result<(Guard, u16)> {
         );
     }
     let port = free_port()?;
-    let child = Command::new("node")
+    let child = pinned(LOAD_CORE, "node")
         .arg(&cli)
         .args(["-p", &port.to_string(), "-h", "127.0.0.1", "-f"])
         .arg(root.join("crates/adapters-llm/tests/fixtures/aimock.json"))
@@ -140,12 +46,18 @@ fn start_aimock(root: &Path) -> Result<(Guard, u16)> {
     Ok((guard, port))
 }
 
-fn start_gateway(binary: &Path, scratch: &Path, aimock: u16) -> Result<(Guard, String)> {
-    let mut child = Command::new(binary)
+fn start_gateway(binary: &Path, scratch: &Path, name: &str, upstream: u16) -> Result<(Guard, String)> {
+    let mut child = pinned(SUT_CORE, binary)
         .args(["gateway", "--bind", "127.0.0.1:0"])
-        .env("METAFORGE_HOME", scratch.join("home"))
-        .env("METAFORGE_CREDENTIALS_PATH", scratch.join("credentials.json"))
-        .env("HARNESS_OPENAI_BASE_URL", format!("http://127.0.0.1:{aimock}/v1"))
+        .env("METAFORGE_HOME", scratch.join(format!("home-{name}")))
+        .env(
+            "METAFORGE_CREDENTIALS_PATH",
+            scratch.join(format!("credentials-{name}.json")),
+        )
+        .env(
+            "HARNESS_OPENAI_BASE_URL",
+            format!("http://127.0.0.1:{upstream}/v1"),
+        )
         .env("OPENAI_API_KEY", "sk-bench-aimock")
         .env("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini")
         .env("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0")
@@ -170,7 +82,7 @@ fn start_gateway(binary: &Path, scratch: &Path, aimock: u16) -> Result<(Guard, S
 }
 
 /// Installs (if needed) and starts the LiteLLM proxy; the error says exactly what failed.
-fn start_litellm(scratch: &Path, aimock: u16) -> Result<(Guard, u16)> {
+fn start_litellm(scratch: &Path, aimock: u16, light: u16) -> Result<(Guard, u16)> {
     let have = Command::new("litellm")
         .arg("--version")
         .output()
@@ -188,12 +100,12 @@ fn start_litellm(scratch: &Path, aimock: u16) -> Result<(Guard, u16)> {
     std::fs::write(
         &config,
         format!(
-            "model_list:\n  - model_name: chat\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: http://127.0.0.1:{aimock}/v1\n      api_key: sk-bench-aimock\ngeneral_settings:\n  master_key: {LITELLM_KEY}\n"
+            "model_list:\n  - model_name: chat\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: http://127.0.0.1:{aimock}/v1\n      api_key: sk-bench-aimock\n  - model_name: chat-light\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: http://127.0.0.1:{light}/v1\n      api_key: sk-bench-aimock\ngeneral_settings:\n  master_key: {LITELLM_KEY}\n"
         ),
     )?;
     let port = free_port()?;
     let log = std::fs::File::create(scratch.join("litellm.log"))?;
-    let child = Command::new("litellm")
+    let child = pinned(SUT_CORE, "litellm")
         .arg("--config")
         .arg(&config)
         .args([
@@ -221,107 +133,119 @@ fn start_litellm(scratch: &Path, aimock: u16) -> Result<(Guard, u16)> {
     Ok((guard, port))
 }
 
-/// Runs the benchmark and prints the table.
+/// A chat-completion wrk script for `model` with bearer `key`.
+fn chat_script(dir: &Path, name: &str, model: &str, key: &str) -> Result<PathBuf> {
+    let body =
+        serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    write_script(
+        dir,
+        name,
+        &body,
+        &[
+            ("Content-Type", "application/json".to_owned()),
+            ("Authorization", format!("Bearer {key}")),
+        ],
+    )
+}
+
+/// Runs the benchmark and prints the tables.
 pub(crate) fn run() -> Result<()> {
-    let seconds: u64 = std::env::var("METAFORGE_BENCH_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
-    let rounds: u32 = 2;
-    crate::run("cargo", &["build", "--release", "-p", "metaforge-bins"])?;
-    let target = MetadataCommand::new()
-        .no_deps()
-        .exec()
-        .context("cargo metadata failed")?
-        .target_directory;
-    let binary = target.join("release").join("metaforge");
+    let seconds = bench_seconds();
+    let binary = release_binary()?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let scratch = std::env::temp_dir().join(format!("metaforge-bench-gateway-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
+    let result = bench(&binary, &root, &scratch, seconds);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
 
-    let (_aimock, aimock_port) = start_aimock(&root)?;
-    let (gateway, gateway_addr) = start_gateway(binary.as_std_path(), &scratch, aimock_port)?;
-    std::thread::sleep(Duration::from_secs(1));
-    let gateway_rss = rss_kb(gateway.0.id());
-    let litellm = match start_litellm(&scratch, aimock_port) {
+fn bench(binary: &Path, root: &Path, scratch: &Path, seconds: u64) -> Result<()> {
+    let (_light, light_port) = start_light_upstream()?;
+    let (_aimock, aimock_port) = start_aimock(root)?;
+    let (gateway_light, light_addr) = start_gateway(binary, scratch, "light", light_port)?;
+    let (gateway_aimock, aimock_addr) = start_gateway(binary, scratch, "aimock", aimock_port)?;
+    let litellm = match start_litellm(scratch, aimock_port, light_port) {
         Ok(started) => Some(started),
         Err(err) => {
             println!("LiteLLM not benchmarked: {err:#}");
             None
         }
     };
-    let litellm_rss = litellm.as_ref().and_then(|(g, _)| {
-        std::thread::sleep(Duration::from_secs(2));
-        rss_kb(g.0.id())
-    });
-
-    let mut targets: Vec<(&str, String, PathBuf)> = vec![
-        (
-            "aimock direct",
-            format!("http://127.0.0.1:{aimock_port}/v1/chat/completions"),
-            write_script(&scratch, "direct", "gpt-4o-mini", "sk-bench-aimock")?,
-        ),
-        (
-            "metaforge gateway",
-            format!("http://{gateway_addr}/v1/chat/completions"),
-            write_script(&scratch, "gateway", "chat", "none")?,
-        ),
-    ];
-    if let Some((_, port)) = &litellm {
-        targets.push((
-            "litellm proxy",
-            format!("http://127.0.0.1:{port}/v1/chat/completions"),
-            write_script(&scratch, "litellm", "chat", LITELLM_KEY)?,
-        ));
+    std::thread::sleep(Duration::from_secs(2));
+    let mut idle = vec![("metaforge gateway".to_owned(), rss_kb(gateway_light.0.id()))];
+    if let Some((g, _)) = &litellm {
+        idle.push(("litellm proxy".to_owned(), rss_kb(g.0.id())));
     }
-    // Warm-up, then interleaved rounds so drift on a shared machine hits every target alike.
-    for (name, url, script) in &targets {
-        wrk(url, script, 2).with_context(|| format!("warm-up of {name}"))?;
-    }
-    let mut sums = vec![Figures::default(); targets.len()];
-    for _ in 0..rounds {
-        for (i, (name, url, script)) in targets.iter().enumerate() {
-            let f = wrk(url, script, seconds).with_context(|| format!("load on {name}"))?;
-            sums[i].p50_ms += f.p50_ms / f64::from(rounds);
-            sums[i].p99_ms += f.p99_ms / f64::from(rounds);
-            sums[i].rps += f.rps / f64::from(rounds);
+    for (upstream, upstream_port, gateway_addr, gateway_pid, litellm_model) in [
+        (
+            "light upstream",
+            light_port,
+            &light_addr,
+            gateway_light.0.id(),
+            "chat-light",
+        ),
+        ("aimock", aimock_port, &aimock_addr, gateway_aimock.0.id(), "chat"),
+    ] {
+        let direct = format!("{upstream} direct");
+        let mut targets: Vec<(String, String, PathBuf, Option<u32>)> = vec![
+            (
+                direct.clone(),
+                format!("http://127.0.0.1:{upstream_port}/v1/chat/completions"),
+                chat_script(
+                    scratch,
+                    &format!("direct-{upstream_port}"),
+                    "gpt-4o-mini",
+                    "sk-bench-aimock",
+                )?,
+                None,
+            ),
+            (
+                "metaforge gateway".to_owned(),
+                format!("http://{gateway_addr}/v1/chat/completions"),
+                chat_script(scratch, &format!("gateway-{upstream_port}"), "chat", "none")?,
+                Some(gateway_pid),
+            ),
+        ];
+        if let Some((guard, port)) = &litellm {
+            targets.push((
+                "litellm proxy".to_owned(),
+                format!("http://127.0.0.1:{port}/v1/chat/completions"),
+                chat_script(
+                    scratch,
+                    &format!("litellm-{upstream_port}"),
+                    litellm_model,
+                    LITELLM_KEY,
+                )?,
+                Some(guard.0.id()),
+            ));
         }
+        let mut rows = Vec::new();
+        for (name, url, script, pid) in &targets {
+            wrk(url, script, 2, 1, None).with_context(|| format!("warm-up of {name}"))?;
+            for c in CONCURRENCY {
+                match wrk(url, script, c, seconds, *pid) {
+                    Ok(figures) => rows.push(Row {
+                        target: name.clone(),
+                        connections: c,
+                        figures,
+                    }),
+                    // One failed cell (a peer timing out at c=256) must not lose the others.
+                    Err(err) => println!("{name} at c={c}: not measured: {err:#}"),
+                }
+            }
+        }
+        print_table(
+            &format!(
+                "OpenAI chat completion via {upstream}, wrk {seconds}s per cell (proxies on core {SUT_CORE}, wrk + upstream on core {LOAD_CORE})"
+            ),
+            &rows,
+            Some(&direct),
+            "metaforge gateway",
+            "litellm proxy",
+            &idle,
+        );
     }
-    println!();
-    println!("wrk -t1 -c2, {rounds} interleaved rounds of {seconds}s each (mean of rounds)");
-    println!(
-        "{:<18} {:>10} {:>10} {:>11}",
-        "target", "p50 ms", "p99 ms", "req/s"
-    );
-    for ((name, _, _), f) in targets.iter().zip(&sums) {
-        println!("{name:<18} {:>10.3} {:>10.3} {:>11.1}", f.p50_ms, f.p99_ms, f.rps);
-    }
-    let ratio = |a: &Figures, b: &Figures| {
-        format!(
-            "p50 x{:.2}  p99 x{:.2}  req/s x{:.2}",
-            a.p50_ms / b.p50_ms,
-            a.p99_ms / b.p99_ms,
-            a.rps / b.rps
-        )
-    };
-    println!("gateway / direct:   {}", ratio(&sums[1], &sums[0]));
-    if let Some(l) = sums.get(2) {
-        println!("litellm / direct:   {}", ratio(l, &sums[0]));
-        println!("gateway / litellm:  {}", ratio(&sums[1], l));
-    }
-    let show = |kb: Option<u64>| {
-        kb.map_or_else(
-            || "unknown".to_owned(),
-            |kb| format!("{:.1} MiB", kb as f64 / 1024.0),
-        )
-    };
-    println!(
-        "idle RSS: metaforge gateway {}  litellm {}",
-        show(gateway_rss),
-        show(litellm_rss)
-    );
     drop(litellm);
-    drop(gateway);
-    let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
 }

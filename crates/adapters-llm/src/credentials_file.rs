@@ -4,11 +4,18 @@
 //! The file is written 0600 through a temp file and an atomic rename, so a crash never leaves a
 //! half-written store; a group- or world-readable file is refused on every read with an error
 //! that says how to fix it. Writes are serialised in-process by a mutex.
+//!
+//! Reads are served from memory: every read stats the file (so a permission change is refused at
+//! once) and parses it again only when its modification time, size or inode changed, so an
+//! operator's edit (or `metaforge llm` in another process) is picked up on the next call while the
+//! chat path pays one `stat` instead of a read and a parse per call.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use metaforge_ports::{Credential, CredentialStore, PortError, PortErrorKind, StoredCredential};
@@ -21,11 +28,32 @@ struct CredentialFile {
     providers: BTreeMap<String, Vec<StoredCredential>>,
 }
 
+/// What identifies one version of the file on disk: a change of any part means "read it again".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            modified: meta.modified().ok(),
+            len: meta.len(),
+            inode: meta.ino(),
+        }
+    }
+}
+
 /// Credentials kept in one JSON file.
 #[derive(Debug)]
 pub struct FileCredentialStore {
     path: PathBuf,
     lock: tokio::sync::Mutex<()>,
+    /// The last parse and the version of the file it came from.
+    cache: Mutex<Option<(Stamp, Arc<CredentialFile>)>>,
 }
 
 impl FileCredentialStore {
@@ -34,6 +62,7 @@ impl FileCredentialStore {
         Self {
             path: path.into(),
             lock: tokio::sync::Mutex::new(()),
+            cache: Mutex::new(None),
         }
     }
 
@@ -42,11 +71,12 @@ impl FileCredentialStore {
         &self.path
     }
 
-    fn load(&self) -> Result<CredentialFile, PortError> {
+    /// The file's metadata (`None` when there is no file), refusing a group- or world-readable one.
+    fn checked_metadata(&self) -> Result<Option<std::fs::Metadata>, PortError> {
         let shown = self.path.display();
         let meta = match std::fs::metadata(&self.path) {
             Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(CredentialFile::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => {
                 return Err(PortError::with_source(
                     PortErrorKind::Unavailable,
@@ -64,6 +94,33 @@ impl FileCredentialStore {
                      refusing to use it: run `chmod 600 {shown}`"
                 ),
             ));
+        }
+        Ok(Some(meta))
+    }
+
+    /// The file as it is on disk now: from memory when it has not changed since the last parse.
+    fn current(&self) -> Result<Arc<CredentialFile>, PortError> {
+        let Some(meta) = self.checked_metadata()? else {
+            *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            return Ok(Arc::new(CredentialFile::default()));
+        };
+        let stamp = Stamp::of(&meta);
+        if let Some((cached, file)) = &*self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+            && *cached == stamp
+        {
+            return Ok(Arc::clone(file));
+        }
+        // A change between the stat and the read only costs one more parse on the next call.
+        let file = Arc::new(self.load()?);
+        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = Some((stamp, Arc::clone(&file)));
+        Ok(file)
+    }
+
+    /// Reads and parses the file from disk (a missing file is an empty store).
+    fn load(&self) -> Result<CredentialFile, PortError> {
+        let shown = self.path.display();
+        if self.checked_metadata()?.is_none() {
+            return Ok(CredentialFile::default());
         }
         let text = std::fs::read_to_string(&self.path).map_err(|e| {
             PortError::with_source(
@@ -116,6 +173,8 @@ impl FileCredentialStore {
             .map_err(|e| io_err("set permissions on", e))?;
         out.write_all(text.as_bytes()).map_err(|e| io_err("write", e))?;
         out.sync_all().map_err(|e| io_err("sync", e))?;
+        // The next read parses what was just written, whatever the clock's granularity.
+        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = None;
         std::fs::rename(&tmp, &self.path).map_err(|e| io_err("replace", e))
     }
 
@@ -145,8 +204,12 @@ impl FileCredentialStore {
 #[async_trait]
 impl CredentialStore for FileCredentialStore {
     async fn list(&self, provider: &str) -> Result<Vec<StoredCredential>, PortError> {
-        let _guard = self.lock.lock().await;
-        Ok(self.load()?.providers.remove(provider).unwrap_or_default())
+        Ok(self
+            .current()?
+            .providers
+            .get(provider)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn add(&self, provider: &str, credential: Credential) -> Result<(), PortError> {

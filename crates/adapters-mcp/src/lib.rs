@@ -16,6 +16,7 @@ pub mod config;
 mod convert;
 mod glob;
 mod http_client;
+mod json_reply;
 mod serve;
 mod server;
 

@@ -83,7 +83,12 @@ pub async fn bind_http(
     })?;
     let service_key: Option<Arc<str>> = service_key.filter(|k| !k.is_empty()).map(Arc::from);
     let service_key_for_auth = service_key.clone();
-    let mut config = StreamableHttpServerConfig::default();
+    // A call that emits nothing before its result (every read, and a held write that waits
+    // silently) is answered as one `application/json` body when the client accepts it; rmcp falls
+    // back to SSE as soon as the handler sends a request or notification first (elicitation).
+    // Applies to the stateless 2026-07-28 path; 2025-11-25 sessions stay sessions (legacy mode on,
+    // so their elicitation answers reach the session) and `json_reply` does the same for them.
+    let mut config = StreamableHttpServerConfig::default().with_json_response(true);
     config.cancellation_token = shutdown.child_token();
     let service = StreamableHttpService::new(
         move || {
@@ -99,6 +104,7 @@ pub async fn bind_http(
     );
     let router = axum::Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(crate::json_reply::json_when_done))
         .layer(axum::middleware::from_fn(validate_envelope))
         .layer(axum::middleware::map_response(session_ended_is_no_content));
     Ok(HttpSidecar {
@@ -395,24 +401,41 @@ impl HttpSidecar {
         self
     }
 
-    /// Serves until the shutdown token is cancelled.
+    /// The bound listener and the router (with the key check when keys are required), for a
+    /// caller that serves them itself (the `metaforge` binary serves every listener through one
+    /// function with its slow-client limits).
+    pub fn into_parts(self) -> (tokio::net::TcpListener, axum::Router) {
+        let router = keyed(self.router, self.client_keys, self.service_key);
+        (self.listener, router)
+    }
+
+    /// Serves until the shutdown token is cancelled, with `TCP_NODELAY` on every accepted socket
+    /// (embedding and tests; the binary uses [`HttpSidecar::into_parts`] and its own listener).
     pub async fn run(self) -> Result<(), ServeError> {
+        use axum::serve::ListenerExt as _;
         let addr = self.local_addr.to_string();
         let shutdown = self.shutdown;
-        let router = match self.client_keys {
-            Some(clients) => self.router.layer(axum::middleware::from_fn_with_state(
-                RequiredKeys {
-                    clients,
-                    service: self.service_key,
-                },
-                require_key,
-            )),
-            None => self.router,
-        };
-        axum::serve(self.listener, router)
+        let router = keyed(self.router, self.client_keys, self.service_key);
+        let listener = self.listener.tap_io(|stream| {
+            if let Err(err) = stream.set_nodelay(true) {
+                tracing::debug!(event = "tcp_nodelay_failed", error = %err);
+            }
+        });
+        axum::serve(listener, router)
             .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
             .await
             .map_err(|source| ServeError::Io { addr, source })
+    }
+}
+
+/// `router` behind the key check when client keys are required; unchanged otherwise.
+fn keyed(router: axum::Router, clients: Option<Arc<[Arc<str>]>>, service: Option<Arc<str>>) -> axum::Router {
+    match clients {
+        Some(clients) => router.layer(axum::middleware::from_fn_with_state(
+            RequiredKeys { clients, service },
+            require_key,
+        )),
+        None => router,
     }
 }
 

@@ -1,7 +1,11 @@
 //! The harness selection as a small JSON file under `METAFORGE_HOME`, replaced atomically
 //! (write a temporary file, fsync, rename) so a crash leaves the old or the new value, never half.
+//! Every chat completion reads it, so a read is one `stat`: the value is parsed again only when
+//! the file's modification time, size or inode changed (another process's `set` included).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use metaforge_ports::{PortError, PortErrorKind, SelectionStore};
@@ -15,21 +19,46 @@ struct SelectionDocument {
     selection: String,
 }
 
+/// What identifies one version of the file: a change of any part means "read it again".
+type Stamp = (Option<SystemTime>, u64, u64);
+
 /// A [`SelectionStore`] over one JSON file.
 #[derive(Debug, Clone)]
 pub struct FileSelectionStore {
     path: PathBuf,
+    /// The last value read and the version of the file it came from.
+    cache: Arc<Mutex<Option<(Stamp, String)>>>,
 }
 
 impl FileSelectionStore {
     /// A store at `path` (the file need not exist yet).
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            cache: Arc::new(Mutex::new(None)),
+        }
     }
 
     /// Where the selection is kept.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Reads and parses the file (a missing file is no selection).
+    async fn read(&self) -> Result<Option<String>, PortError> {
+        match tokio::fs::read(&self.path).await {
+            Ok(bytes) => serde_json::from_slice::<SelectionDocument>(&bytes)
+                .map(|d| Some(d.selection))
+                .map_err(|e| {
+                    PortError::with_source(
+                        PortErrorKind::Corrupt,
+                        format!("the harness selection file {} is not valid", self.path.display()),
+                        e,
+                    )
+                }),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(io_error("read", &self.path, err)),
+        }
     }
 }
 
@@ -44,19 +73,22 @@ fn io_error(what: &str, path: &Path, err: std::io::Error) -> PortError {
 #[async_trait]
 impl SelectionStore for FileSelectionStore {
     async fn get(&self) -> Result<Option<String>, PortError> {
-        match tokio::fs::read(&self.path).await {
-            Ok(bytes) => serde_json::from_slice::<SelectionDocument>(&bytes)
-                .map(|d| Some(d.selection))
-                .map_err(|e| {
-                    PortError::with_source(
-                        PortErrorKind::Corrupt,
-                        format!("the harness selection file {} is not valid", self.path.display()),
-                        e,
-                    )
-                }),
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(io_error("read", &self.path, err)),
+        use std::os::unix::fs::MetadataExt;
+        let stamp = match std::fs::metadata(&self.path) {
+            Ok(meta) => (meta.modified().ok(), meta.len(), meta.ino()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(io_error("read", &self.path, err)),
+        };
+        if let Some((cached, value)) = &*self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+            && *cached == stamp
+        {
+            return Ok(Some(value.clone()));
         }
+        let value = self.read().await?;
+        if let Some(value) = &value {
+            *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = Some((stamp, value.clone()));
+        }
+        Ok(value)
     }
 
     async fn set(&self, route: &str) -> Result<(), PortError> {
@@ -114,6 +146,33 @@ mod tests {
         );
         let parent = std::fs::metadata(dir.path().join("home")).unwrap();
         assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+    }
+
+    #[tokio::test]
+    async fn a_selection_set_by_another_process_is_read_although_an_older_one_was_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let serving = FileSelectionStore::new(dir.path().join(SELECTION_FILE));
+        let other = FileSelectionStore::new(dir.path().join(SELECTION_FILE));
+        other.set("openai:gpt-4o-mini").await.unwrap();
+        assert_eq!(
+            serving.get().await.unwrap().as_deref(),
+            Some("openai:gpt-4o-mini")
+        );
+        assert_eq!(
+            serving.get().await.unwrap().as_deref(),
+            Some("openai:gpt-4o-mini")
+        );
+        other.set("anthropic:claude-haiku-4-5").await.unwrap();
+        assert_eq!(
+            serving.get().await.unwrap().as_deref(),
+            Some("anthropic:claude-haiku-4-5")
+        );
+        std::fs::remove_file(dir.path().join(SELECTION_FILE)).unwrap();
+        assert_eq!(
+            serving.get().await.unwrap(),
+            None,
+            "a removed file is no selection"
+        );
     }
 
     #[tokio::test]

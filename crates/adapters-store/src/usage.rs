@@ -110,34 +110,55 @@ impl SqliteUsageStore {
     }
 }
 
-#[async_trait]
-impl UsageStore for SqliteUsageStore {
-    async fn record(&self, event: UsageEvent) -> Result<(), PortError> {
-        let at = validate_usage(&event)?;
-        sqlx::query(
-            "INSERT INTO usage_events (run_id, phase, role, caller, provider, model, \
+/// Inserts one validated event inside `tx`.
+async fn insert_event(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    event: &UsageEvent,
+    at: Timestamp,
+) -> Result<(), PortError> {
+    sqlx::query(
+        "INSERT INTO usage_events (run_id, phase, role, caller, provider, model, \
              prompt_tokens, completion_tokens, cached_input_tokens, cache_write_tokens, \
              reasoning_tokens, cost_usd, billing, at) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&event.run_id)
-        .bind(&event.phase)
-        .bind(&event.role)
-        .bind(&event.caller)
-        .bind(&event.provider)
-        .bind(&event.model)
-        .bind(count_in("prompt_tokens", event.prompt_tokens)?)
-        .bind(count_in("completion_tokens", event.completion_tokens)?)
-        .bind(count_in("cached_input_tokens", event.cached_input_tokens)?)
-        .bind(count_in("cache_write_tokens", event.cache_write_tokens)?)
-        .bind(count_in("reasoning_tokens", event.reasoning_tokens)?)
-        .bind(event.cost_usd)
-        .bind(label(&event.billing)?)
-        .bind(ts(at))
-        .execute(&self.pool)
-        .await
-        .map_err(|e| db_error("record a usage event", e))?;
-        Ok(())
+    )
+    .bind(&event.run_id)
+    .bind(&event.phase)
+    .bind(&event.role)
+    .bind(&event.caller)
+    .bind(&event.provider)
+    .bind(&event.model)
+    .bind(count_in("prompt_tokens", event.prompt_tokens)?)
+    .bind(count_in("completion_tokens", event.completion_tokens)?)
+    .bind(count_in("cached_input_tokens", event.cached_input_tokens)?)
+    .bind(count_in("cache_write_tokens", event.cache_write_tokens)?)
+    .bind(count_in("reasoning_tokens", event.reasoning_tokens)?)
+    .bind(event.cost_usd)
+    .bind(label(&event.billing)?)
+    .bind(ts(at))
+    .execute(&mut **tx)
+    .await
+    .map_err(|e| db_error("record a usage event", e))?;
+    Ok(())
+}
+
+#[async_trait]
+impl UsageStore for SqliteUsageStore {
+    async fn record(&self, event: UsageEvent) -> Result<(), PortError> {
+        self.record_batch(std::slice::from_ref(&event)).await
+    }
+
+    async fn record_batch(&self, events: &[UsageEvent]) -> Result<(), PortError> {
+        let stamps = events.iter().map(validate_usage).collect::<Result<Vec<_>, _>>()?;
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(|e| db_error("begin a usage batch", e))?;
+        for (event, at) in events.iter().zip(stamps) {
+            insert_event(&mut tx, event, at).await?;
+        }
+        tx.commit().await.map_err(|e| db_error("commit a usage batch", e))
     }
 
     async fn events_for_run(&self, run_id: &str) -> Result<Vec<UsageEvent>, PortError> {

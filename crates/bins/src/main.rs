@@ -3,6 +3,7 @@
 //! Parsing and dispatch only; each command lives in its own module under `cmd`.
 
 mod cmd;
+mod listen;
 mod providers_config;
 mod system;
 

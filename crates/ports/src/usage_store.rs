@@ -13,6 +13,15 @@ pub trait UsageStore: Send + Sync {
     /// Records one event. It must carry `at` (`Invalid` otherwise, nothing written).
     async fn record(&self, event: UsageEvent) -> Result<(), PortError>;
 
+    /// Records several events in one durable commit (the gateway's usage writer groups the events
+    /// of many calls this way). All or nothing: one invalid event fails the batch, nothing written.
+    async fn record_batch(&self, events: &[UsageEvent]) -> Result<(), PortError> {
+        for event in events {
+            self.record(event.clone()).await?;
+        }
+        Ok(())
+    }
+
     /// Every event of one run, in the order recorded.
     async fn events_for_run(&self, run_id: &str) -> Result<Vec<UsageEvent>, PortError>;
 

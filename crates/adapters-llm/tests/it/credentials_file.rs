@@ -118,3 +118,66 @@ fn secrets_never_appear_in_debug_output() {
     let text = format!("{:?}", key("a"));
     assert!(!text.contains("sk-a"), "{text}");
 }
+
+/// Another process (an operator's `metaforge llm credentials add`, an editor) changes the file: a
+/// store that already served a read from memory sees the change on its next read.
+#[tokio::test]
+async fn a_change_made_by_another_writer_is_picked_up_by_the_next_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("credentials.json");
+    let serving = FileCredentialStore::new(&path);
+    let other = FileCredentialStore::new(&path);
+    other.add("openai", key("a")).await.unwrap();
+    assert_eq!(serving.healthy("openai").await.unwrap().len(), 1);
+    assert_eq!(
+        serving.healthy("openai").await.unwrap().len(),
+        1,
+        "served from memory"
+    );
+    other.add("openai", key("b")).await.unwrap();
+    let ids: Vec<_> = serving
+        .healthy("openai")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, vec!["a", "b"]);
+    other.mark_dead("openai", "a", "401").await.unwrap();
+    let ids: Vec<_> = serving
+        .healthy("openai")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(ids, vec!["b"]);
+    // An edit in place of the same length (no rename, new mtime) is seen too.
+    let text = std::fs::read_to_string(&path).unwrap().replace("sk-b", "sk-z");
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&path, text).unwrap();
+    let secrets: Vec<_> = serving
+        .healthy("openai")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| match c.secret {
+            CredentialSecret::ApiKey { api_key } => api_key,
+            other => panic!("unexpected secret kind {other:?}"),
+        })
+        .collect();
+    assert_eq!(secrets, vec!["sk-z"]);
+}
+
+/// The file made readable by others after a read is refused on the very next read, cache or not.
+#[tokio::test]
+async fn a_file_opened_to_others_after_a_cached_read_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("credentials.json");
+    let store = FileCredentialStore::new(&path);
+    store.add("openai", key("a")).await.unwrap();
+    assert_eq!(store.healthy("openai").await.unwrap().len(), 1);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let err = store.healthy("openai").await.unwrap_err();
+    assert_eq!(err.kind, PortErrorKind::Invalid);
+}

@@ -287,22 +287,5 @@ async fn no_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError 
         format!("no route serves {method} {}", uri.path()),
     )
 }
-
-/// Serves `router` on `listener` until `shutdown` resolves, then drains in-flight requests.
-/// Each request carries its peer address (`ConnectInfo`), which failed-authentication
-/// throttling keys on.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-}
-
 /// How long a graceful shutdown waits for in-flight requests before the process exits anyway.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);

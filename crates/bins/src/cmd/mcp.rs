@@ -270,5 +270,18 @@ async fn serve_http(
             stop.cancel();
         }
     });
-    sidecar.run().await
+    let limits =
+        crate::listen::Limits::from_env().map_err(|message| metaforge_adapters_mcp::ServeError::Io {
+            addr: addr.to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, message),
+        })?;
+    let (listener, router) = sidecar.into_parts();
+    crate::listen::serve(listener, router, limits, async move {
+        shutdown.cancelled_owned().await
+    })
+    .await
+    .map_err(|source| metaforge_adapters_mcp::ServeError::Io {
+        addr: addr.to_string(),
+        source,
+    })
 }

@@ -71,6 +71,8 @@ pub(crate) struct Composition {
     pub(crate) clock: Arc<dyn Clock>,
     /// Ids.
     pub(crate) ids: Arc<dyn IdGen>,
+    /// The usage writer, flushed on a graceful stop (none when no provider is configured).
+    pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -165,7 +167,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
     let harness = harness_config(&paths, providers_config::credentialed(&rows)).await?;
     let store: Arc<dyn UsageStore> = usage.clone();
-    let pipeline = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
+    let (pipeline, usage_sink) = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
     let auth = Arc::new(
         AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute))
             .with_auth_failures_per_minute(NonZeroU32::new(args.auth_failures_per_minute)),
@@ -189,6 +191,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         versions,
         clock: Arc::clone(&clock_for_up),
         ids: ids_for_up,
+        usage_sink,
         _scratch: scratch,
     })
 }
@@ -261,7 +264,7 @@ async fn gateway_pipeline(
     rows: &[ProviderRow],
     usage: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
-) -> Result<Option<Arc<ProviderPipeline>>, StartError> {
+) -> Result<(Option<Arc<ProviderPipeline>>, Option<Arc<UsageStoreSink>>), StartError> {
     use metaforge_domain::routing::{RouteCall, resolve_route};
     // A bad threshold refuses start even with no provider yet: it would bite the day one is added.
     let env_vars: std::collections::BTreeMap<String, String> = std::env::vars()
@@ -277,10 +280,9 @@ async fn gateway_pipeline(
     if configured.is_empty() {
         tracing::warn!(
             event = "gateway_pipeline_disabled",
-            "no provider is configured, so model calls answer 503 until one is: {}",
-            metaforge_app::pipeline::no_pipeline_reason("chat")
+            "no provider is configured: model calls answer 503 until a key (e.g. OPENAI_API_KEY) and a route (e.g. METAFORGE_ROUTE_CHAT=openai:gpt-4o-mini) are set"
         );
-        return Ok(None);
+        return Ok((None, None));
     }
     let fallbacks = providers_config::fallback_candidates().map_err(StartError::Config)?;
     let selection = harness
@@ -318,11 +320,21 @@ async fn gateway_pipeline(
     }
     let sink =
         Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
-    let pipeline = providers_config::build_pipeline(chains, &[], &configured, sink).map_err(|e| match e {
-        BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
-        other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
-    })?;
-    Ok(Some(Arc::new(pipeline)))
+    let pipeline = providers_config::build_pipeline(chains, &[], &configured, Arc::clone(&sink) as _)
+        .map_err(|e| match e {
+            BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
+            other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
+        })?;
+    Ok((Some(Arc::new(pipeline)), Some(sink)))
+}
+
+/// Commits every usage event queued before the stop: nothing acknowledged is lost on a graceful
+/// stop.
+async fn flush_usage(composition: &Composition) {
+    if let Some(sink) = &composition.usage_sink {
+        sink.flush().await;
+        tracing::info!(event = "llm_usage_flushed", "usage events committed before exit");
+    }
 }
 
 /// Waits for Ctrl-C or SIGTERM.
@@ -369,6 +381,7 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
 }
 
 async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
+    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(args).await?;
     let router = gateway::build(
         Arc::clone(&composition.state),
@@ -388,9 +401,9 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
-    gateway::serve(listener, router, shutdown_signal())
-        .await
-        .map_err(|e| StartError::Runtime(format!("server error: {e}")))
+    let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
+    flush_usage(&composition).await;
+    served.map_err(|e| StartError::Runtime(format!("server error: {e}")))
 }
 
 /// Options of `metaforge up`: the gateway's, plus where the MCP sidecar listens.
@@ -436,6 +449,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
             args.mcp_bind
         )));
     }
+    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(&args.gateway).await?;
     let router = gateway::build(
         Arc::clone(&composition.state),
@@ -501,11 +515,18 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         shutdown_signal().await;
         stop.cancel();
     };
-    let (gateway_result, sidecar_result) = tokio::join!(gateway::serve(listener, router, shutdown), async {
-        let result = sidecar.run().await;
-        cancel.cancel();
-        result
-    });
+    let (sidecar_listener, sidecar_router) = sidecar.into_parts();
+    let sidecar_stop = cancel.clone();
+    let (gateway_result, sidecar_result) =
+        tokio::join!(crate::listen::serve(listener, router, limits, shutdown), async {
+            let result = crate::listen::serve(sidecar_listener, sidecar_router, limits, async move {
+                sidecar_stop.cancelled_owned().await;
+            })
+            .await;
+            cancel.cancel();
+            result
+        });
+    flush_usage(&composition).await;
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
     sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))
 }

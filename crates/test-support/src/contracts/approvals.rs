@@ -40,7 +40,11 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     let mut first = hold("a-1", clock);
     first.requested_by = Some("alice".to_owned());
     let parked = ledger.park(first).await.expect("park a-1");
-    assert_eq!(parked.requested_by.as_deref(), Some("alice"), "the requester is kept");
+    assert_eq!(
+        parked.requested_by.as_deref(),
+        Some("alice"),
+        "the requester is kept"
+    );
     assert_eq!(
         ledger.get("a-1").await.expect("get a-1"),
         parked,

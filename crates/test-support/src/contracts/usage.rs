@@ -87,4 +87,24 @@ pub async fn usage_store_contract(store: &dyn UsageStore) {
         store.events_for_run("run-3").await.expect("run-3").is_empty(),
         "refused events wrote nothing"
     );
+
+    let mut bad = event(Some("run-4"), 0);
+    bad.at = None;
+    let batch = [event(Some("run-4"), 1), bad, event(Some("run-4"), 2)];
+    assert_eq!(
+        kind_of(&store.record_batch(&batch).await),
+        Some(PortErrorKind::Invalid),
+        "a batch with one bad event is refused"
+    );
+    assert!(
+        store.events_for_run("run-4").await.expect("run-4").is_empty(),
+        "a refused batch wrote nothing, not even its good events"
+    );
+    let batch: Vec<UsageEvent> = (0..300).map(|i| event(Some("run-5"), i)).collect();
+    store.record_batch(&batch).await.expect("record a batch");
+    assert_eq!(
+        store.events_for_run("run-5").await.expect("run-5"),
+        batch,
+        "a batch lands whole, in order"
+    );
 }

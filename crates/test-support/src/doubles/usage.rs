@@ -20,44 +20,56 @@ impl MemoryUsageStore {
     }
 }
 
+/// The rules the SQLite store enforces on an event before writing it.
+fn check(event: &UsageEvent) -> Result<(), PortError> {
+    if event.provider.trim().is_empty() || event.model.trim().is_empty() {
+        return Err(err(
+            PortErrorKind::Invalid,
+            "usage.provider/model: must not be empty",
+        ));
+    }
+    if event.cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
+        return Err(err(
+            PortErrorKind::Invalid,
+            "usage.cost_usd: must be a finite, non-negative number or null",
+        ));
+    }
+    let too_big = [
+        event.prompt_tokens,
+        event.completion_tokens,
+        event.cached_input_tokens,
+        event.cache_write_tokens,
+        event.reasoning_tokens,
+    ]
+    .into_iter()
+    .flatten()
+    .any(|n| i64::try_from(n).is_err());
+    if too_big {
+        return Err(err(
+            PortErrorKind::Invalid,
+            "usage: a token count is too large to store",
+        ));
+    }
+    if event.at.is_none() {
+        return Err(err(
+            PortErrorKind::Invalid,
+            "usage.at: must be set by the recorder",
+        ));
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl UsageStore for MemoryUsageStore {
     async fn record(&self, event: UsageEvent) -> Result<(), PortError> {
-        if event.provider.trim().is_empty() || event.model.trim().is_empty() {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "usage.provider/model: must not be empty",
-            ));
-        }
-        if event.cost_usd.is_some_and(|c| !c.is_finite() || c < 0.0) {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "usage.cost_usd: must be a finite, non-negative number or null",
-            ));
-        }
-        let too_big = [
-            event.prompt_tokens,
-            event.completion_tokens,
-            event.cached_input_tokens,
-            event.cache_write_tokens,
-            event.reasoning_tokens,
-        ]
-        .into_iter()
-        .flatten()
-        .any(|n| i64::try_from(n).is_err());
-        if too_big {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "usage: a token count is too large to store",
-            ));
-        }
-        if event.at.is_none() {
-            return Err(err(
-                PortErrorKind::Invalid,
-                "usage.at: must be set by the recorder",
-            ));
-        }
+        check(&event)?;
         lock(&self.events).push(event);
+        Ok(())
+    }
+
+    async fn record_batch(&self, events: &[UsageEvent]) -> Result<(), PortError> {
+        events.iter().try_for_each(check)?;
+        lock(&self.events).extend_from_slice(events);
         Ok(())
     }
 
