@@ -190,9 +190,8 @@ async fn stored_fields_over_their_limit_are_refused_naming_the_field_and_nothing
     );
 }
 
-/// Four eyes: with `Separate`, the proposer cannot decide; another person can.
-#[tokio::test]
-async fn four_eyes_refuses_a_decision_by_the_proposer_with_403_and_accepts_another_person() {
+/// A gateway with four eyes on and two people, alice and bob.
+fn four_eyes_app() -> axum::Router {
     let state = state_with_policy(
         harness(),
         Arc::new(MemoryUsageStore::new()),
@@ -201,7 +200,13 @@ async fn four_eyes_refuses_a_decision_by_the_proposer_with_403_and_accepts_anoth
         ApproverPolicy::Separate,
     );
     let keys = parse_api_keys(&format!("alice:{ALICE},bob:{BOB}")).unwrap();
-    let app = gateway::build(state, Arc::new(AuthState::new(keys, None)), 1 << 20);
+    gateway::build(state, Arc::new(AuthState::new(keys, None)), 1 << 20)
+}
+
+/// Four eyes: with `Separate`, the proposer cannot decide; another person can.
+#[tokio::test]
+async fn four_eyes_refuses_a_decision_by_the_proposer_with_403_and_accepts_another_person() {
+    let app = four_eyes_app();
     let (approval, version) = propose(&app, ALICE).await;
     let approve = json!({"decision": "approve"});
     for path in [
@@ -232,15 +237,7 @@ async fn four_eyes_refuses_a_decision_by_the_proposer_with_403_and_accepts_anoth
 /// requester (its caller stays the transport's class), and that identity may not decide it.
 #[tokio::test]
 async fn four_eyes_refuses_a_decision_by_the_key_that_parked_a_tool_call() {
-    let state = state_with_policy(
-        harness(),
-        Arc::new(MemoryUsageStore::new()),
-        Vec::new(),
-        None,
-        ApproverPolicy::Separate,
-    );
-    let keys = parse_api_keys(&format!("alice:{ALICE},bob:{BOB}")).unwrap();
-    let app = gateway::build(state, Arc::new(AuthState::new(keys, None)), 1 << 20);
+    let app = four_eyes_app();
     let (status, _, parked) = send(
         &app,
         post(
