@@ -9,6 +9,7 @@ pub mod flow;
 pub mod grounding;
 pub mod providers;
 pub mod routing;
+pub mod run;
 pub mod tool_cap;
 pub mod tool_gating;
 pub mod tool_naming;

@@ -15,11 +15,14 @@ pub mod credentials;
 pub mod error;
 pub mod event_bus;
 pub mod flow_bindings;
+pub mod flow_engine;
 pub mod flow_version;
 pub mod flow_version_store;
 pub mod llm;
+pub mod phase_brain;
 pub mod provider;
 pub mod run_ledger;
+pub mod run_state;
 pub mod selection_store;
 pub mod session_store;
 pub mod tools;
@@ -42,14 +45,21 @@ pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCrede
 pub use error::{PortError, PortErrorKind};
 pub use event_bus::{BusEvent, EventBus, PublishReceipt, is_valid_event_kind};
 pub use flow_bindings::{CallerProposal, FlowBindings, HeldProposal, ProposalAnswer};
+pub use flow_engine::{FlowEngine, GateAnswer, RunView, StartRun};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
 pub use llm::{
     ContentPart, FinishReason, LlmEventStream, LlmMessage, LlmProvider, LlmRequest, LlmResponse, LlmRole,
     ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice, ToolSpec,
 };
+pub use phase_brain::{EarlierSummary, PhaseBrain, PhaseBrief, PhaseFailure, PhaseOutcome};
 pub use provider::ApiFamily;
 pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
+pub use run_state::{
+    AUTO_APPROVER, DEADLINE_APPROVER, FeedbackSource, FlowRef, GateDecision, GateDecisionKind, GateRecord,
+    OpenGate, PhaseFailureKind, PhaseFeedback, PhaseState, PhaseStatus, RunCommand, RunEvent, RunSettings,
+    RunState, phase_attempt_key,
+};
 pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore};
 pub use tools::{

@@ -141,6 +141,43 @@ impl<'a> Graph<'a> {
     }
 }
 
+impl<'a> Graph<'a> {
+    /// Phase ids in dependency order, ties broken by first appearance (Kahn's algorithm over a
+    /// sorted ready set). `None` on a cycle or a duplicated id.
+    pub(crate) fn execution_order(&self) -> Option<Vec<&'a str>> {
+        if !self.duplicates.is_empty() {
+            return None;
+        }
+        let mut waiting: Vec<usize> = self.deps.iter().map(Vec::len).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); self.ids.len()];
+        for (node, deps) in self.deps.iter().enumerate() {
+            for &dep in deps {
+                if let Some(list) = dependents.get_mut(dep) {
+                    list.push(node);
+                }
+            }
+        }
+        let mut ready: BTreeSet<usize> = waiting
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n == 0)
+            .map(|(node, _)| node)
+            .collect();
+        let mut order = Vec::with_capacity(self.ids.len());
+        while let Some(node) = ready.pop_first() {
+            order.push(*self.ids.get(node)?);
+            for &next in dependents.get(node)? {
+                let count = waiting.get_mut(next)?;
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    ready.insert(next);
+                }
+            }
+        }
+        (order.len() == self.ids.len()).then_some(order)
+    }
+}
+
 const UNSEEN: usize = usize::MAX;
 
 /// Tarjan's bookkeeping, with an explicit call stack instead of recursion.

@@ -98,6 +98,14 @@ pub fn uses_list_order(flow: &Flow) -> bool {
     flow.phases.iter().all(|p| p.depends_on.is_empty())
 }
 
+/// The order a run executes `flow`'s phases in: every phase after all it depends on (list order
+/// taken as the sequence when no phase carries `depends_on`, the same rule the invariants use),
+/// ties broken by list order so the order is deterministic. `None` when the graph has a cycle
+/// or an id is duplicated: such a flow cannot be run.
+pub fn execution_order(flow: &Flow) -> Option<Vec<&str>> {
+    Graph::new(flow).execution_order()
+}
+
 /// Every phase id upstream of `id` in `flow`'s dependency graph (transitively, list order taken
 /// as the sequence when no phase carries `depends_on`); contains `id` only when it is on a
 /// cycle. Tailoring asks it so that "upstream" means the same thing there as in the rules.

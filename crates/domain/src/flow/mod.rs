@@ -57,7 +57,7 @@ pub use generator::{
     MAX_MODEL_QUESTIONS, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
     questions_to_ask, tailor_generated,
 };
-pub use invariants::{RULES, Violation, is_valid, uses_list_order, validate};
+pub use invariants::{RULES, Violation, execution_order, is_valid, uses_list_order, validate};
 pub use limits::{
     MAX_DELIVERABLES, MAX_DEPENDENCIES, MAX_OPERATIONS, MAX_PHASES, SizeLimitError, check_flow_size,
     check_operation_count,
