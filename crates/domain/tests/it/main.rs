@@ -20,6 +20,7 @@ mod rules_snapshots;
 mod rules_tool_cap;
 mod rules_usage;
 mod rules_usage_recorded;
+mod run_props;
 mod run_reducer;
 
 /// Flows of any size and shape for the scaling tests (shared with `examples/validate_timing.rs`).

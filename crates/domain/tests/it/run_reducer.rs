@@ -457,3 +457,140 @@ fn the_run_reducer_table_has_a_case_for_every_decision_and_refusal() {
     let cases: Vec<serde_json::Value> = metaforge_test_support::cases("run_reducer");
     assert!(cases.len() >= 50, "only {} cases", cases.len());
 }
+
+fn linear() -> (Table, FrozenFlow) {
+    let (table, _) = table();
+    let frozen = table.frozen("linear");
+    (table, frozen)
+}
+
+fn finish(state: &RunState, phase: &str, deliverables: &[&str], minute: i64) -> RunEvent {
+    RunEvent::PhaseFinished {
+        flow_version_id: state.flow.version_id.clone(),
+        phase: phase.to_owned(),
+        attempt: state.phase(phase).unwrap().attempt,
+        summary: format!("{phase} summary"),
+        deliverables: deliverables.iter().map(|d| (*d).to_owned()).collect(),
+        at: minutes(minute),
+    }
+}
+
+/// After a restart the phase in flight re-runs under the same `run:phase:attempt` key, a gate not
+/// yet reported parked is parked again, a parked gate stays parked, and a terminal run resumes
+/// nothing.
+#[test]
+fn resuming_reruns_the_phase_in_flight_with_the_same_key_and_leaves_a_parked_gate_parked() {
+    use metaforge_domain::run::resume;
+    let (_, flow) = linear();
+    let started = start(&flow, "run-1", RunSettings::default(), t0()).unwrap();
+    assert_eq!(resume(&flow, &started.state).unwrap(), started.commands);
+    let at_concept = apply(
+        &flow,
+        &started.state,
+        &finish(&started.state, "concept", &["concept_note"], 1),
+    )
+    .unwrap();
+    let at_gate = apply(
+        &flow,
+        &at_concept.state,
+        &finish(&at_concept.state, "design", &["cad_model"], 2),
+    )
+    .unwrap();
+    let again: Vec<String> = resume(&flow, &at_gate.state)
+        .unwrap()
+        .iter()
+        .map(render)
+        .collect();
+    assert_eq!(again, vec!["open_gate design ready".to_owned()]);
+    let opened = RunEvent::GateOpened {
+        phase: "design".into(),
+        approval_id: Some("ap-1".into()),
+        at: minutes(3),
+    };
+    let parked = apply(&flow, &at_gate.state, &opened).unwrap();
+    assert_eq!(
+        parked.state.gate.as_ref().unwrap().approval_id.as_deref(),
+        Some("ap-1")
+    );
+    assert!(resume(&flow, &parked.state).unwrap().is_empty());
+    let canceled = apply(
+        &flow,
+        &parked.state,
+        &RunEvent::Canceled {
+            by: "alice".into(),
+            reason: None,
+            at: minutes(4),
+        },
+    )
+    .unwrap();
+    assert!(resume(&flow, &canceled.state).unwrap().is_empty());
+}
+
+/// The brief a re-run phase gets carries the retry reason and findings first, and the summaries
+/// of the phases that passed before it.
+#[test]
+fn the_phase_brief_carries_retry_feedback_and_earlier_summaries() {
+    use metaforge_domain::run::phase_brief;
+    use metaforge_ports::IntelligenceMode;
+    let (_, flow) = linear();
+    let s0 = start(&flow, "run-1", RunSettings::default(), t0()).unwrap().state;
+    let s1 = apply(&flow, &s0, &finish(&s0, "concept", &["concept_note"], 1))
+        .unwrap()
+        .state;
+    let s2 = apply(&flow, &s1, &finish(&s1, "design", &[], 2)).unwrap().state;
+    let retry = RunEvent::GateDecided {
+        phase: "design".into(),
+        decision: GateDecision::Retry {
+            reason: "record the model".into(),
+        },
+        approver: "alice".into(),
+        at: minutes(3),
+    };
+    let s3 = apply(&flow, &s2, &retry).unwrap().state;
+    let brief = phase_brief(&flow, &s3, "design", Some("p1"), IntelligenceMode::Client).unwrap();
+    assert_eq!(brief.key, "run-1:design:2");
+    assert_eq!(brief.required_deliverables, vec!["cad_model".to_owned()]);
+    let feedback = brief.feedback.unwrap();
+    assert_eq!(feedback.reason, "record the model");
+    assert_eq!(
+        feedback.findings,
+        vec!["required deliverable 'cad_model' is not recorded".to_owned()]
+    );
+    assert_eq!(brief.earlier.len(), 1);
+    assert_eq!(brief.earlier[0].summary, "concept summary");
+    assert!(brief.goal.contains("cad_model"), "{}", brief.goal);
+    let refused = phase_brief(&flow, &s2, "design", None, IntelligenceMode::Server).unwrap_err();
+    assert_eq!(refused.code(), "not_in_flight");
+}
+
+/// A run starts only on an approved version whose frozen text matches its hash.
+#[test]
+fn a_run_starts_only_on_an_approved_version_whose_text_matches_its_hash() {
+    use metaforge_ports::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
+    let (table, _) = linear();
+    let frozen = freeze(&table.flows["linear"]).unwrap();
+    let mut version = FlowVersionRecord {
+        id: "v-1".into(),
+        template_id: "linear".into(),
+        template_version: "1".into(),
+        status: FlowVersionStatus::Approved,
+        content_hash: metaforge_domain::flow::sha256_hex(&frozen),
+        frozen,
+        origin: FlowVersionOrigin::Server,
+        approval_id: None,
+        approver: Some("alice".into()),
+        created_at: t0(),
+        decided_at: Some(t0()),
+    };
+    let flow = FrozenFlow::from_version(&version).unwrap();
+    assert_eq!(flow.reference().version_id, "v-1");
+    assert_eq!(flow.order(), ["concept", "design", "release"]);
+    version.status = FlowVersionStatus::Proposed;
+    assert_eq!(
+        FrozenFlow::from_version(&version).unwrap_err().code(),
+        "not_approved"
+    );
+    version.status = FlowVersionStatus::Approved;
+    version.frozen.push(' ');
+    assert_eq!(FrozenFlow::from_version(&version).unwrap_err().code(), "corrupt");
+}
