@@ -76,6 +76,12 @@ impl FrozenFlow {
         if flow.phases.is_empty() {
             return Err(unrunnable("it has no phases"));
         }
+        if let Some(phase) = flow.phases.iter().find(|p| p.id.contains(':')) {
+            return Err(RunRefusal::ColonInId {
+                field: "phase",
+                value: phase.id.clone(),
+            });
+        }
         let order: Vec<String> = execution_order(&flow)
             .ok_or_else(|| unrunnable("its phase ids repeat or its dependencies form a cycle"))?
             .into_iter()

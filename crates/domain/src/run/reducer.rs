@@ -38,7 +38,10 @@ pub fn start(
         return Err(RunRefusal::Missing("run_id"));
     }
     if run_id.contains(':') {
-        return Err(RunRefusal::Missing("run_id without ':'"));
+        return Err(RunRefusal::ColonInId {
+            field: "run_id",
+            value: run_id.to_owned(),
+        });
     }
     let mut state = RunState {
         run_id: run_id.to_owned(),

@@ -49,6 +49,14 @@ pub enum RunRefusal {
     /// A required text was empty.
     #[error("{0} must not be empty")]
     Missing(&'static str),
+    /// An id that would not split back out of the `run:phase:attempt` key.
+    #[error("{field} '{value}' must not contain ':' (it is part of the run:phase:attempt key)")]
+    ColonInId {
+        /// `run_id` or `phase`.
+        field: &'static str,
+        /// The value.
+        value: String,
+    },
     /// The phase is not in the run's frozen flow.
     #[error("phase '{phase}' is not in the run's flow")]
     UnknownPhase {
@@ -145,6 +153,7 @@ impl RunRefusal {
             Self::NotApproved { .. } => "not_approved",
             Self::Unrunnable { .. } => "unrunnable",
             Self::Missing(_) => "missing",
+            Self::ColonInId { .. } => "colon_in_id",
             Self::UnknownPhase { .. } => "unknown_phase",
             Self::NotInFlight { .. } => "not_in_flight",
             Self::NoOpenGate { .. } => "no_open_gate",
@@ -163,9 +172,10 @@ impl RunRefusal {
     /// `Corrupt`, everything the run's state forbids is `Conflict`.
     pub fn port_kind(&self) -> PortErrorKind {
         match self {
-            Self::Missing(_) | Self::UnknownPhase { .. } | Self::ReworkTarget { .. } => {
-                PortErrorKind::Invalid
-            }
+            Self::Missing(_)
+            | Self::ColonInId { .. }
+            | Self::UnknownPhase { .. }
+            | Self::ReworkTarget { .. } => PortErrorKind::Invalid,
             Self::Corrupt { .. } => PortErrorKind::Corrupt,
             Self::Terminal { .. }
             | Self::WrongVersion { .. }

@@ -29,6 +29,8 @@ struct Case {
     expect: Expect,
     #[serde(default)]
     start_refused: Option<String>,
+    #[serde(default)]
+    run_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -253,7 +255,7 @@ fn check(case: &Case, table: &Table) -> Vec<String> {
     let mut fail = |what: String| problems.push(format!("{}: {what}", case.name));
     let settings = case.settings.unwrap_or_default();
     let started = FrozenFlow::new(&case.flow, table.flows[&case.flow].clone())
-        .and_then(|flow| start(&flow, "run-1", settings, t0()));
+        .and_then(|flow| start(&flow, case.run_id.as_deref().unwrap_or("run-1"), settings, t0()));
     let Transition {
         mut state,
         mut commands,
