@@ -1,0 +1,132 @@
+//! Planner → Generator → Evaluator.
+
+use std::time::Duration;
+
+use metaforge_agent::{CancellationToken, PgeConfig, TurnConfig, TurnEvent, Verdict, parse_evaluation};
+use metaforge_ports::ContentPart;
+use metaforge_test_support::doubles::{FakeToolSource, ScriptStep, descriptor};
+use serde_json::json;
+
+use crate::common::{RigSpec, drain, events, names, rig};
+
+fn config(max_iterations: usize) -> PgeConfig {
+    PgeConfig {
+        turn: TurnConfig::chat("run-1"),
+        max_iterations,
+    }
+}
+
+fn server() -> FakeToolSource {
+    FakeToolSource::new("cad").with_echo(
+        descriptor("read", json!({"type": "object"}), true),
+        Duration::ZERO,
+    )
+}
+
+#[tokio::test]
+async fn the_evaluator_runs_on_a_second_provider_and_passes_the_result() {
+    let mut spec = RigSpec::new(
+        vec![
+            ScriptStep::text("1. read the part"),
+            ScriptStep::calls(&[("c1", "mcp_cad_read", json!({}))]),
+            ScriptStep::text("The part is 10 mm."),
+        ],
+        server(),
+    );
+    spec.second_steps = vec![ScriptStep::text(r#"{"passed": true, "findings": []}"#)];
+    let rig = rig(spec).await;
+    let (sink, mut rx) = events();
+    let outcome = rig
+        .agent
+        .run_pge(
+            &config(3),
+            "You are MetaForge.",
+            "measure the part",
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.verdict, Verdict::Passed);
+    assert_eq!(outcome.iterations, 1);
+    assert_eq!(outcome.plan.as_deref(), Some("1. read the part"));
+    assert_eq!(outcome.generator_provider.as_deref(), Some("openai"));
+    assert_eq!(
+        outcome.evaluator_provider.as_deref(),
+        Some("anthropic"),
+        "bias independence"
+    );
+    assert_eq!(rig.second.requests().len(), 1);
+    let usage = outcome.usage();
+    for role in ["planner", "generator", "evaluator"] {
+        assert!(usage.by_role.contains_key(role), "usage attributed to {role}");
+    }
+    assert_eq!(usage.by_model.len(), 2, "two providers served");
+    let events = drain(&mut rx);
+    assert_eq!(names(&events).iter().filter(|n| **n == "agent.done").count(), 1);
+    assert_eq!(events.last().map(TurnEvent::name), Some("agent.done"));
+}
+
+#[tokio::test]
+async fn the_run_is_exhausted_after_the_cap_with_the_evaluators_findings() {
+    let mut spec = RigSpec::new(
+        vec![
+            ScriptStep::text("1. draw the bracket"),
+            ScriptStep::text("Here is a bracket."),
+            ScriptStep::text("Here is a better bracket."),
+        ],
+        server(),
+    );
+    spec.second_steps = vec![
+        ScriptStep::text(r#"{"passed": false, "findings": ["the bolt hole is missing"]}"#),
+        ScriptStep::text(r#"{"passed": false, "findings": ["the bolt hole is still missing"]}"#),
+    ];
+    let rig = rig(spec).await;
+    let (sink, _rx) = events();
+    let outcome = rig
+        .agent
+        .run_pge(
+            &config(2),
+            "",
+            "design a bracket",
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await;
+    assert_eq!(outcome.verdict, Verdict::Exhausted);
+    assert_eq!(outcome.iterations, 2);
+    assert_eq!(outcome.findings, ["the bolt hole is still missing"]);
+    let second_round = &rig.llm.requests()[2];
+    let ContentPart::Text { text } = &second_round.messages[0].content[0] else {
+        panic!("text");
+    };
+    assert!(
+        text.contains("- the bolt hole is missing"),
+        "findings go back to the generator: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_model_call_makes_the_run_errored() {
+    let rig = rig(RigSpec::new(Vec::new(), server())).await;
+    let (sink, mut rx) = events();
+    let outcome = rig
+        .agent
+        .run_pge(&config(2), "", "anything", &sink, &CancellationToken::new())
+        .await;
+    assert_eq!(outcome.verdict, Verdict::Errored);
+    assert!(
+        outcome.findings[0].contains("exhausted"),
+        "{:?}",
+        outcome.findings
+    );
+    assert_eq!(names(&drain(&mut rx)), ["notify_error", "agent.done"]);
+}
+
+#[test]
+fn an_evaluator_reply_that_is_not_a_verdict_never_passes() {
+    let evaluation = parse_evaluation("Looks great to me!");
+    assert!(!evaluation.passed);
+    assert!(evaluation.findings[0].contains("not a verdict"));
+    let evaluation = parse_evaluation("Verdict: {\"passed\": true, \"findings\": []}");
+    assert!(evaluation.passed);
+}
