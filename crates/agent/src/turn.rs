@@ -3,8 +3,8 @@
 //! the provider's tool cap, an iteration cap, a token budget, cancellation, grounding on the
 //! final reply and typed events.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use metaforge_domain::compaction::{
@@ -223,6 +223,30 @@ pub struct AgentPorts {
 #[derive(Clone)]
 pub struct Agent {
     ports: AgentPorts,
+    sessions: Arc<SessionLocks>,
+}
+
+/// The session write-lock: one turn at a time per session, so two turns never write for one
+/// session at once. Entries are weak, so a session nobody runs costs nothing.
+#[derive(Default)]
+struct SessionLocks {
+    locks: std::sync::Mutex<HashMap<String, Weak<tokio::sync::Mutex<()>>>>,
+}
+
+impl SessionLocks {
+    fn lock_for(&self, session: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(lock) = locks.get(session).and_then(Weak::upgrade) {
+            return lock;
+        }
+        locks.retain(|_, weak| weak.strong_count() > 0);
+        let lock = Arc::new(tokio::sync::Mutex::new(()));
+        locks.insert(session.to_owned(), Arc::downgrade(&lock));
+        lock
+    }
 }
 
 impl std::fmt::Debug for Agent {
@@ -250,7 +274,10 @@ impl Progress {
 impl Agent {
     /// An agent over `ports`.
     pub fn new(ports: AgentPorts) -> Self {
-        Self { ports }
+        Self {
+            ports,
+            sessions: Arc::new(SessionLocks::default()),
+        }
     }
 
     /// The model port (the P→G→E loop calls it directly for the planner and the evaluator).
@@ -294,6 +321,23 @@ impl Agent {
         events: &EventSink,
         cancel: &CancellationToken,
     ) -> Result<TurnOutcome, TurnFailure> {
+        let session = self.sessions.lock_for(&config.session_id);
+        let _turn = match session.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => {
+                tracing::info!(event = "session_turn_waiting", session_id = %config.session_id, "another turn of this session is running; waiting for it");
+                tokio::select! {
+                    () = cancel.cancelled() => {
+                        return Err(TurnFailure {
+                            error: TurnError::Canceled,
+                            calls: Vec::new(),
+                            usage_events: Vec::new(),
+                        });
+                    }
+                    guard = session.lock() => guard,
+                }
+            }
+        };
         let exec_ports = ExecPorts {
             tools: Arc::clone(&self.ports.tools),
             approvals: self.ports.approvals.clone(),

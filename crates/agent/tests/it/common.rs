@@ -10,7 +10,9 @@ use metaforge_agent::{
     TurnEvent,
 };
 use metaforge_ports::{ApiFamily, Billing, CallerContext, ToolHost, ToolSource};
-use metaforge_test_support::doubles::{FakeToolSource, MemoryApprovalLedger, ScriptStep, ScriptedLlm};
+use metaforge_test_support::doubles::{
+    FakeToolSource, MemoryApprovalLedger, MemoryUsageStore, ScriptStep, ScriptedLlm,
+};
 use metaforge_test_support::{ManualClock, SequentialIds};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
@@ -42,6 +44,7 @@ pub(crate) struct Rig {
     pub(crate) second: Arc<ScriptedLlm>,
     pub(crate) server: Arc<FakeToolSource>,
     pub(crate) ledger: Arc<MemoryApprovalLedger>,
+    pub(crate) usage: Arc<MemoryUsageStore>,
 }
 
 /// How to build a rig.
@@ -52,6 +55,10 @@ pub(crate) struct RigSpec {
     pub(crate) server: FakeToolSource,
     pub(crate) native: Option<(Arc<dyn ToolHost>, CallerContext)>,
     pub(crate) policy: ToolPolicy,
+    /// Wire the approval ledger (holds are refused without one).
+    pub(crate) ledger: bool,
+    /// Configure `anthropic` as the evaluator's second provider.
+    pub(crate) second_evaluator: bool,
 }
 
 impl RigSpec {
@@ -64,6 +71,8 @@ impl RigSpec {
             server,
             native: None,
             policy: ToolPolicy::default(),
+            ledger: true,
+            second_evaluator: true,
         }
     }
 }
@@ -78,10 +87,11 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
     for role in ["chat", "planner", "generator"] {
         roles.insert(role.to_owned(), vec![primary.clone()]);
     }
-    roles.insert(
-        "evaluator".to_owned(),
-        vec![primary.clone(), target(profile("anthropic", true), &second)],
-    );
+    let mut evaluators = vec![primary.clone()];
+    if spec.second_evaluator {
+        evaluators.push(target(profile("anthropic", true), &second));
+    }
+    roles.insert("evaluator".to_owned(), evaluators);
     let server = Arc::new(spec.server);
     let tools = PortToolBox::build(
         vec![Arc::clone(&server) as Arc<dyn ToolSource>],
@@ -92,10 +102,11 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
     .expect("tools list");
     let clock = Arc::new(ManualClock::fixed());
     let ledger = Arc::new(MemoryApprovalLedger::new(clock.clone()));
+    let usage = Arc::new(MemoryUsageStore::new());
     let agent = Agent::new(AgentPorts {
-        model: Arc::new(ProviderModels::new(roles)),
+        model: Arc::new(ProviderModels::new(roles).with_usage_store(usage.clone(), clock.clone())),
         tools: Arc::new(tools),
-        approvals: Some(ledger.clone() as _),
+        approvals: spec.ledger.then(|| ledger.clone() as _),
         clock,
         ids: Arc::new(SequentialIds::new("hold")),
     });
@@ -105,6 +116,7 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
         second,
         server,
         ledger,
+        usage,
     }
 }
 
@@ -130,3 +142,55 @@ pub(crate) fn names(events: &[TurnEvent]) -> Vec<&'static str> {
 
 /// Short enough for a test, long enough for a loaded CI box.
 pub(crate) const SLOW: Duration = Duration::from_millis(150);
+
+/// Log lines (JSON) written while the guard lives, on this thread.
+pub(crate) struct LogCapture {
+    lines: Arc<std::sync::Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl LogCapture {
+    /// Starts capturing.
+    pub(crate) fn start() -> Self {
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || Writer(sink.clone()))
+            .finish();
+        Self {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// The `event` fields logged so far, with their level.
+    pub(crate) fn events(&self) -> Vec<(String, String)> {
+        let bytes = self.lines.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| {
+                Some((
+                    v["level"].as_str()?.to_owned(),
+                    v["fields"]["event"].as_str()?.to_owned(),
+                ))
+            })
+            .collect()
+    }
+}
+
+struct Writer(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Writer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut lines) = self.0.lock() {
+            lines.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

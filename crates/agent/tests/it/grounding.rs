@@ -8,7 +8,7 @@ use metaforge_ports::ToolOutput;
 use metaforge_test_support::doubles::{FakeToolSource, ScriptStep, descriptor};
 use serde_json::json;
 
-use crate::common::{RigSpec, drain, events, rig};
+use crate::common::{LogCapture, RigSpec, drain, events, rig};
 
 fn input() -> TurnInput {
     TurnInput {
@@ -37,6 +37,10 @@ async fn a_fabricated_completion_claim_gets_the_banner() {
         twin(),
     ))
     .await;
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _metrics = metrics::set_default_local_recorder(&recorder);
+    let logs = LogCapture::start();
     let (sink, mut rx) = events();
     let outcome = rig
         .agent
@@ -58,6 +62,25 @@ async fn a_fabricated_completion_claim_gets_the_banner() {
         })
         .expect("message");
     assert!(shown.starts_with(UNGROUNDED_BANNER), "the person sees the banner");
+    assert!(
+        logs.events()
+            .contains(&("WARN".to_owned(), "chat_ungrounded_claim".to_owned()))
+    );
+    let counted: Vec<(String, String)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == "metaforge_chat_ungrounded_claim_total")
+        .map(|(key, _, _, value)| {
+            let kind = key
+                .key()
+                .labels()
+                .find(|l| l.key() == "kind")
+                .map(|l| l.value().to_owned());
+            (kind.unwrap_or_default(), format!("{value:?}"))
+        })
+        .collect();
+    assert_eq!(counted, [("no_tool_call".to_owned(), "Counter(1)".to_owned())]);
 }
 
 #[tokio::test]

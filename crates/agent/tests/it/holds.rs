@@ -18,7 +18,7 @@ use metaforge_ports::{
 use metaforge_test_support::doubles::{FakeToolSource, MemoryApprovalLedger, ScriptStep, descriptor};
 use serde_json::{Map, Value, json};
 
-use crate::common::{RigSpec, SLOW, drain, events, names, rig};
+use crate::common::{LogCapture, RigSpec, SLOW, drain, events, names, rig};
 
 fn schema_name() -> Value {
     json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
@@ -350,6 +350,7 @@ async fn an_unattended_turn_refuses_a_native_approval_tool_without_holding_it() 
     spec.native = Some((host.clone() as Arc<dyn ToolHost>, context));
     spec.policy = ask_tier(&["project.create"]);
     let rig = rig(spec).await;
+    let logs = LogCapture::start();
     let (sink, _rx) = events();
     let outcome = rig
         .agent
@@ -366,6 +367,12 @@ async fn an_unattended_turn_refuses_a_native_approval_tool_without_holding_it() 
     assert!(
         rig.ledger.list_recent(10).await.expect("recent").is_empty(),
         "not held"
+    );
+    assert!(
+        logs.events()
+            .contains(&("WARN".to_owned(), APPROVAL_TOOL_REFUSED_UNATTENDED.to_owned())),
+        "{:?}",
+        logs.events()
     );
 }
 
@@ -398,4 +405,104 @@ async fn an_unattended_turn_forwards_a_held_mcp_call_to_its_own_server() {
         "the server's own policy decides"
     );
     assert!(rig.ledger.list_recent(10).await.expect("recent").is_empty());
+}
+
+#[tokio::test]
+async fn a_disabled_gate_refuses_the_call_before_any_hold() {
+    let server = FakeToolSource::new("twin").with_echo(
+        descriptor("commit_geometry", schema_name(), false),
+        Duration::ZERO,
+    );
+    let mut spec = RigSpec::new(
+        vec![
+            ScriptStep::calls(&[("c1", "mcp_twin_commit_geometry", json!({"name": "bracket"}))]),
+            ScriptStep::text("Chat is read-only here."),
+        ],
+        server,
+    );
+    spec.policy = ask_tier(&["twin.commit_geometry"]);
+    spec.policy
+        .required_gates
+        .insert("twin.commit_geometry".to_owned(), vec!["twin_write".to_owned()]);
+    let rig = rig(spec).await;
+    // METAFORGE_CHAT_TWIN_WRITES=0 reaches the turn as a disabled gate.
+    let mut config = fast_holds(TurnConfig::chat("t1"));
+    config.caller.disabled_gates = vec!["twin_write".to_owned()];
+    let (sink, _rx) = events();
+    let outcome = rig
+        .agent
+        .run_turn(&config, &input(), &sink, &CancellationToken::new())
+        .await
+        .expect("turn");
+    assert_eq!(outcome.calls[0].result["error"], "refused");
+    assert!(
+        outcome.calls[0].result["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("twin_write")
+    );
+    assert_eq!(rig.server.calls_of("commit_geometry"), 0);
+    assert!(rig.ledger.list_recent(10).await.expect("recent").is_empty());
+}
+
+#[tokio::test]
+async fn without_an_approval_ledger_a_held_call_is_refused_never_run() {
+    let server =
+        FakeToolSource::new("cad").with_echo(descriptor("create", schema_name(), false), Duration::ZERO);
+    let mut spec = RigSpec::new(
+        vec![
+            ScriptStep::calls(&[("c1", "mcp_cad_create", json!({"name": "bracket"}))]),
+            ScriptStep::text("No approver."),
+        ],
+        server,
+    );
+    spec.policy = ask_tier(&["cad.create"]);
+    spec.ledger = false;
+    let rig = rig(spec).await;
+    let (sink, _rx) = events();
+    let outcome = rig
+        .agent
+        .run_turn(
+            &fast_holds(TurnConfig::chat("t1")),
+            &input(),
+            &sink,
+            &CancellationToken::new(),
+        )
+        .await
+        .expect("turn");
+    assert_eq!(outcome.calls[0].result["error"], "approval_unavailable");
+    assert_eq!(rig.server.calls_of("create"), 0);
+}
+
+#[tokio::test]
+async fn two_turns_of_one_session_never_run_at_once() {
+    for (sessions, expected) in [(["s1", "s1"], 1), (["s1", "s2"], 2)] {
+        let server =
+            FakeToolSource::new("cad").with_echo(descriptor("read", json!({"type": "object"}), true), SLOW);
+        let rig = rig(RigSpec::new(
+            vec![
+                ScriptStep::calls(&[("c1", "mcp_cad_read", json!({"x": 1}))]),
+                ScriptStep::calls(&[("c2", "mcp_cad_read", json!({"x": 2}))]),
+                ScriptStep::text("one"),
+                ScriptStep::text("two"),
+            ],
+            server,
+        ))
+        .await;
+        let (sink, _rx) = events();
+        let cancel = CancellationToken::new();
+        let (a, b) = (TurnConfig::chat(sessions[0]), TurnConfig::chat(sessions[1]));
+        let ask = input();
+        let (first, second) = tokio::join!(
+            rig.agent.run_turn(&a, &ask, &sink, &cancel),
+            rig.agent.run_turn(&b, &ask, &sink, &cancel)
+        );
+        first.expect("first turn");
+        second.expect("second turn");
+        assert_eq!(
+            rig.server.max_concurrency(),
+            expected,
+            "sessions {sessions:?}: turns of one session are serialised, of two sessions not"
+        );
+    }
 }

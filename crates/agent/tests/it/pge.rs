@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use metaforge_agent::{CancellationToken, PgeConfig, TurnConfig, TurnEvent, Verdict, parse_evaluation};
-use metaforge_ports::ContentPart;
+use metaforge_ports::{ContentPart, UsageStore};
 use metaforge_test_support::doubles::{FakeToolSource, ScriptStep, descriptor};
 use serde_json::json;
 
-use crate::common::{RigSpec, drain, events, names, rig};
+use crate::common::{LogCapture, RigSpec, drain, events, names, rig};
 
 fn config(max_iterations: usize) -> PgeConfig {
     PgeConfig {
@@ -129,4 +129,77 @@ fn an_evaluator_reply_that_is_not_a_verdict_never_passes() {
     assert!(evaluation.findings[0].contains("not a verdict"));
     let evaluation = parse_evaluation("Verdict: {\"passed\": true, \"findings\": []}");
     assert!(evaluation.passed);
+}
+
+#[tokio::test]
+async fn without_a_second_provider_the_evaluator_shares_the_generators_and_says_so() {
+    let mut spec = RigSpec::new(
+        vec![
+            ScriptStep::text("1. answer"),
+            ScriptStep::text("42."),
+            ScriptStep::text(r#"{"passed": true, "findings": []}"#),
+        ],
+        server(),
+    );
+    spec.second_evaluator = false;
+    let rig = rig(spec).await;
+    let logs = LogCapture::start();
+    let (sink, _rx) = events();
+    let outcome = rig
+        .agent
+        .run_pge(&config(1), "", "answer", &sink, &CancellationToken::new())
+        .await;
+    assert_eq!(outcome.verdict, Verdict::Passed);
+    assert_eq!(outcome.evaluator_provider.as_deref(), Some("openai"));
+    assert!(
+        logs.events()
+            .contains(&("WARN".to_owned(), "evaluator_provider_not_independent".to_owned())),
+        "{:?}",
+        logs.events()
+    );
+}
+
+/// (phase, role, caller, provider) of one usage event.
+type Scope<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, &'a str);
+
+#[tokio::test]
+async fn every_model_call_is_recorded_with_its_run_phase_role_and_caller() {
+    let mut spec = RigSpec::new(
+        vec![ScriptStep::text("1. answer"), ScriptStep::text("42.")],
+        server(),
+    );
+    spec.second_steps = vec![ScriptStep::text(r#"{"passed": true, "findings": []}"#)];
+    let rig = rig(spec).await;
+    let mut config = config(1);
+    config.turn.run_id = Some("run-7".to_owned());
+    config.turn.phase = Some("design".to_owned());
+    let (sink, _rx) = events();
+    rig.agent
+        .run_pge(&config, "", "answer", &sink, &CancellationToken::new())
+        .await;
+    let recorded = rig.usage.events_for_run("run-7").await.expect("events");
+    let scopes: Vec<Scope<'_>> = recorded
+        .iter()
+        .map(|e| {
+            (
+                e.phase.as_deref(),
+                e.role.as_deref(),
+                e.caller.as_deref(),
+                e.provider.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        scopes,
+        [
+            (Some("design"), Some("planner"), Some("local"), "openai"),
+            (Some("design"), Some("generator"), Some("local"), "openai"),
+            (Some("design"), Some("evaluator"), Some("local"), "anthropic"),
+        ]
+    );
+    assert_eq!(
+        recorded[0].prompt_tokens,
+        Some(10),
+        "usage normalised by the domain"
+    );
 }
