@@ -72,7 +72,9 @@ impl CallRecord {
             error: self.is_error.then(|| {
                 self.result
                     .get("error")
-                    .map_or_else(|| "error".to_owned(), Value::to_string)
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+                    .to_owned()
             }),
         }
     }
@@ -259,6 +261,9 @@ impl<'a> TurnExec<'a> {
             });
             return record(&tool.id, envelope, false, None);
         };
+        if self.cancel.is_cancelled() {
+            return record(&tool.id, canceled_envelope(&tool.id), false, None);
+        }
         let key = canonical_call_key(&tool.id, &call.arguments);
         let hit = lock(&self.cache).get(&key).cloned();
         if let Some(stored) = hit {
@@ -302,6 +307,7 @@ impl<'a> TurnExec<'a> {
             Decision::Run => {}
         }
         let result = tokio::select! {
+            biased;
             () = self.cancel.cancelled() => {
                 return record(&tool.id, canceled_envelope(&tool.id), false, approval_id);
             }
@@ -387,6 +393,7 @@ impl<'a> TurnExec<'a> {
         tokio::pin!(window);
         let decided = loop {
             tokio::select! {
+                biased;
                 () = self.cancel.cancelled() => {
                     break self.close(ledger.as_ref(), &id, WaiterResolution::Canceled, "the turn was cancelled").await;
                 }

@@ -320,6 +320,7 @@ impl Agent {
             ..LlmRequest::default()
         };
         let answer = tokio::select! {
+            biased;
             () = cancel.cancelled() => return Err(TurnError::Canceled),
             answer = self.model().complete(&call, request) => answer.map_err(|e: ModelError| TurnError::Model(e))?,
         };

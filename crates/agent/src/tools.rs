@@ -76,6 +76,7 @@ pub struct PortToolBox {
     tools: Vec<AgentTool>,
     runners: BTreeMap<String, Runner>,
     native: Option<(Arc<dyn ToolHost>, CallerContext)>,
+    unavailable: Vec<UnavailableServer>,
 }
 
 impl std::fmt::Debug for PortToolBox {
@@ -88,12 +89,13 @@ impl std::fmt::Debug for PortToolBox {
 
 impl PortToolBox {
     /// Lists every source's tools and the native host's tools for `caller`. A source that
-    /// cannot list is an error naming it (a server that fails is reported, never skipped quietly).
+    /// cannot list is skipped loudly: logged `mcp_server_unavailable` at error level and kept in
+    /// [`PortToolBox::unavailable`], never dropped quietly.
     pub async fn build(
         sources: Vec<Arc<dyn ToolSource>>,
         native: Option<(Arc<dyn ToolHost>, CallerContext)>,
         policy: &ToolPolicy,
-    ) -> Result<Self, PortError> {
+    ) -> Self {
         let mut tools = Vec::new();
         let mut runners = BTreeMap::new();
         let mut taken: BTreeSet<String> = BTreeSet::new();
@@ -132,25 +134,51 @@ impl PortToolBox {
                 add(descriptor.name.clone(), None, descriptor, Runner::Native);
             }
         }
+        let mut unavailable = Vec::new();
         for source in sources {
             let server = source.server_name().to_owned();
-            let listed = source.list_tools().await.map_err(|e| {
-                PortError::new(
-                    e.kind,
-                    format!("MCP server '{server}' could not list its tools: {}", e.message),
-                )
-            })?;
+            let listed = match source.list_tools().await {
+                Ok(listed) => listed,
+                Err(e) => {
+                    tracing::error!(
+                        event = "mcp_server_unavailable",
+                        server = %server,
+                        error = %e,
+                        "an MCP server could not list its tools; its tools are not offered"
+                    );
+                    unavailable.push(UnavailableServer {
+                        server,
+                        message: e.message,
+                    });
+                    continue;
+                }
+            };
             for descriptor in listed {
                 let id = mcp_tool_id(&server, &descriptor.name);
                 add(id, Some(&server), descriptor, Runner::Mcp(Arc::clone(&source)));
             }
         }
-        Ok(Self {
+        Self {
             tools,
             runners,
             native,
-        })
+            unavailable,
+        }
     }
+
+    /// The servers skipped because they could not list their tools (for `/health`).
+    pub fn unavailable(&self) -> &[UnavailableServer] {
+        &self.unavailable
+    }
+}
+
+/// An MCP server that could not be listed, reported rather than dropped quietly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnavailableServer {
+    /// The configured server name.
+    pub server: String,
+    /// Why it could not be listed.
+    pub message: String,
 }
 
 #[async_trait]

@@ -327,6 +327,7 @@ impl Agent {
             Err(_) => {
                 tracing::info!(event = "session_turn_waiting", session_id = %config.session_id, "another turn of this session is running; waiting for it");
                 tokio::select! {
+                    biased;
                     () = cancel.cancelled() => {
                         return Err(TurnFailure {
                             error: TurnError::Canceled,
@@ -459,6 +460,7 @@ impl Agent {
                 session_id: config.session_id.clone(),
             };
             let answer: ModelAnswer = tokio::select! {
+                biased;
                 () = cancel.cancelled() => return Err(TurnError::Canceled),
                 answer = self.ports.model.complete(&call, request) => answer?,
             };

@@ -98,8 +98,7 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
         spec.native,
         &spec.policy,
     )
-    .await
-    .expect("tools list");
+    .await;
     let clock = Arc::new(ManualClock::fixed());
     let ledger = Arc::new(MemoryApprovalLedger::new(clock.clone()));
     let usage = Arc::new(MemoryUsageStore::new());

@@ -28,6 +28,7 @@ pub struct FakeToolSource {
     finished: Mutex<Vec<String>>,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    list_error: Option<String>,
 }
 
 impl std::fmt::Debug for FakeToolSource {
@@ -63,7 +64,14 @@ impl FakeToolSource {
             finished: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            list_error: None,
         }
+    }
+
+    /// A server whose `tools/list` fails with `message` (`Unavailable`), like one that crashed.
+    pub fn unlistable(mut self, message: impl Into<String>) -> Self {
+        self.list_error = Some(message.into());
+        self
     }
 
     /// Adds a tool answering with `handler` after `delay`.
@@ -117,6 +125,9 @@ impl ToolSource for FakeToolSource {
     }
 
     async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError> {
+        if let Some(message) = &self.list_error {
+            return Err(PortError::new(PortErrorKind::Unavailable, message.clone()));
+        }
         Ok(self.tools.iter().map(|t| t.descriptor.clone()).collect())
     }
 
