@@ -408,6 +408,7 @@ impl Agent {
         transcript.push(LlmMessage::user_text(input.user.clone()));
         let trace_budget = trace_token_budget(profile.context_window_tokens);
         let mut react_step = 0usize;
+        let mut last_dropped: Option<Vec<String>> = None;
         loop {
             if cancel.is_cancelled() {
                 return Err(TurnError::Canceled);
@@ -423,13 +424,22 @@ impl Agent {
                     return Err(TurnError::TokenBudget { limit, used });
                 }
             }
-            let offered = capped_tools(self.ports.tools.as_ref(), &profile);
+            let (offered, dropped) = capped_tools(self.ports.tools.as_ref(), &profile);
+            if !dropped.is_empty() && last_dropped.as_ref() != Some(&dropped) {
+                tracing::info!(
+                    event = "chat_tools_dropped",
+                    dropped = %dropped.join(","),
+                    "tools left out of this turn's requests by the provider's tool cap"
+                );
+                last_dropped = Some(dropped.clone());
+            }
+            let note = truncation_note(&dropped, profile.max_tools);
             let messages = fold(&transcript, trace_budget);
             let request = match mode {
                 LoopMode::Native | LoopMode::Auto => LlmRequest {
                     system: SystemPrompt {
                         stable: input.system.clone(),
-                        volatile_suffix: None,
+                        volatile_suffix: note.clone(),
                     },
                     messages,
                     tools: offered
@@ -446,7 +456,7 @@ impl Agent {
                 LoopMode::React => LlmRequest {
                     system: SystemPrompt {
                         stable: join_system(&input.system, &protocol_prompt(&offered)),
-                        volatile_suffix: None,
+                        volatile_suffix: note.clone(),
                     },
                     messages: render(&messages),
                     tool_choice: ToolChoice::None,
@@ -634,7 +644,7 @@ fn openai_shape(message: &LlmMessage) -> Value {
 }
 
 /// The provider's tool-array cap by the domain's rule (FORGE-94/518), dropped tools logged loudly.
-fn capped_tools(tools: &dyn ToolBox, profile: &ModelProfile) -> Vec<AgentTool> {
+fn capped_tools(tools: &dyn ToolBox, profile: &ModelProfile) -> (Vec<AgentTool>, Vec<String>) {
     let all = tools.tools();
     let offered: Vec<OfferedTool> = all
         .iter()
@@ -658,7 +668,20 @@ fn capped_tools(tools: &dyn ToolBox, profile: &ModelProfile) -> Vec<AgentTool> {
         );
     }
     let kept: BTreeSet<&str> = selection.kept.iter().map(String::as_str).collect();
-    all.into_iter().filter(|t| kept.contains(t.id.as_str())).collect()
+    let offered = all.into_iter().filter(|t| kept.contains(t.id.as_str())).collect();
+    (offered, selection.dropped)
+}
+
+/// The per-round note (never part of the cached prefix) telling the model tools were left out.
+fn truncation_note(dropped: &[String], cap: Option<usize>) -> Option<String> {
+    (!dropped.is_empty()).then(|| {
+        format!(
+            "{} tool(s) were left out of this request by the provider's limit of {} tools; call \
+             search_tools to find and pin one you need.",
+            dropped.len(),
+            cap.unwrap_or_default()
+        )
+    })
 }
 
 /// The grounding guard on the model's own final text (FORGE-98/520), logged per kind.

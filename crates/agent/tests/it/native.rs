@@ -290,6 +290,7 @@ async fn a_capped_provider_gets_at_most_its_tool_cap() {
     let mut spec = RigSpec::new(vec![ScriptStep::text("Hello.")], server);
     spec.profile.max_tools = Some(2);
     let rig = rig(spec).await;
+    let logs = crate::common::LogCapture::start();
     let (sink, _rx) = events();
     rig.agent
         .run_turn(
@@ -300,7 +301,17 @@ async fn a_capped_provider_gets_at_most_its_tool_cap() {
         )
         .await
         .expect("turn");
-    assert_eq!(rig.llm.requests()[0].tools.len(), 2);
+    let request = &rig.llm.requests()[0];
+    assert_eq!(request.tools.len(), 2);
+    let note = request.system.volatile_suffix.as_deref().unwrap_or_default();
+    assert!(note.starts_with("2 tool(s) were left out"), "{note}");
+    assert_eq!(
+        request.system.stable, "You are MetaForge.",
+        "the cached prefix is untouched"
+    );
+    let logged = logs.events();
+    assert!(logged.contains(&("WARN".to_owned(), "tool_schemas_truncated".to_owned())));
+    assert!(logged.contains(&("INFO".to_owned(), "chat_tools_dropped".to_owned())));
 }
 
 #[tokio::test]
