@@ -506,3 +506,44 @@ async fn two_turns_of_one_session_never_run_at_once() {
         );
     }
 }
+
+#[tokio::test]
+async fn cancelling_a_turn_stops_the_tool_calls_in_flight() {
+    let server = FakeToolSource::new("cad").with_echo(
+        descriptor("simulate", json!({"type": "object"}), true),
+        Duration::from_secs(30),
+    );
+    let rig = rig(RigSpec::new(
+        vec![ScriptStep::calls(&[
+            ("c1", "mcp_cad_simulate", json!({"n": 1})),
+            ("c2", "mcp_cad_simulate", json!({"n": 2})),
+        ])],
+        server,
+    ))
+    .await;
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let server = rig.server.clone();
+    tokio::spawn(async move {
+        while server.calls().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        trigger.cancel();
+    });
+    let (sink, _rx) = events();
+    let failure = tokio::time::timeout(
+        Duration::from_secs(5),
+        rig.agent
+            .run_turn(&TurnConfig::chat("t1"), &input(), &sink, &cancel),
+    )
+    .await
+    .expect("the turn ended long before the tools would have")
+    .expect_err("canceled");
+    assert_eq!(failure.error, TurnError::Canceled);
+    assert!(
+        rig.server.finished().is_empty(),
+        "both calls were dropped mid-flight"
+    );
+    assert_eq!(failure.calls.len(), 2);
+    assert!(failure.calls.iter().all(|c| c.result["error"] == "canceled"));
+}
