@@ -4,6 +4,8 @@
 //! 1. The normal (non-dev) dependency tree of `metaforge-domain` and `metaforge-ports` holds none of
 //!    the IO crates in [`FORBIDDEN_IN_PURE`], with default features and with all features.
 //! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`.
+//! 3. A service crate ([`SERVICE_CRATES`]) depends on no workspace crate but `metaforge-domain` and
+//!    `metaforge-ports`.
 
 use std::process::Command;
 
@@ -25,7 +27,10 @@ const FORBIDDEN_IN_PURE: &[&str] = &[
 /// Crates that must stay pure.
 const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
 
-/// Runs both layering rules and reports every breach before failing.
+/// Service crates: the use cases over the rules and the ports, composed by the binary.
+const SERVICE_CRATES: &[&str] = &["metaforge-agent"];
+
+/// Runs the layering rules and reports every breach before failing.
 pub(crate) fn check() -> Result<()> {
     let mut breaches = Vec::new();
     for krate in PURE_CRATES {
@@ -50,8 +55,9 @@ pub(crate) fn check() -> Result<()> {
     breaches.dedup();
     if breaches.is_empty() {
         eprintln!(
-            "xtask: layering ok ({} pure crates, adapters depend on ports only)",
-            PURE_CRATES.len()
+            "xtask: layering ok ({} pure crates, adapters depend on ports only, {} service crate(s) on domain and ports only)",
+            PURE_CRATES.len(),
+            SERVICE_CRATES.len()
         );
         return Ok(());
     }
@@ -83,7 +89,8 @@ fn normal_tree(krate: &str, extra: &[&str]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Adapters that depend on a workspace crate other than the ports.
+/// Adapters that depend on a workspace crate other than the ports, and service crates that
+/// depend on one other than the domain and the ports.
 fn adapter_breaches() -> Result<Vec<String>> {
     let metadata = MetadataCommand::new()
         .no_deps()
@@ -99,6 +106,20 @@ fn adapter_breaches() -> Result<Vec<String>> {
             if internal && dep.name != "metaforge-ports" && dep.kind == DependencyKind::Normal {
                 breaches.push(format!(
                     "{} depends on `{}`: adapters may depend on metaforge-ports only",
+                    package.name, dep.name
+                ));
+            }
+        }
+    }
+    for package in metadata.workspace_packages() {
+        if !SERVICE_CRATES.contains(&package.name.as_str()) {
+            continue;
+        }
+        for dep in &package.dependencies {
+            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str());
+            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
+                breaches.push(format!(
+                    "{} depends on `{}`: a service crate may depend on metaforge-domain and metaforge-ports only",
                     package.name, dep.name
                 ));
             }

@@ -24,6 +24,9 @@ pub const ROLES: &[&str] = &[
     "classification",
     "summarisation",
     "chat",
+    "planner",
+    "generator",
+    "evaluator",
 ];
 
 /// The prefix of a per-role env override.

@@ -44,6 +44,20 @@ pub enum Annotation {
     Destructive,
 }
 
+impl Annotation {
+    /// How the gating rules read a tool's MCP hints: read-only → `READ_ONLY`, explicitly
+    /// non-destructive → `ADDITIVE`, anything else (absent hints included) → `DESTRUCTIVE`.
+    pub fn from_hints(hints: &metaforge_ports::tools::ToolHints) -> Self {
+        if hints.read_only_hint == Some(true) {
+            Self::ReadOnly
+        } else if hints.destructive_hint == Some(false) {
+            Self::Additive
+        } else {
+            Self::Destructive
+        }
+    }
+}
+
 /// A tool as the registry declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
@@ -328,6 +342,48 @@ pub fn invalid_arguments_envelope(tool: &str, errors: &[ArgumentError]) -> Value
         "tool": tool,
         "validation_errors": errors,
         "hint": "Fix the arguments to match the tool's input_schema and call it again; this call was NOT executed.",
+    })
+}
+
+/// The server's own words from a tool that ran and failed: its structured content, else its text
+/// parsed as JSON, else the text itself, whichever keeps the most of what the server said
+/// (MET-569: the payload survives under `details`).
+pub fn server_error_payload(output: &metaforge_ports::tools::ToolOutput) -> Value {
+    if let Some(structured) = &output.structured {
+        return structured.clone();
+    }
+    let text = output.text();
+    serde_json::from_str(&text).unwrap_or(Value::String(text))
+}
+
+/// The envelope a tool that ran and reported a failure returns to the model: the server's own
+/// payload kept under `details`, so the model can tell "stop trying" from "fix the argument".
+pub fn tool_error_envelope(tool: &str, output: &metaforge_ports::tools::ToolOutput) -> Value {
+    serde_json::json!({
+        "status": "error",
+        "error": "tool_error",
+        "tool": tool,
+        "details": server_error_payload(output),
+    })
+}
+
+/// The envelope a call that did not reach a result returns (timeout, unknown tool, refused
+/// arguments at the server): the port error's kind as a code, and its message.
+pub fn call_failed_envelope(tool: &str, error: &metaforge_ports::PortError) -> Value {
+    use metaforge_ports::PortErrorKind;
+    let code = match error.kind {
+        PortErrorKind::NotFound => "not_found",
+        PortErrorKind::Invalid => "invalid_arguments",
+        PortErrorKind::Unavailable => "unavailable",
+        PortErrorKind::Conflict => "conflict",
+        PortErrorKind::Corrupt => "corrupt",
+        PortErrorKind::Internal => "internal",
+    };
+    serde_json::json!({
+        "status": "error",
+        "error": code,
+        "tool": tool,
+        "message": error.message,
     })
 }
 

@@ -67,7 +67,7 @@ fn every_routing_case_holds() {
 #[test]
 fn validate_table_lists_every_problem_with_role_route_and_provider() {
     let routes: RoutingTable = serde_json::from_value(serde_json::json!({
-        "roles": {"chat": "anthropic:gpt-4o", "planner": "openai:gpt-4o", "gate_check": "acme:x", "classification": "gpt-4o"},
+        "roles": {"chat": "anthropic:gpt-4o", "oracle": "openai:gpt-4o", "gate_check": "acme:x", "classification": "gpt-4o"},
         "projects": {"p1": {"roles": {"phase_brain:mechanical": "gemini:claude-opus-4-8"}}}
     }))
     .unwrap();
@@ -76,7 +76,7 @@ fn validate_table_lists_every_problem_with_role_route_and_provider() {
             "METAFORGE_ROUTE_SUMMARISATION".to_owned(),
             "openai-codex:openai/gpt-5".to_owned(),
         ),
-        ("METAFORGE_ROUTE_PLANNER".to_owned(), "openai:gpt-4o".to_owned()),
+        ("METAFORGE_ROUTE_ORACLE".to_owned(), "openai:gpt-4o".to_owned()),
         ("METAFORGE_ROUTE_CHAT".to_owned(), "openai:gpt-4o".to_owned()),
     ]);
     let creds = BTreeSet::from(["anthropic".to_owned()]);

@@ -3,16 +3,20 @@
 mod approvals;
 mod client_tasks;
 mod flow_versions;
+mod llm;
 mod runs;
 mod sessions;
+mod tools;
 mod twin;
 mod usage;
 
 pub use approvals::MemoryApprovalLedger;
 pub use client_tasks::MemoryClientTaskStore;
 pub use flow_versions::MemoryFlowVersionStore;
+pub use llm::{ScriptStep, ScriptedLlm};
 pub use runs::MemoryRunLedger;
 pub use sessions::MemorySessionStore;
+pub use tools::{FakeToolSource, ToolHandler, descriptor};
 pub use twin::MemoryTwinStore;
 pub use usage::MemoryUsageStore;
 
