@@ -121,9 +121,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             ],
             &[
                 "-p",
-                "metaforge-app",
+                "metaforge-gateway",
                 "--test",
-                "gateway",
+                "it",
                 "--",
                 "--ignored",
                 "--nocapture",

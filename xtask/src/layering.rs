@@ -1,11 +1,14 @@
 //! The layering check: the dependency arrows of `docs/ARCHITECTURE.md`, enforced.
 //!
-//! Two rules:
+//! The rules:
 //! 1. The normal (non-dev) dependency tree of `metaforge-domain` and `metaforge-ports` holds none of
 //!    the IO crates in [`FORBIDDEN_IN_PURE`], with default features and with all features.
 //! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`.
-//! 3. A service crate ([`SERVICE_CRATES`]) depends on no workspace crate but `metaforge-domain` and
-//!    `metaforge-ports`.
+//! 3. A service crate ([`SERVICE_CRATES`]) depends on no workspace crate but the domain, the ports
+//!    and other service crates, and its normal tree (default features) holds no HTTP framework
+//!    ([`FORBIDDEN_IN_SERVICES`]).
+//! 4. A door crate ([`DOOR_CRATES`]: the gateway, the sidecar) depends on the services, the domain
+//!    and the ports only: never on an adapter and never on the other door.
 
 use std::process::Command;
 
@@ -28,7 +31,27 @@ const FORBIDDEN_IN_PURE: &[&str] = &[
 const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
 
 /// Service crates: the use cases over the rules and the ports, composed by the binary.
-const SERVICE_CRATES: &[&str] = &["metaforge-agent"];
+const SERVICE_CRATES: &[&str] = &["metaforge-agent", "metaforge-app"];
+
+/// Door crates: how people and harnesses reach the services (HTTP, MCP).
+const DOOR_CRATES: &[&str] = &["metaforge-gateway", "metaforge-sidecar"];
+
+/// Crates whose presence in a service crate's tree means a door's transport leaked into the
+/// use cases (HTTP servers and their layers, the API documentation, the rate limiter) or an
+/// adapter's engine did.
+const FORBIDDEN_IN_SERVICES: &[&str] = &[
+    "axum",
+    "hyper",
+    "tower-http",
+    "utoipa",
+    "utoipa-axum",
+    "governor",
+    "reqwest",
+    "sqlx",
+    "rmcp",
+    "rdkafka",
+    "temporalio-sdk",
+];
 
 /// Runs the layering rules and reports every breach before failing.
 pub(crate) fn check() -> Result<()> {
@@ -50,14 +73,24 @@ pub(crate) fn check() -> Result<()> {
             }
         }
     }
+    for krate in SERVICE_CRATES {
+        for name in normal_tree(krate, &[])? {
+            if FORBIDDEN_IN_SERVICES.contains(&name.as_str()) {
+                breaches.push(format!(
+                    "{krate} depends on `{name}`: a service crate holds no HTTP framework or engine (that is a door's or an adapter's)"
+                ));
+            }
+        }
+    }
     breaches.extend(adapter_breaches()?);
     breaches.sort();
     breaches.dedup();
     if breaches.is_empty() {
         eprintln!(
-            "xtask: layering ok ({} pure crates, adapters depend on ports only, {} service crate(s) on domain and ports only)",
+            "xtask: layering ok ({} pure crates; adapters on ports only; {} service crates on domain, ports and services, no HTTP framework; {} door crates on services, never an adapter or each other)",
             PURE_CRATES.len(),
-            SERVICE_CRATES.len()
+            SERVICE_CRATES.len(),
+            DOOR_CRATES.len()
         );
         return Ok(());
     }
@@ -89,8 +122,9 @@ fn normal_tree(krate: &str, extra: &[&str]) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Adapters that depend on a workspace crate other than the ports, and service crates that
-/// depend on one other than the domain and the ports.
+/// Adapters that depend on a workspace crate other than the ports, service crates that depend
+/// on one other than the domain, the ports and the services, and door crates that depend on an
+/// adapter or on each other.
 fn adapter_breaches() -> Result<Vec<String>> {
     let metadata = MetadataCommand::new()
         .no_deps()
@@ -116,12 +150,30 @@ fn adapter_breaches() -> Result<Vec<String>> {
             continue;
         }
         for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str());
+            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str())
+                || SERVICE_CRATES.contains(&dep.name.as_str());
             if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
                 breaches.push(format!(
-                    "{} depends on `{}`: a service crate may depend on metaforge-domain and metaforge-ports only",
+                    "{} depends on `{}`: a service crate may depend on metaforge-domain, metaforge-ports and other service crates only",
                     package.name, dep.name
                 ));
+            }
+        }
+    }
+    for package in metadata.workspace_packages() {
+        if !DOOR_CRATES.contains(&package.name.as_str()) {
+            continue;
+        }
+        for dep in &package.dependencies {
+            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str())
+                || SERVICE_CRATES.contains(&dep.name.as_str());
+            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
+                let why = if DOOR_CRATES.contains(&dep.name.as_str()) {
+                    "the gateway and the sidecar never depend on each other"
+                } else {
+                    "a door crate may depend on the services, metaforge-domain and metaforge-ports only"
+                };
+                breaches.push(format!("{} depends on `{}`: {why}", package.name, dep.name));
             }
         }
     }

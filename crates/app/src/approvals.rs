@@ -14,17 +14,18 @@ use metaforge_ports::{
 pub use metaforge_ports::MAX_HOLD_TIMEOUT_SECONDS;
 
 /// A hold a waiter asks to park (sidecar remote mode, chat harness).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ParkRequest {
     /// The held tool.
-    #[schema(min_length = 1)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub tool: String,
     /// Its arguments, shown to the person deciding.
     #[serde(default)]
     pub arguments: serde_json::Value,
     /// The caller class of the held call (local, remote, untrusted, service, client_task).
-    #[schema(min_length = 1)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub caller: String,
     /// The authenticated identity parking it (set by the gateway from the key, never read from a
     /// request body); four eyes refuses that identity's decision.
@@ -32,7 +33,7 @@ pub struct ParkRequest {
     pub requested_by: Option<String>,
     /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
     #[serde(default)]
-    #[schema(maximum = 604_800)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 604_800))]
     pub timeout_seconds: Option<u64>,
 }
 

@@ -276,3 +276,43 @@ pub trait ProposalGenerator: Send + Sync {
     /// Runs [`generate_proposal`] with the owner's pipeline, routes and flow service.
     async fn generate(&self, request: GenerateRequest) -> Result<Generated, GenerateError>;
 }
+
+/// The generator over a pipeline, the routing resolver and the flow service: what the gateway's
+/// propose route and the in-process MCP sidecar of `metaforge up` both call, so the two answer a
+/// proposal without operations the same way.
+pub struct PipelineGenerator {
+    pipeline: Option<std::sync::Arc<ProviderPipeline>>,
+    routes: std::sync::Arc<crate::routing::RouteResolver>,
+    flows: std::sync::Arc<FlowService>,
+}
+
+impl PipelineGenerator {
+    /// The generator; `pipeline` is `None` when no provider is configured (every call then
+    /// answers [`GenerateError::Unavailable`] naming what to set).
+    pub fn new(
+        pipeline: Option<std::sync::Arc<ProviderPipeline>>,
+        routes: std::sync::Arc<crate::routing::RouteResolver>,
+        flows: std::sync::Arc<FlowService>,
+    ) -> Self {
+        Self {
+            pipeline,
+            routes,
+            flows,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ProposalGenerator for PipelineGenerator {
+    async fn generate(&self, request: GenerateRequest) -> Result<Generated, GenerateError> {
+        let spec = match self.pipeline {
+            None => Err(crate::pipeline::no_pipeline_reason(GENERATOR_ROLE)),
+            Some(_) => self
+                .routes
+                .role_call(GENERATOR_ROLE, request.session.clone())
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        generate_proposal(self.pipeline.as_deref(), spec, &self.flows, &request).await
+    }
+}

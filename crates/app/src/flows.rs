@@ -19,7 +19,8 @@ use metaforge_ports::{
 use serde::{Deserialize, Serialize};
 
 /// Who proposed caller-written operations (FORGE-481): the client and its model, as they say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposedBy {
     /// The harness or client (e.g. `claude-code`).
     #[serde(default)]
@@ -47,7 +48,8 @@ pub struct ProposalOutcome {
 /// Which model wrote a generated proposal (FORGE-468): the configured primary and the model that
 /// answered can differ when the pipeline fell back, and the person approving should see whose
 /// tailoring it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct GeneratedBy {
     /// Provider id that answered.
     pub provider: String,

@@ -1,20 +1,19 @@
 //! MetaForge use cases, composed over `Arc<dyn Port>`.
 //!
 //! The app layer is where the pure rules of `metaforge-domain` meet the ports: the provider
-//! pipeline, the design-flow service, the approvals service and the gateway routes land here as
-//! their issues come. It never names a concrete adapter; `metaforge-bins` wires those in.
+//! pipeline and its usage writer, the routing resolver, the design-flow service and generator,
+//! the approvals service, the field limits every door applies, and the tool registry. It names no
+//! concrete adapter and no HTTP framework: `metaforge-gateway` and `metaforge-sidecar` are its
+//! doors, `metaforge-bins` wires the adapters in.
 
 pub mod approvals;
 pub mod exposition;
 pub mod flow_generator;
 pub mod flow_validation;
 pub mod flows;
-// The gateway and the sidecar name every variant of our own enums (issue 11, W4).
-#[deny(clippy::wildcard_enum_match_arm)]
-pub mod gateway;
+pub mod limits;
 pub mod pipeline;
-#[deny(clippy::wildcard_enum_match_arm)]
-pub mod sidecar;
+pub mod routing;
 pub mod tools;
 pub mod unreachable_holds;
 pub mod usage_metrics;

@@ -10,11 +10,11 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use metaforge_app::sidecar::{SidecarResource, SidecarTool, read_only_host};
 use metaforge_ports::{
     CallerContext, HostCallOutcome, InputQuestion, PortError, ResourceTemplateDescriptor, ResourceText,
     ToolDescriptor, ToolHints, ToolHost, ToolOutput,
 };
+use metaforge_sidecar::{SidecarResource, SidecarTool, read_only_host};
 use serde_json::{Map, Value, json};
 
 /// A 1x1 red PNG.

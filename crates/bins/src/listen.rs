@@ -29,7 +29,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::time::{Instant, Sleep};
 
-use metaforge_app::gateway::SHUTDOWN_GRACE;
+use metaforge_gateway::SHUTDOWN_GRACE;
 
 use crate::system::env;
 

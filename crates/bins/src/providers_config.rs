@@ -14,7 +14,6 @@ use metaforge_adapters_llm::{
     AnthropicProvider, BedrockProvider, CodexProvider, FileCredentialStore, GeminiProvider, HttpSettings,
     OpenAiCompatibleProvider, read_codex_auth_file,
 };
-use metaforge_app::gateway::providers::ProviderRow;
 use metaforge_app::pipeline::{
     Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
     UsageSink,
@@ -23,6 +22,7 @@ use metaforge_domain::providers::{
     PROVIDERS, ProviderInfo, base_url_env_var, parse_route, resolve_base_url, resolve_provider,
 };
 use metaforge_domain::usage::PriceTable;
+use metaforge_gateway::providers::ProviderRow;
 use metaforge_ports::{
     ApiFamily, Billing, Credential, CredentialSecret, CredentialStore, LlmProvider, PortError,
     StoredCredential,

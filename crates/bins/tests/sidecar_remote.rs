@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use metaforge_adapters_gateway::{GatewayClient, RemoteApprovalLedger, RemoteFlowBindings};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
 use metaforge_app::approvals::ApprovalService;
-use metaforge_app::sidecar::{
-    FlowStores, HeldWrites, HoldPolicy, SidecarTool, host_with_bindings, host_with_stores,
-};
 use metaforge_ports::{
     CallerClass, CallerContext, Clock, HostCallOutcome, InputChannel, PortError, ToolDescriptor, ToolHints,
     ToolHost, ToolOutput, ToolSource,
+};
+use metaforge_sidecar::{
+    FlowStores, HeldWrites, HoldPolicy, SidecarTool, host_with_bindings, host_with_stores,
 };
 use serde_json::{Map, Value, json};
 

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use common::{KEY, start_gateway};
 use metaforge_ports::UsageStore;
 
-/// The most events one usage transaction holds (`USAGE_BATCH_MAX` in `app::gateway::chat`).
-const BATCH_MAX: u64 = metaforge_app::gateway::chat::USAGE_BATCH_MAX as u64;
+/// The most events one usage transaction holds (`USAGE_BATCH_MAX` in `app::pipeline::store_sink`).
+const BATCH_MAX: u64 = metaforge_app::pipeline::USAGE_BATCH_MAX as u64;
 /// Clients driving chat calls at once.
 const CLIENTS: usize = 4;
 const KILLS: usize = 10;

@@ -11,6 +11,7 @@ pub mod caching;
 pub mod retry;
 pub mod rotation;
 pub mod slots;
+pub mod store_sink;
 pub mod usage;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +32,7 @@ pub use caching::layout_for_caching;
 pub use retry::RetryPolicy;
 pub use rotation::CredentialRotor;
 pub use slots::{Candidate, DroppedCandidate, ResolvedChain, RoleModelSlots, SlotError, resolve_chain};
+pub use store_sink::{StoreSink, USAGE_BATCH_MAX};
 pub use usage::{CallUsage, UsageScope, UsageSink, current_usage_scope, spawn_in_scope, with_usage_scope};
 
 /// Why nothing can serve `role` when no pipeline runs, naming what a person sets to fix it.

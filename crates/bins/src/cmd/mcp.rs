@@ -14,9 +14,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
-use metaforge_app::sidecar::{FlowStores, HeldWrites, HoldPolicy, host_with_bindings, host_with_stores};
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
 use metaforge_ports::{Clock, ToolHost};
+use metaforge_sidecar::{FlowStores, HeldWrites, HoldPolicy, host_with_bindings, host_with_stores};
 
 use crate::system::{SystemClock, UuidV7Ids};
 
@@ -149,7 +149,7 @@ async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
 /// more open than the gateway (issue 12), so every key it lists (or the service key) is required.
 pub(crate) fn client_keys() -> Result<Vec<String>, String> {
     let raw = std::env::var(GATEWAY_API_KEY_ENV).unwrap_or_default();
-    let keys = metaforge_app::gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
+    let keys = metaforge_gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
     Ok(keys.into_iter().map(|k| k.key).collect())
 }
 
@@ -201,7 +201,7 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
             event = "mcp_sidecar_ledgers_disabled",
             "approval ledger disabled: serving read-only flow tools; flow.propose is not offered"
         );
-        return Ok(Arc::new(metaforge_app::sidecar::read_only_host()));
+        return Ok(Arc::new(metaforge_sidecar::read_only_host()));
     };
     for path in [approvals_path, versions_path] {
         if let Some(dir) = path.parent() {

@@ -13,15 +13,16 @@ use metaforge_adapters_store::{
 };
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
-use metaforge_app::gateway::chat::UsageStoreSink;
-use metaforge_app::gateway::harness::HarnessConfig;
-use metaforge_app::gateway::providers::ProviderRow;
-use metaforge_app::sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
+use metaforge_app::pipeline::StoreSink as UsageStoreSink;
+use metaforge_app::routing::RouteResolver;
 use metaforge_app::usage_metrics::UsageMetrics;
+use metaforge_gateway::providers::ProviderRow;
+use metaforge_sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
-use metaforge_app::gateway::{self, AuthState, GatewayProposalGenerator, GatewayState};
+use metaforge_app::flow_generator::PipelineGenerator;
 use metaforge_app::pipeline::{Candidate, ProviderPipeline};
+use metaforge_gateway::{self as gateway, AuthState, GatewayState};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
 use metaforge_ports::usage_store::UsageStore;
@@ -73,6 +74,8 @@ pub(crate) struct Composition {
     pub(crate) ids: Arc<dyn IdGen>,
     /// The usage writer, flushed on a graceful stop (none when no provider is configured).
     pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
+    /// The server's flow generator, shared by the gateway and the in-process sidecar.
+    pub(crate) generator: Arc<PipelineGenerator>,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -174,6 +177,12 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     );
     let clock_for_up = Arc::clone(&clock);
     let ids_for_up = Arc::clone(&ids);
+    let harness = Arc::new(harness);
+    let generator = Arc::new(PipelineGenerator::new(
+        pipeline.clone(),
+        Arc::clone(&harness),
+        Arc::clone(&flows),
+    ));
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
         approvals,
@@ -181,6 +190,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         usage,
         clock,
         harness,
+        generator: generator.clone(),
         providers: rows,
         pipeline,
     });
@@ -192,6 +202,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         clock: Arc::clone(&clock_for_up),
         ids: ids_for_up,
         usage_sink,
+        generator,
         _scratch: scratch,
     })
 }
@@ -222,7 +233,7 @@ fn approver_policy(keys_configured: bool) -> Result<metaforge_domain::approvals:
 async fn harness_config(
     paths: &StorePaths,
     credentialed: std::collections::BTreeSet<String>,
-) -> Result<HarnessConfig, StartError> {
+) -> Result<RouteResolver, StartError> {
     use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RoutingTable, validate_table};
     let table = match env(MODEL_ROUTES_PATH_ENV) {
         Some(path) => {
@@ -245,7 +256,7 @@ async fn harness_config(
         (Some(provider), Some(model)) => Some(format!("{provider}:{model}")),
         _ => None,
     };
-    Ok(HarnessConfig {
+    Ok(RouteResolver {
         table,
         env_routes,
         credentialed,
@@ -260,7 +271,7 @@ async fn harness_config(
 /// `provider:model` (or a selection stored later) can be served. `None` when no provider is
 /// configured: the gateway still starts and chat completions answer 503 naming why.
 async fn gateway_pipeline(
-    harness: &HarnessConfig,
+    harness: &RouteResolver,
     rows: &[ProviderRow],
     usage: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
@@ -477,9 +488,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     };
     // flow.propose without operations runs the gateway's own generator: one pipeline, one
     // routing table, one ledger, whichever door the proposal came through.
-    let propose = FlowPropose::new(stores.clone()).with_generator(Arc::new(GatewayProposalGenerator::new(
-        Arc::clone(&composition.state),
-    )));
+    let propose = FlowPropose::new(stores.clone()).with_generator(composition.generator.clone());
     let host = host_with_stores(
         stores,
         HoldPolicy {

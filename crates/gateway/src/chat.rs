@@ -16,9 +16,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use metaforge_domain::usage::normalize_usage;
-use metaforge_ports::Clock;
-use metaforge_ports::usage_store::UsageStore;
-use metaforge_ports::{FinishReason, ProviderErrorKind, RawUsage, StreamEvent, ToolCall, UsageEvent};
+use metaforge_ports::{FinishReason, ProviderErrorKind, RawUsage, StreamEvent, ToolCall};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -29,8 +27,7 @@ use super::chat_request::{ChatFunctionCall, ChatToolCall, FunctionKind, to_llm_r
 use super::error::{ApiError, OpenAiErrorBody};
 use super::extract::ApiJson;
 use super::models::{ModelTarget, resolve_model};
-use crate::pipeline::{CallSpec, CallUsage, PipelineError, Served, UsageScope, UsageSink, with_usage_scope};
-use crate::usage_metrics::UsageMetrics;
+use metaforge_app::pipeline::{CallSpec, PipelineError, Served, UsageScope, with_usage_scope};
 
 /// Response header naming the `provider:model` that served the answer.
 pub const SERVED_BY_HEADER: &str = "x-metaforge-served-by";
@@ -41,135 +38,6 @@ const MAX_RUN_ID_LEN: usize = 128;
 
 /// Response header naming the configured primary `provider:model` when a fallback served.
 pub const FELL_BACK_FROM_HEADER: &str = "x-metaforge-fell-back-from";
-
-/// The most usage events one transaction of the usage writer holds. A batch is whatever queued
-/// while the previous commit ran, so this only matters under a backlog; it is large enough that
-/// one writer keeps up with the gateway's throughput even when a commit (one fsync) takes 50 ms.
-pub const USAGE_BATCH_MAX: usize = 1024;
-
-/// What the usage writer task is sent.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "events are the traffic and flushes are rare; boxing would allocate once per call"
-)]
-enum UsageWrite {
-    /// One call's event, to be committed with whatever else is waiting.
-    Event(UsageEvent),
-    /// Answered once every event sent before it is committed (a graceful stop).
-    Flush(tokio::sync::oneshot::Sender<()>),
-}
-
-/// Records each pipeline call's usage into the gateway's usage store, so the usage summary
-/// counts chat completions. `record` only queues the event (the response never waits for the
-/// disk); one writer task commits whatever is queued in one transaction (group commit, at most
-/// [`USAGE_BATCH_MAX`] events each), so a burst of calls costs one fsync, not one per call.
-/// [`UsageStoreSink::flush`] commits everything queued before it (the binary calls it on a
-/// graceful stop); on a kill only the batch being committed and the events queued behind it can
-/// be lost. A failed write is logged, never silently dropped.
-pub struct UsageStoreSink {
-    clock: Arc<dyn Clock>,
-    metrics: Option<Arc<UsageMetrics>>,
-    queue: Option<tokio::sync::mpsc::UnboundedSender<UsageWrite>>,
-}
-
-impl UsageStoreSink {
-    /// A sink writing into `store`, stamping each event's time from `clock` (the pipeline leaves
-    /// `at` to the recorder). Starts the writer task on the current tokio runtime; without one,
-    /// every event is logged as not recorded.
-    pub fn new(store: Arc<dyn UsageStore>, clock: Arc<dyn Clock>) -> Self {
-        let queue = match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let (queue, events) = tokio::sync::mpsc::unbounded_channel();
-                runtime.spawn(write_usage(store, events));
-                Some(queue)
-            }
-            Err(_) => None,
-        };
-        Self {
-            clock,
-            metrics: None,
-            queue,
-        }
-    }
-
-    /// Also adds every call to the usage series and the per-run spend alarm.
-    #[must_use]
-    pub fn with_metrics(mut self, metrics: Arc<UsageMetrics>) -> Self {
-        self.metrics = Some(metrics);
-        self
-    }
-
-    /// Returns once every event recorded before this call is committed (or its failure logged).
-    pub async fn flush(&self) {
-        let Some(queue) = &self.queue else { return };
-        let (done, committed) = tokio::sync::oneshot::channel();
-        if queue.send(UsageWrite::Flush(done)).is_ok() {
-            let _ = committed.await;
-        }
-    }
-}
-
-impl UsageSink for UsageStoreSink {
-    fn record(&self, usage: CallUsage) {
-        let mut event = usage.event;
-        if event.at.is_none() {
-            event.at = Some(self.clock.now());
-        }
-        if let Some(metrics) = &self.metrics {
-            metrics.observe(&event);
-        }
-        let Some(queue) = &self.queue else {
-            tracing::error!(event = "llm_usage_not_recorded", "no runtime to record usage on");
-            return;
-        };
-        if queue.send(UsageWrite::Event(event)).is_err() {
-            tracing::error!(event = "llm_usage_not_recorded", "the usage writer has stopped");
-        }
-    }
-}
-
-/// The usage writer: takes every event already queued (up to [`USAGE_BATCH_MAX`]) and commits
-/// them in one transaction, then answers the flushes it took; ends when every sink is dropped.
-async fn write_usage(
-    store: Arc<dyn UsageStore>,
-    mut queue: tokio::sync::mpsc::UnboundedReceiver<UsageWrite>,
-) {
-    let mut batch: Vec<UsageEvent> = Vec::with_capacity(USAGE_BATCH_MAX);
-    let mut flushes = Vec::new();
-    while let Some(first) = queue.recv().await {
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                UsageWrite::Event(event) => batch.push(event),
-                UsageWrite::Flush(done) => flushes.push(done),
-            }
-            if batch.len() < USAGE_BATCH_MAX {
-                next = queue.try_recv().ok();
-            }
-        }
-        if !batch.is_empty() {
-            commit_usage(store.as_ref(), &batch).await;
-            batch.clear();
-        }
-        for done in flushes.drain(..) {
-            let _ = done.send(());
-        }
-    }
-}
-
-/// Commits `batch`; when the batch is refused, each event is tried alone so one bad event costs
-/// only itself, and every event that still fails is logged.
-async fn commit_usage(store: &dyn UsageStore, batch: &[UsageEvent]) {
-    let Err(err) = store.record_batch(batch).await else {
-        return;
-    };
-    tracing::warn!(event = "llm_usage_batch_failed", events = batch.len(), error = %err, "retrying the batch's events one by one");
-    for event in batch {
-        if let Err(err) = store.record(event.clone()).await {
-            tracing::error!(event = "llm_usage_not_recorded", provider = %event.provider, error = %err, "usage store write failed");
-        }
-    }
-}
 
 /// The assistant's message.
 #[derive(Debug, Serialize, ToSchema)]
@@ -305,9 +173,9 @@ fn chat_usage(raw: &RawUsage) -> ChatUsage {
 /// routing rules (so a selection stored a second ago is honoured) and passed as the primary.
 async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Result<CallSpec, ApiError> {
     let harness = &state.harness;
-    let (selection, _) = super::harness::usable_selection(harness.selection.as_ref()).await?;
+    let (selection, _) = harness.usable_selection().await?;
     match resolve_model(harness, selection.as_deref(), model)? {
-        ModelTarget::Role(role) => super::harness::role_call(harness, &role, session_id).await,
+        ModelTarget::Role(role) => Ok(harness.role_call(&role, session_id).await?),
         ModelTarget::Explicit(candidate) => Ok(CallSpec {
             role: "chat".to_owned(),
             explicit: Some(candidate),
@@ -318,7 +186,7 @@ async fn call_spec(state: &GatewayState, model: &str, session_id: String) -> Res
 
 /// Every failed attempt as the error `details` list it: provider, model, attempt, error kind,
 /// upstream status and message.
-pub(super) fn attempts_json(attempts: &[crate::pipeline::Attempt]) -> Vec<serde_json::Value> {
+pub(super) fn attempts_json(attempts: &[metaforge_app::pipeline::Attempt]) -> Vec<serde_json::Value> {
     attempts
         .iter()
         .map(|a| {
@@ -422,9 +290,9 @@ pub(crate) async fn completions(
     let run_id = run_id(&headers)?;
     let spec = call_spec(&state, &request.model, request_id.clone()).await?;
     let Some(pipeline) = state.pipeline.clone() else {
-        return Err(ApiError::unavailable(crate::pipeline::no_pipeline_reason(
-            &spec.role,
-        )));
+        return Err(ApiError::unavailable(
+            metaforge_app::pipeline::no_pipeline_reason(&spec.role),
+        ));
     };
     let scope = UsageScope {
         run_id,

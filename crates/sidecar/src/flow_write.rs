@@ -22,9 +22,9 @@ use serde_json::{Map, Value, json};
 use super::bound::{held_proposal_output, input_questions};
 use super::flow_read::{context_argument, invalid};
 use super::host::{SidecarResource, SidecarTool};
-use crate::approvals::ApprovalService;
-use crate::flow_generator::{GenerateError, GenerateRequest, Generated, ProposalGenerator};
-use crate::flows::{FlowService, FlowServiceError, ProposalOutcome};
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, ProposalGenerator};
+use metaforge_app::flows::{FlowService, FlowServiceError, ProposalOutcome};
 
 /// What the store-backed tools need: the one approval ledger, the version store, time and ids.
 /// The tools go through the same services as the gateway ([`FlowService`], [`ApprovalService`]),
@@ -298,8 +298,8 @@ impl FlowPropose {
             return Ok(refused(TOOL, &verdict.reason));
         }
         // Stored sizes are capped as at the HTTP route (issue 12): nothing oversized is stored.
-        if let Err((field, message)) = crate::gateway::limits::check_tool_arguments(TOOL, &arguments) {
-            return Ok(invalid(TOOL, &field, message));
+        if let Err(too_large) = metaforge_app::limits::check_tool_arguments(TOOL, &arguments) {
+            return Ok(invalid(TOOL, &too_large.field, too_large.to_string()));
         }
         if wants_generator(&arguments) {
             return self.generate(caller, &arguments).await;

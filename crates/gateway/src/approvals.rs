@@ -16,7 +16,7 @@ use super::GatewayState;
 use super::auth::{Identity, TransportClass};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
-use crate::approvals::ParkRequest;
+use metaforge_app::approvals::ParkRequest;
 
 /// Which holds to list.
 #[derive(Debug, Deserialize, IntoParams)]

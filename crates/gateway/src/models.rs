@@ -22,8 +22,8 @@ use utoipa::ToSchema;
 
 use super::GatewayState;
 use super::error::{ApiError, OpenAiErrorBody};
-use super::harness::{HarnessConfig, usable_selection};
-use crate::pipeline::Candidate;
+use metaforge_app::pipeline::Candidate;
+use metaforge_app::routing::RouteResolver;
 
 /// The role whose route serves a bare model name no vendor claims.
 const DEFAULT_ROLE: &str = "chat";
@@ -39,7 +39,7 @@ pub(crate) enum ModelTarget {
 
 /// `model` resolved against this configuration and the usable stored selection.
 pub(crate) fn resolve_model(
-    harness: &HarnessConfig,
+    harness: &RouteResolver,
     selection: Option<&str>,
     model: &str,
 ) -> Result<ModelTarget, ApiError> {
@@ -158,7 +158,7 @@ fn entry(id: String, owned_by: &str) -> ModelEntry {
 
 /// Everything `model` can name here: every role with a route, each route, and each route's
 /// model name where it resolves back to that route.
-pub(crate) fn model_list(harness: &HarnessConfig, selection: Option<&str>) -> Vec<ModelEntry> {
+pub(crate) fn model_list(harness: &RouteResolver, selection: Option<&str>) -> Vec<ModelEntry> {
     let inputs = harness.inputs(selection);
     let mut roles = Vec::new();
     let mut routes: Vec<Candidate> = Vec::new();
@@ -203,7 +203,7 @@ pub(crate) fn model_list(harness: &HarnessConfig, selection: Option<&str>) -> Ve
         (status = 401, body = OpenAiErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn list(State(state): State<Arc<GatewayState>>) -> Result<Json<ModelList>, ApiError> {
-    let (selection, _) = usable_selection(state.harness.selection.as_ref()).await?;
+    let (selection, _) = state.harness.usable_selection().await?;
     Ok(Json(ModelList {
         object: "list",
         data: model_list(&state.harness, selection.as_deref()),

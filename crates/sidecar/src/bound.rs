@@ -22,9 +22,9 @@ use super::flow_write::{
 };
 use super::host::{SidecarHost, SidecarTool};
 use super::{HeldWrites, read_only_host};
-use crate::flows::FlowServiceError;
+use metaforge_app::flows::FlowServiceError;
 
-/// [`FlowBindings`] over the local stores, through the same [`crate::flows::FlowService`] the
+/// [`FlowBindings`] over the local stores, through the same [`metaforge_app::flows::FlowService`] the
 /// gateway uses: correct only inside the gateway's process, where these stores are its own.
 pub struct InProcessFlowBindings {
     stores: FlowStores,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use metaforge_ports::{ApprovalRecord, ApprovalStatus, PortError, PortErrorKind, WaiterResolution};
 use serde_json::Value;
 
-use crate::approvals::{ApprovalService, ParkRequest};
+use metaforge_app::approvals::{ApprovalService, ParkRequest};
 
 /// How long a held call waits, and how often it looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use axum::http::StatusCode;
 use http_body_util::BodyExt;
-use metaforge_app::gateway::GatewayState;
 use metaforge_app::pipeline::RetryPolicy;
+use metaforge_gateway::GatewayState;
 use metaforge_test_support::doubles::MemoryUsageStore;
 use metaforge_test_support::peers;
 use metaforge_test_support::upstream::{Reply, Scripted};
@@ -125,12 +125,12 @@ async fn upstream(mode: Mode) -> Upstream {
 }
 
 /// A harness where `chat` and `summarisation` route to openai, which is credentialed.
-fn openai_harness() -> metaforge_app::gateway::harness::HarnessConfig {
+fn openai_harness() -> metaforge_app::routing::RouteResolver {
     let table = metaforge_domain::routing::RoutingTable::from_json(
         r#"{"roles": {"chat": "openai:gpt-4o-mini", "summarisation": "openai:gpt-4o-mini"}}"#,
     )
     .unwrap();
-    metaforge_app::gateway::harness::HarnessConfig {
+    metaforge_app::routing::RouteResolver {
         table,
         env_routes: BTreeMap::new(),
         credentialed: ["openai".to_owned()].into_iter().collect(),

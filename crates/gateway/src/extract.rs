@@ -29,7 +29,7 @@ where
             return Err(ApiError::bad_request("body", "the body must be a JSON object"));
         }
         // Stored sizes are capped per field before anything is parsed or written.
-        super::limits::check(&path, &value)?;
+        super::limits::check_body(&path, &value)?;
         let parsed: T = serde_path_to_error::deserialize(value.clone()).map_err(|err| {
             let path = err.path().to_string();
             let field = if path.is_empty() || path == "." {

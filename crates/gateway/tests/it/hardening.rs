@@ -5,8 +5,8 @@ use std::sync::Arc;
 use super::common::{app_with, get, harness, post, send, state_with_policy};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use metaforge_app::gateway::{self, AuthState, parse_api_keys};
 use metaforge_domain::approvals::ApproverPolicy;
+use metaforge_gateway::{self as gateway, AuthState, parse_api_keys};
 use metaforge_test_support::doubles::MemoryUsageStore;
 use serde_json::{Value, json};
 
@@ -140,7 +140,7 @@ async fn public_health_says_only_ok_or_degraded_and_the_detail_needs_a_key() {
 /// Item 8: per-field limits with a 422 naming the field; nothing stored; nothing huge echoed.
 #[tokio::test]
 async fn stored_fields_over_their_limit_are_refused_naming_the_field_and_nothing_is_stored() {
-    use metaforge_app::gateway::limits::{MAX_LOADS_AND_USE_CHARS, MAX_NOTE_CHARS, MAX_OPERATIONS};
+    use metaforge_gateway::limits::{MAX_LOADS_AND_USE_CHARS, MAX_NOTE_CHARS, MAX_OPERATIONS};
     let app = keyed();
     let mut loads = proposal();
     loads["loadsAndUse"] = json!("k".repeat(MAX_LOADS_AND_USE_CHARS + 1));
@@ -364,7 +364,7 @@ async fn an_uppercase_bearer_scheme_is_accepted() {
 /// Item 3: wrong keys are throttled per client address; once throttled, even the right key waits.
 #[tokio::test]
 async fn repeated_wrong_keys_are_answered_429_and_then_even_the_right_key_waits() {
-    use metaforge_app::gateway::auth::DEFAULT_AUTH_FAILURES_PER_MINUTE;
+    use metaforge_gateway::auth::DEFAULT_AUTH_FAILURES_PER_MINUTE;
     let app = keyed();
     for _ in 0..DEFAULT_AUTH_FAILURES_PER_MINUTE {
         let (status, _, _) = send(&app, get("/v1/approvals", Some("sk-guess-0001"))).await;

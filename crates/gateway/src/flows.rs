@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, GENERATOR_ROLE, Operation, SizeLimitError,
-    TailorResult, TailorStatus, ValidationReport, questions_to_ask,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, SizeLimitError, TailorResult,
+    TailorStatus, ValidationReport, questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -19,13 +19,10 @@ use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
-use super::harness;
-use crate::flow_generator::{
-    GenerateError, GenerateRequest, Generated, GeneratorError, ProposalGenerator, generate_proposal,
-};
-use crate::flow_validation::{ValidationError, validate_flow};
-use crate::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
-use crate::pipeline::PipelineError;
+use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, GeneratorError};
+use metaforge_app::flow_validation::{ValidationError, validate_flow};
+use metaforge_app::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
+use metaforge_app::pipeline::PipelineError;
 
 /// The catalogue: every launchable flow as the gateway will run it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -350,7 +347,7 @@ pub(crate) async fn propose(
 }
 
 /// The generator path: the intent is required; everything else is
-/// [`generate_proposal`](crate::flow_generator::generate_proposal).
+/// [`generate_proposal`](metaforge_app::flow_generator::generate_proposal).
 async fn generate(
     state: &GatewayState,
     caller: &str,
@@ -376,7 +373,7 @@ async fn generate(
         caller: caller.to_owned(),
         session,
     };
-    match run_generator(state, &generate).await.map_err(generate_error)? {
+    match state.generator.generate(generate).await.map_err(generate_error)? {
         Generated::NeedsInput {
             result,
             questions,
@@ -390,37 +387,6 @@ async fn generate(
             StatusCode::CREATED,
             Json(proposed(*outcome, request, context, notes, open_questions)),
         )),
-    }
-}
-
-/// The generator path over this gateway's pipeline, routes (resolved now) and flow service.
-async fn run_generator(state: &GatewayState, request: &GenerateRequest) -> Result<Generated, GenerateError> {
-    let spec = match state.pipeline {
-        None => Err(crate::pipeline::no_pipeline_reason(GENERATOR_ROLE)),
-        Some(_) => harness::role_call(&state.harness, GENERATOR_ROLE, request.session.clone())
-            .await
-            .map_err(|e| e.body.message),
-    };
-    generate_proposal(state.pipeline.as_deref(), spec, &state.flows, request).await
-}
-
-/// The gateway's generator as a [`ProposalGenerator`], so the in-process MCP sidecar of
-/// `metaforge up` answers `flow.propose` without operations exactly as this gateway would.
-pub struct GatewayProposalGenerator {
-    state: Arc<GatewayState>,
-}
-
-impl GatewayProposalGenerator {
-    /// The generator over `state`.
-    pub fn new(state: Arc<GatewayState>) -> Self {
-        Self { state }
-    }
-}
-
-#[async_trait::async_trait]
-impl ProposalGenerator for GatewayProposalGenerator {
-    async fn generate(&self, request: GenerateRequest) -> Result<Generated, GenerateError> {
-        run_generator(&self.state, &request).await
     }
 }
 

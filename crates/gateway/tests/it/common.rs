@@ -10,15 +10,16 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use http_body_util::BodyExt;
 use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
 use metaforge_app::approvals::ApprovalService;
+use metaforge_app::flow_generator::PipelineGenerator;
 use metaforge_app::flows::FlowService;
-use metaforge_app::gateway::chat::UsageStoreSink;
-use metaforge_app::gateway::harness::HarnessConfig;
-use metaforge_app::gateway::providers::ProviderRow;
-use metaforge_app::gateway::{self, AuthState, GatewayState, parse_api_keys};
+use metaforge_app::pipeline::StoreSink as UsageStoreSink;
 use metaforge_app::pipeline::{
     Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy, RoleModelSlots,
 };
+use metaforge_app::routing::RouteResolver;
 use metaforge_domain::approvals::ApproverPolicy;
+use metaforge_gateway::providers::ProviderRow;
+use metaforge_gateway::{self as gateway, AuthState, GatewayState, parse_api_keys};
 use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Billing, Clock, IdGen, UsageEvent};
 use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore, MemoryUsageStore};
@@ -42,13 +43,13 @@ impl metaforge_ports::SelectionStore for MemorySelection {
 }
 
 /// Harness configuration: a table routing `gate_check` to haiku, credentials for anthropic only.
-pub(crate) fn harness() -> metaforge_app::gateway::harness::HarnessConfig {
+pub(crate) fn harness() -> metaforge_app::routing::RouteResolver {
     let table = metaforge_domain::routing::RoutingTable::from_json(
         r#"{"roles": {"gate_check": "anthropic:claude-haiku-4-5-20251001", "summarisation": "openai:gpt-4o-mini"},
             "projects": {"shelf": {"roles": {"chat": "anthropic:claude-opus-4-8"}}}}"#,
     )
     .unwrap();
-    metaforge_app::gateway::harness::HarnessConfig {
+    metaforge_app::routing::RouteResolver {
         table,
         env_routes: std::collections::BTreeMap::new(),
         credentialed: ["anthropic".to_owned()].into_iter().collect(),
@@ -65,7 +66,7 @@ pub(crate) fn state() -> Arc<GatewayState> {
 /// The gateway's state over fresh in-memory ledgers with this harness, usage store, providers
 /// view and pipeline.
 pub(crate) fn state_with(
-    harness: HarnessConfig,
+    harness: RouteResolver,
     usage: Arc<MemoryUsageStore>,
     providers: Vec<ProviderRow>,
     pipeline: Option<Arc<ProviderPipeline>>,
@@ -75,7 +76,7 @@ pub(crate) fn state_with(
 
 /// [`state_with`] whose approvals follow `policy` (four eyes with `Separate`).
 pub(crate) fn state_with_policy(
-    harness: HarnessConfig,
+    harness: RouteResolver,
     usage: Arc<MemoryUsageStore>,
     providers: Vec<ProviderRow>,
     pipeline: Option<Arc<ProviderPipeline>>,
@@ -85,21 +86,28 @@ pub(crate) fn state_with_policy(
     let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let versions = Arc::new(MemoryFlowVersionStore::new());
+    let flows = Arc::new(FlowService::new(
+        versions.clone(),
+        ledger.clone(),
+        Arc::clone(&clock),
+        Arc::clone(&ids),
+    ));
+    let harness = Arc::new(harness);
+    let generator = Arc::new(PipelineGenerator::new(
+        pipeline.clone(),
+        Arc::clone(&harness),
+        Arc::clone(&flows),
+    ));
     Arc::new(GatewayState {
         metrics: None,
         approvals: Arc::new(
-            ApprovalService::new(
-                ledger.clone(),
-                versions.clone(),
-                Arc::clone(&clock),
-                Arc::clone(&ids),
-            )
-            .with_approver_policy(policy),
+            ApprovalService::new(ledger, versions, Arc::clone(&clock), ids).with_approver_policy(policy),
         ),
-        flows: Arc::new(FlowService::new(versions, ledger, Arc::clone(&clock), ids)),
+        flows,
         usage,
         clock,
         harness,
+        generator,
         providers,
         pipeline,
     })
@@ -113,7 +121,7 @@ pub(crate) fn state_over_upstreams(
     role: &str,
     chain: &[&str],
     policy: RetryPolicy,
-    harness: HarnessConfig,
+    harness: RouteResolver,
 ) -> (Arc<GatewayState>, Arc<MemoryUsageStore>) {
     let usage = Arc::new(MemoryUsageStore::new());
     let entries = providers

@@ -1,15 +1,12 @@
-//! Per-field limits on what the gateway stores, in one place (issue 12, item 8).
+//! Per-field limits on what MetaForge stores, in one place, for the HTTP routes and the MCP tools
+//! alike (issue 12, item 8).
 //!
-//! A request body is checked against these before it is parsed into a handler's type, so an
-//! oversized field is refused with a 422 naming the field, its size and the limit, and nothing is
-//! written. The body limit (`DEFAULT_BODY_LIMIT_BYTES`) caps a request as a whole; these cap what
+//! A request body or a tool's arguments are checked against these before they are parsed, so an
+//! oversized field is refused naming the field, its size and the limit, and nothing is written. The body limit (`DEFAULT_BODY_LIMIT_BYTES`) caps a request as a whole; these cap what
 //! one field may put into a ledger. Error bodies never echo more than [`MAX_ECHOED_CHARS`] of any
 //! value. The size of a flow document (phases, deliverables) is the flow rules' cap, not this one.
 
-use axum::http::StatusCode;
 use serde_json::Value;
-
-use super::error::ApiError;
 
 /// The longest message or detail string an error body carries (longer ones are cut).
 pub const MAX_ECHOED_CHARS: usize = 512;
@@ -31,10 +28,6 @@ pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_ARGUMENTS_BYTES: usize = 65_536;
 /// A free-form context object (manufacturing context, budget, requirements), as JSON (bytes).
 pub const MAX_CONTEXT_BYTES: usize = 65_536;
-/// The request target (path and query), in bytes; longer is a JSON 414.
-pub const MAX_URI_BYTES: usize = 8_192;
-/// All request headers together (name + value + 4 per header), in bytes; larger is a JSON 431.
-pub const MAX_HEADER_BYTES: usize = 32_768;
 /// The durable model selection (`provider:model`, characters).
 pub const MAX_SELECTION_CHARS: usize = 200;
 
@@ -199,22 +192,26 @@ const FIELD_LIMITS: &[FieldLimit] = &[
 /// The MCP tool whose stored arguments are capped like the HTTP route's body.
 const FLOW_PROPOSE_TOOL: &str = "flow.propose";
 
-/// Checks an MCP tool's arguments against the same limits: `Err((field, message))` naming the
-/// first field over its limit (never echoing its value).
-pub(crate) fn check_tool_arguments(
+/// A field over its limit: which one, its size and the limit (never its value).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field '{field}' is {actual} {unit}; the limit is {max}")]
+pub struct FieldTooLarge {
+    /// The concrete path of the field (`operations[3].rationale`).
+    pub field: String,
+    /// The limit.
+    pub max: usize,
+    /// The field's size.
+    pub actual: usize,
+    /// What the sizes count (`characters`, `items`, `bytes of JSON`).
+    pub unit: &'static str,
+}
+
+/// Checks an MCP tool's arguments against the same limits as the HTTP route's body.
+pub fn check_tool_arguments(
     tool: &str,
     arguments: &serde_json::Map<String, Value>,
-) -> Result<(), (String, String)> {
-    check(tool, &Value::Object(arguments.clone())).map_err(|err| {
-        let field = err
-            .body
-            .details
-            .as_ref()
-            .and_then(|d| d["field"].as_str())
-            .unwrap_or("arguments")
-            .to_owned();
-        (field, err.body.message)
-    })
+) -> Result<(), FieldTooLarge> {
+    check(tool, &Value::Object(arguments.clone()))
 }
 
 fn route_matches(pattern: &str, path: &str) -> bool {
@@ -268,9 +265,9 @@ fn measure(value: &Value, limit: Limit) -> Option<usize> {
     }
 }
 
-/// Checks a request body against the limits of the route it was sent to: the first field over
-/// its limit is a 422 `too_large` naming the field, its size and the limit (never its value).
-pub(crate) fn check(path: &str, body: &Value) -> Result<(), ApiError> {
+/// Checks a request body (or a tool's arguments) against the limits of the route (or tool) it
+/// was sent to: the first field over its limit is named with its size and the limit.
+pub fn check(path: &str, body: &Value) -> Result<(), FieldTooLarge> {
     for rule in FIELD_LIMITS.iter().filter(|r| route_matches(r.route, path)) {
         let mut found = Vec::new();
         values_at(body, rule.field, String::new(), &mut found);
@@ -280,15 +277,13 @@ pub(crate) fn check(path: &str, body: &Value) -> Result<(), ApiError> {
                 Limit::Items(n) => (n, "items"),
                 Limit::JsonBytes(n) => (n, "bytes of JSON"),
             };
-            if let Some(size) = measure(value, rule.limit).filter(|&size| size > max) {
-                return Err(ApiError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "too_large",
-                    format!("field '{field}' is {size} {unit}; the limit is {max}"),
-                )
-                .with_details(serde_json::json!({
-                    "field": field, "max": max, "actual": size, "unit": unit,
-                })));
+            if let Some(actual) = measure(value, rule.limit).filter(|&size| size > max) {
+                return Err(FieldTooLarge {
+                    field,
+                    max,
+                    actual,
+                    unit,
+                });
             }
         }
     }
@@ -327,12 +322,8 @@ mod tests {
             {"op": "drop_phase", "rationale": "x".repeat(MAX_RATIONALE_CHARS + 1)},
         ]});
         let err = check(PROPOSE, &body).unwrap_err();
-        assert_eq!(err.status, StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(
-            err.body.details.as_ref().unwrap()["field"],
-            "operations[1].rationale"
-        );
-        assert!(!err.body.message.contains("xxxx"));
+        assert_eq!(err.field, "operations[1].rationale");
+        assert!(!err.to_string().contains("xxxx"));
     }
 
     #[test]
@@ -344,6 +335,6 @@ mod tests {
         assert!(check("/v1/chat/completions", &over).is_ok());
         let many = json!({"operations": vec![json!({}); MAX_OPERATIONS + 1]});
         let err = check(PROPOSE, &many).unwrap_err();
-        assert_eq!(err.body.details.as_ref().unwrap()["field"], "operations");
+        assert_eq!(err.field, "operations");
     }
 }

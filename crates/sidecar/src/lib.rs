@@ -5,6 +5,9 @@
 //! person is, through the one approval ledger. Tools see the caller class the transport decided
 //! from the connection; arguments never choose it.
 
+// A door names every variant of our own enums (issue 11, W4).
+#![deny(clippy::wildcard_enum_match_arm)]
+
 pub mod bound;
 pub mod flow_read;
 pub mod flow_write;

@@ -254,6 +254,16 @@ impl From<metaforge_ports::PortError> for ApiError {
     }
 }
 
+impl From<metaforge_app::routing::RouteFailure> for ApiError {
+    fn from(err: metaforge_app::routing::RouteFailure) -> Self {
+        use metaforge_app::routing::RouteFailure;
+        match err {
+            RouteFailure::NoRoute { .. } => Self::unavailable(err.to_string()),
+            RouteFailure::Store(err) => err.into(),
+        }
+    }
+}
+
 /// The stable code of an error status the gateway did not build itself (routing, hyper-level
 /// limits, axum's extractor rejections).
 fn code_for(status: StatusCode) -> &'static str {

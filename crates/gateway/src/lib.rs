@@ -1,9 +1,12 @@
-//! The gateway: MetaForge's HTTP front door, thin handlers over the domain and the ports.
+//! The gateway: MetaForge's HTTP front door, thin handlers over the app's services.
 //!
 //! Every response that is not a success carries [`error::ErrorBody`]; every request gets a request
 //! id (`x-request-id`, generated when absent, echoed back) and a tracing span; bodies are size
 //! limited; keys and rate limits are enforced by [`auth`]. The OpenAPI document is generated from
 //! the handlers' own types, so it cannot drift from what the handlers accept.
+
+// A door names every variant of our own enums (issue 11, W4).
+#![deny(clippy::wildcard_enum_match_arm)]
 
 mod approvals;
 pub mod auth;
@@ -35,15 +38,16 @@ use metaforge_domain::usage::UsageTotals;
 use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Clock, PortError};
 
-use crate::approvals::ApprovalService;
-use crate::flows::FlowService;
-use crate::pipeline::ProviderPipeline;
+use metaforge_app::approvals::ApprovalService;
+use metaforge_app::flow_generator::ProposalGenerator;
+use metaforge_app::flows::FlowService;
+use metaforge_app::pipeline::ProviderPipeline;
+use metaforge_app::routing::RouteResolver;
 
 pub use auth::{
     ApiKey, AuthConfigError, AuthState, Identity, TransportClass, check_bind_policy, parse_api_keys,
 };
 pub use error::{ApiError, ErrorBody, OpenAiError, OpenAiErrorBody};
-pub use flows::GatewayProposalGenerator;
 
 /// The OpenAI-compatible routes: their errors are in OpenAI's shape (`{"error": {message, type,
 /// param, code}}`) so OpenAI SDKs show the reason; every other route keeps [`ErrorBody`].
@@ -56,7 +60,7 @@ pub const DEFAULT_BODY_LIMIT_BYTES: usize = 2 * 1024 * 1024;
 pub struct GatewayState {
     /// Renders `/metrics` (build info, process series, every recorded series); `None` when no
     /// recorder was installed (tests).
-    pub metrics: Option<Arc<crate::exposition::Exposition>>,
+    pub metrics: Option<Arc<metaforge_app::exposition::Exposition>>,
     /// The one approval ledger's use cases.
     pub approvals: Arc<ApprovalService>,
     /// Design-flow proposals and versions.
@@ -66,7 +70,9 @@ pub struct GatewayState {
     /// The time source for windows.
     pub clock: Arc<dyn Clock>,
     /// Routing table, credentials and the durable selection.
-    pub harness: harness::HarnessConfig,
+    pub harness: Arc<RouteResolver>,
+    /// The server's flow generator (the propose route without operations).
+    pub generator: Arc<dyn ProposalGenerator>,
     /// Every provider's configuration, computed by the binary at start (the providers view).
     pub providers: Vec<providers::ProviderRow>,
     /// The provider pipeline behind `/v1/chat/completions`; `None` when no provider is

@@ -9,7 +9,7 @@ use metaforge_ports::{
 use serde_json::{Map, Value, json};
 
 use super::host::SidecarTool;
-use crate::flow_validation::{ValidationError, validate_flow};
+use metaforge_app::flow_validation::{ValidationError, validate_flow};
 
 fn read_only() -> ToolHints {
     ToolHints {

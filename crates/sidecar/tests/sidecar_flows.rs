@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use metaforge_app::sidecar::{FlowStores, HoldPolicy, SidecarHost, SidecarTool, host_with_stores};
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalStatus, CallerClass, CallerContext,
     FlowVersionStatus, FlowVersionStore, HostCallOutcome, InputChannel, PortError, PortErrorKind,
     ToolDescriptor, ToolHints, ToolHost, ToolOutput,
 };
+use metaforge_sidecar::{FlowStores, HoldPolicy, SidecarHost, SidecarTool, host_with_stores};
 use metaforge_test_support::doubles::{MemoryApprovalLedger, MemoryFlowVersionStore};
 use metaforge_test_support::{ManualClock, SequentialIds};
 use serde_json::{Map, Value, json};
@@ -349,7 +349,7 @@ async fn gating_by_caller_class_runs_holds_or_refuses() {
     );
     assert_eq!(service.structured.unwrap()["status"], "refused");
     // Without a ledger a write that must be held is refused, never run unheld.
-    let no_ledger = metaforge_app::sidecar::read_only_host().with_tool(Arc::new(Write {
+    let no_ledger = metaforge_sidecar::read_only_host().with_tool(Arc::new(Write {
         destructive: false,
         runs: Arc::clone(&runs),
     }));
@@ -688,7 +688,7 @@ async fn flow_propose_without_operations_asks_the_generator_and_a_model_answer_r
         seen: std::sync::Mutex::new(Vec::new()),
     });
     let host = host_with_stores(w.stores.clone(), quick()).with_tool(Arc::new(
-        metaforge_app::sidecar::FlowPropose::new(w.stores.clone()).with_generator(generator.clone()),
+        metaforge_sidecar::FlowPropose::new(w.stores.clone()).with_generator(generator.clone()),
     ));
     let first = host
         .call(
@@ -743,7 +743,7 @@ async fn flow_propose_without_operations_asks_the_generator_and_a_model_answer_r
 /// are refused naming the field (never echoing the value) and nothing is stored.
 #[tokio::test]
 async fn an_oversized_flow_propose_argument_is_refused_naming_the_field_and_nothing_is_stored() {
-    use metaforge_app::gateway::limits::{MAX_LOADS_AND_USE_CHARS, MAX_OPERATIONS};
+    use metaforge_app::limits::{MAX_LOADS_AND_USE_CHARS, MAX_OPERATIONS};
     let w = world();
     let host = host_with_stores(w.stores.clone(), quick());
     let mut loads = full_context();

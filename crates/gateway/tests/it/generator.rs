@@ -69,7 +69,7 @@ fn rig_with_model(primary: &str, model: &str, fallback: Option<&str>) -> Rig {
         &json!({"roles": {"flow_generator": primary_route}}).to_string(),
     )
     .unwrap();
-    let harness = metaforge_app::gateway::harness::HarnessConfig {
+    let harness = metaforge_app::routing::RouteResolver {
         table,
         env_routes: BTreeMap::new(),
         credentialed: ["openai".to_owned(), "deepseek".to_owned()].into_iter().collect(),
