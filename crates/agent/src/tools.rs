@@ -57,6 +57,16 @@ pub trait ToolBox: Send + Sync {
     async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
 }
 
+/// Where a turn gets its [`ToolBox`]: the composition's central registry answers with a view for
+/// one turn — the native tools as `caller` may see them, the MCP tools of the servers in scope
+/// (every server when `domains` is `None`; core servers plus the named disciplines' otherwise),
+/// and whatever `search_tools` pinned. Chat threads and phase brains both ask here, so both see
+/// tools the same way.
+pub trait ToolBoxes: Send + Sync {
+    /// The tools of one turn for `caller`, scoped to `domains` when given.
+    fn for_turn(&self, caller: &CallerContext, domains: Option<&[String]>) -> Arc<dyn ToolBox>;
+}
+
 /// Declarations the servers cannot make themselves: the ask tier and static gates, by registry id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
