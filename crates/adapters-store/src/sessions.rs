@@ -4,7 +4,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ChatMessage, ChatSession, PortError, PortErrorKind, SessionSearchHit, SessionStore,
+    ChatMessage, ChatSession, PortError, PortErrorKind, SessionSearchHit, SessionStore, TurnLimits,
     session_store::search_words,
 };
 use sqlx::SqlitePool;
@@ -29,6 +29,8 @@ struct SessionRow {
     project_id: Option<String>,
     title: Option<String>,
     created_at: String,
+    max_iterations: Option<i64>,
+    token_budget: Option<i64>,
 }
 
 impl SessionRow {
@@ -39,6 +41,10 @@ impl SessionRow {
             parent_session_id: self.parent_session_id,
             project_id: self.project_id,
             title: self.title,
+            limits: TurnLimits {
+                max_iterations: stored_limit("sessions.max_iterations", self.max_iterations)?,
+                token_budget: stored_limit("sessions.token_budget", self.token_budget)?,
+            },
         })
     }
 }
@@ -62,6 +68,20 @@ impl MessageRow {
             content: self.content,
         })
     }
+}
+
+/// A stored limit read back: negative or out of range is corrupt data, never a silent default.
+fn stored_limit<T: TryFrom<i64>>(column: &str, value: Option<i64>) -> Result<Option<T>, PortError> {
+    value
+        .map(|v| {
+            T::try_from(v).map_err(|_| {
+                PortError::new(
+                    PortErrorKind::Corrupt,
+                    format!("{column}: {v} is not a valid limit"),
+                )
+            })
+        })
+        .transpose()
 }
 
 /// An FTS5 query matching every word as a quoted phrase, so no user text is read as syntax.
@@ -90,7 +110,7 @@ impl SqliteSessionStore {
 
     async fn session(&self, id: &str) -> Result<Option<ChatSession>, PortError> {
         let row: Option<SessionRow> = sqlx::query_as(
-            "SELECT id, parent_session_id, project_id, title, created_at FROM sessions WHERE id = ?",
+            "SELECT id, parent_session_id, project_id, title, created_at, max_iterations, token_budget FROM sessions WHERE id = ?",
         )
         .bind(id)
         .fetch_optional(&self.pool)
@@ -115,14 +135,16 @@ impl SessionStore for SqliteSessionStore {
             return Err(not_found("parent session", parent));
         }
         sqlx::query(
-            "INSERT INTO sessions (id, parent_session_id, project_id, title, created_at) \
-             VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO sessions (id, parent_session_id, project_id, title, created_at, max_iterations, token_budget) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&session.id)
         .bind(&session.parent_session_id)
         .bind(&session.project_id)
         .bind(&session.title)
         .bind(ts(session.created_at))
+        .bind(session.limits.max_iterations.map(i64::from))
+        .bind(session.limits.token_budget.map(|b| i64::try_from(b).unwrap_or(i64::MAX)))
         .execute(&self.pool)
         .await
         .map_err(|e| {
@@ -145,7 +167,7 @@ impl SessionStore for SqliteSessionStore {
 
     async fn list_sessions(&self, limit: usize) -> Result<Vec<ChatSession>, PortError> {
         let rows: Vec<SessionRow> = sqlx::query_as(
-            "SELECT id, parent_session_id, project_id, title, created_at FROM sessions \
+            "SELECT id, parent_session_id, project_id, title, created_at, max_iterations, token_budget FROM sessions \
              ORDER BY created_at DESC, id DESC LIMIT ?",
         )
         .bind(limit_i64(limit))

@@ -89,6 +89,7 @@ async fn usage_sessions_and_twin_are_shared_by_two_handles_on_one_file() {
             project_id: None,
             title: None,
             created_at: t(0),
+            limits: Default::default(),
         })
         .await
         .expect("create");

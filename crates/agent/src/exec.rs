@@ -93,6 +93,9 @@ pub struct ExecSettings {
     pub approval_poll: Duration,
     /// Longest observation text the model reads; longer ones carry a truncation marker.
     pub max_observation_chars: usize,
+    /// The authenticated identity the turn runs for, recorded on every hold it parks (four eyes
+    /// refuses that identity's decision).
+    pub requested_by: Option<String>,
 }
 
 /// The ports execution needs.
@@ -374,7 +377,7 @@ impl<'a> TurnExec<'a> {
             created_at: now,
             decided_at: None,
             deadline,
-            requested_by: None,
+            requested_by: self.settings.requested_by.clone(),
         };
         let parked = match ledger.park(record).await {
             Ok(parked) => parked,

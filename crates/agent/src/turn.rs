@@ -81,6 +81,8 @@ pub struct TurnConfig {
     pub approval_poll: Duration,
     /// Longest observation the model reads.
     pub max_observation_chars: usize,
+    /// The authenticated identity the turn runs for (recorded on the holds it parks).
+    pub requested_by: Option<String>,
 }
 
 impl TurnConfig {
@@ -101,6 +103,7 @@ impl TurnConfig {
             approval_timeout: DEFAULT_APPROVAL_TIMEOUT,
             approval_poll: Duration::from_millis(250),
             max_observation_chars: DEFAULT_MAX_OBSERVATION_CHARS,
+            requested_by: None,
         }
     }
 
@@ -280,6 +283,18 @@ impl Agent {
         }
     }
 
+    /// The same agent (model, ledger, session write-locks) over another set of tools: a chat
+    /// thread or a phase gets its tools per turn ([`crate::ToolBoxes`]) while every turn of one
+    /// session still waits on the one session lock.
+    pub fn with_tools(&self, tools: Arc<dyn ToolBox>) -> Self {
+        let mut ports = self.ports.clone();
+        ports.tools = tools;
+        Self {
+            ports,
+            sessions: Arc::clone(&self.sessions),
+        }
+    }
+
     /// The model port (the P→G→E loop calls it directly for the planner and the evaluator).
     pub(crate) fn model(&self) -> &Arc<dyn TurnModel> {
         &self.ports.model
@@ -351,6 +366,7 @@ impl Agent {
             approval_timeout: config.approval_timeout,
             approval_poll: config.approval_poll,
             max_observation_chars: config.max_observation_chars,
+            requested_by: config.requested_by.clone(),
         };
         let exec = TurnExec::new(&exec_ports, &settings, events, cancel);
         let mut progress = Progress {

@@ -7,6 +7,7 @@
 //! doors, `metaforge-bins` wires the adapters in.
 
 pub mod approvals;
+pub mod chat;
 pub mod exposition;
 pub mod flow_generator;
 pub mod flow_validation;

@@ -28,6 +28,8 @@ pub const MAX_NAME_CHARS: usize = 200;
 pub const MAX_ARGUMENTS_BYTES: usize = 65_536;
 /// A free-form context object (manufacturing context, budget, requirements), as JSON (bytes).
 pub const MAX_CONTEXT_BYTES: usize = 65_536;
+/// A person's chat message (characters).
+pub const MAX_MESSAGE_CHARS: usize = 32_000;
 /// The durable model selection (`provider:model`, characters).
 pub const MAX_SELECTION_CHARS: usize = 200;
 
@@ -58,6 +60,19 @@ const PROPOSE: &str = "/v1/design-flows/propose";
 
 /// Every stored field's limit, by route.
 const FIELD_LIMITS: &[FieldLimit] = &[
+    // Chat threads and their messages.
+    limit("/v1/chat/threads", "title", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/chat/threads", "project_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        "/v1/chat/threads",
+        "parent_session_id",
+        Limit::Chars(MAX_NAME_CHARS),
+    ),
+    limit(
+        "/v1/chat/threads/{id}/messages",
+        "content",
+        Limit::Chars(MAX_MESSAGE_CHARS),
+    ),
     // Decisions and waiter resolutions.
     limit(
         "/v1/approvals/{id}/decision",

@@ -20,6 +20,7 @@ mod health;
 pub mod limits;
 mod models;
 pub mod providers;
+mod threads;
 mod usage;
 
 use std::sync::Arc;
@@ -75,6 +76,9 @@ pub struct GatewayState {
     pub generator: Arc<dyn ProposalGenerator>,
     /// Every provider's configuration, computed by the binary at start (the providers view).
     pub providers: Vec<providers::ProviderRow>,
+    /// Chat threads (the agent loop over the session ledger); `None` when this process serves
+    /// none (the thread routes then answer 503 naming why).
+    pub chat: Option<Arc<metaforge_app::chat::ChatService>>,
     /// The provider pipeline behind `/v1/chat/completions`; `None` when no provider is
     /// configured (chat completions then answer 503 naming why).
     pub pipeline: Option<Arc<ProviderPipeline>>,
@@ -193,6 +197,12 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(harness::get_selection, harness::put_selection))
         .routes(routes!(providers::list))
         .routes(routes!(chat::completions))
+        .routes(routes!(threads::create_thread, threads::list_threads))
+        .routes(routes!(threads::get_thread))
+        .routes(routes!(threads::post_message))
+        .routes(routes!(threads::stream))
+        .routes(routes!(threads::cancel))
+        .routes(routes!(threads::search))
         .routes(routes!(models::list))
         .with_state(Arc::clone(&state))
         .split_for_parts();

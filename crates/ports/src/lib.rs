@@ -61,7 +61,7 @@ pub use run_state::{
     RunState, phase_attempt_key,
 };
 pub use selection_store::SelectionStore;
-pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore};
+pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore, TurnLimits};
 pub use tools::{
     CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, ResourceTemplateDescriptor,
     ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,

@@ -20,6 +20,20 @@ pub struct ChatSession {
     pub title: Option<String>,
     /// When it was created.
     pub created_at: Timestamp,
+    /// The thread's own limits for its turns (unset = the deployment's defaults).
+    #[serde(default)]
+    pub limits: TurnLimits,
+}
+
+/// Per-thread overrides of a turn's limits; a turn hitting one ends with an error naming it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnLimits {
+    /// Most model calls in one turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// Most prompt + completion tokens one turn may use (as reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_budget: Option<u64>,
 }
 
 /// Who wrote a message.

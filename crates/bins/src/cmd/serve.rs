@@ -191,6 +191,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         clock,
         harness,
         generator: generator.clone(),
+        chat: None,
         providers: rows,
         pipeline,
     });

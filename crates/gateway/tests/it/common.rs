@@ -83,8 +83,27 @@ pub(crate) fn state_with_policy(
     policy: ApproverPolicy,
 ) -> Arc<GatewayState> {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
-    let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
+    state_from(ledger, clock, harness, usage, providers, pipeline, policy, None)
+}
+
+/// The gateway's state over `ledger` (shared with whatever else the test wires to it, such as
+/// the chat service's agent) and `chat`.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one test builder naming every part it wires"
+)]
+pub(crate) fn state_from(
+    ledger: Arc<MemoryApprovalLedger>,
+    clock: Arc<dyn Clock>,
+    harness: RouteResolver,
+    usage: Arc<MemoryUsageStore>,
+    providers: Vec<ProviderRow>,
+    pipeline: Option<Arc<ProviderPipeline>>,
+    policy: ApproverPolicy,
+    chat: Option<Arc<metaforge_app::chat::ChatService>>,
+) -> Arc<GatewayState> {
+    let ids: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let versions = Arc::new(MemoryFlowVersionStore::new());
     let flows = Arc::new(FlowService::new(
         versions.clone(),
@@ -109,6 +128,7 @@ pub(crate) fn state_with_policy(
         harness,
         generator,
         providers,
+        chat,
         pipeline,
     })
 }

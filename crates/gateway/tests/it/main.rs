@@ -13,4 +13,5 @@ mod flows;
 mod generator;
 mod hardening;
 mod harness;
+mod threads;
 mod usage;

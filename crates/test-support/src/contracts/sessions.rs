@@ -1,6 +1,6 @@
 //! The session-store contract: threads, messages, word search and lineage.
 
-use metaforge_ports::{ChatMessage, ChatSession, MessageRole, PortErrorKind, SessionStore};
+use metaforge_ports::{ChatMessage, ChatSession, MessageRole, PortErrorKind, SessionStore, TurnLimits};
 
 use super::{kind_of, t};
 
@@ -11,6 +11,7 @@ fn session(id: &str, parent: Option<&str>, at: i64) -> ChatSession {
         project_id: Some("proj-1".into()),
         title: Some(format!("thread {id}")),
         created_at: t(at),
+        limits: TurnLimits::default(),
     }
 }
 
@@ -43,6 +44,22 @@ pub async fn session_store_contract(store: &dyn SessionStore) {
     assert_eq!(
         kind_of(&store.get_session("s-x").await),
         Some(PortErrorKind::NotFound)
+    );
+    let limited = ChatSession {
+        limits: TurnLimits {
+            max_iterations: Some(3),
+            token_budget: Some(50_000),
+        },
+        ..session("s-limits", None, 0)
+    };
+    store
+        .create_session(limited.clone())
+        .await
+        .expect("create s-limits");
+    assert_eq!(
+        store.get_session("s-limits").await.expect("get s-limits").limits,
+        limited.limits,
+        "a thread's own limits are kept"
     );
     store
         .create_session(session("s-2", Some("s-1"), 1))
