@@ -68,7 +68,10 @@ fn every_family_of_the_workspace_speaks_native_tools_to_a_tool_model() {
 
 #[test]
 fn an_unknown_model_gets_the_conservative_default_window() {
-    assert_eq!(context_window_tokens("zzz-unknown"), DEFAULT_CONTEXT_WINDOW_TOKENS);
+    assert_eq!(
+        context_window_tokens("zzz-unknown"),
+        DEFAULT_CONTEXT_WINDOW_TOKENS
+    );
     assert_eq!(context_window_tokens(""), DEFAULT_CONTEXT_WINDOW_TOKENS);
     assert_eq!(DEFAULT_CONTEXT_WINDOW_TOKENS, 8_192);
 }
