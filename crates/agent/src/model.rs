@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use metaforge_domain::providers::{ProviderInfo, model_capability};
 use metaforge_domain::usage::{PriceTable, normalize_usage, price_event};
 use metaforge_ports::{
     ApiFamily, Billing, Clock, LlmProvider, LlmRequest, LlmResponse, ProviderError, UsageEvent, UsageStore,
@@ -60,6 +61,23 @@ pub struct ModelProfile {
     pub max_tools: Option<usize>,
 }
 
+impl ModelProfile {
+    /// The profile of `model` on `provider` by the domain's capability rules
+    /// (`metaforge_domain::providers::model_capability`: native tool calls, context window, tool
+    /// cap), so every implementation of [`TurnModel`] describes a model the same way.
+    pub fn for_model(provider: &ProviderInfo, model: &str) -> Self {
+        let capability = model_capability(provider, model);
+        Self {
+            provider: provider.id.to_owned(),
+            model: model.to_owned(),
+            family: provider.family,
+            native_tools: capability.native_tools,
+            context_window_tokens: capability.context_window_tokens,
+            max_tools: capability.max_tools,
+        }
+    }
+}
+
 /// A served answer with its provenance and its usage (unknown counts `None`, never 0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelAnswer {
@@ -77,12 +95,14 @@ pub struct ModelAnswer {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
     /// No provider is configured for the role (or the named provider is not wired).
-    #[error("no model serves role '{role}'{}", provider.as_ref().map(|p| format!(" on provider '{p}'")).unwrap_or_default())]
+    #[error("no model serves role '{role}'{}: {reason}", provider.as_ref().map(|p| format!(" on provider '{p}'")).unwrap_or_default())]
     NotConfigured {
         /// The role.
         role: String,
         /// The provider asked for, when one was.
         provider: Option<String>,
+        /// Why, naming what a person sets to fix it.
+        reason: String,
     },
     /// The provider (or every provider of the chain) failed.
     #[error("model call for role '{role}' failed: {message}")]
@@ -95,14 +115,17 @@ pub enum ModelError {
 }
 
 /// The model port of the loop.
+///
+/// `profile` and `providers` are async because the route a role takes is resolved when it is
+/// asked (a durable selection stored a second ago is honoured), which reads a store.
 #[async_trait]
 pub trait TurnModel: Send + Sync {
     /// The profile of the model that serves `role` (on `provider` when named).
-    fn profile(&self, role: &str, provider: Option<&str>) -> Result<ModelProfile, ModelError>;
+    async fn profile(&self, role: &str, provider: Option<&str>) -> Result<ModelProfile, ModelError>;
 
     /// Every provider able to serve `role`, primary first (the evaluator picks one other than the
     /// generator's from here).
-    fn providers(&self, role: &str) -> Vec<String>;
+    async fn providers(&self, role: &str) -> Vec<String>;
 
     /// One complete answer, its usage attributed to `call.scope`.
     async fn complete(&self, call: &ModelCall, request: LlmRequest) -> Result<ModelAnswer, ModelError>;
@@ -169,28 +192,40 @@ impl ProviderModels {
     }
 
     fn target(&self, role: &str, provider: Option<&str>) -> Result<&ModelTarget, ModelError> {
-        let not_configured = || ModelError::NotConfigured {
+        let not_configured = |reason: String| ModelError::NotConfigured {
             role: role.to_owned(),
             provider: provider.map(str::to_owned),
+            reason,
         };
-        let targets = self.roles.get(role).ok_or_else(not_configured)?;
+        let unwired = || {
+            not_configured(format!(
+                "no target is wired for role '{role}': add one to the role's list given to ProviderModels::new"
+            ))
+        };
+        let targets = self.roles.get(role).ok_or_else(unwired)?;
         match provider {
-            None => targets.first().ok_or_else(not_configured),
-            Some(p) => targets
-                .iter()
-                .find(|t| t.profile.provider == p)
-                .ok_or_else(not_configured),
+            None => targets.first().ok_or_else(unwired),
+            Some(p) => targets.iter().find(|t| t.profile.provider == p).ok_or_else(|| {
+                not_configured(format!(
+                    "provider '{p}' is not among the role's targets ({})",
+                    targets
+                        .iter()
+                        .map(|t| t.profile.provider.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }),
         }
     }
 }
 
 #[async_trait]
 impl TurnModel for ProviderModels {
-    fn profile(&self, role: &str, provider: Option<&str>) -> Result<ModelProfile, ModelError> {
+    async fn profile(&self, role: &str, provider: Option<&str>) -> Result<ModelProfile, ModelError> {
         self.target(role, provider).map(|t| t.profile.clone())
     }
 
-    fn providers(&self, role: &str) -> Vec<String> {
+    async fn providers(&self, role: &str) -> Vec<String> {
         self.roles
             .get(role)
             .map(|ts| ts.iter().map(|t| t.profile.provider.clone()).collect())

@@ -230,7 +230,7 @@ impl Agent {
             outcome.usage_events.extend(turn.usage_events.iter().cloned());
             outcome.generator_provider.clone_from(&turn.provider);
             outcome.answer = Some(turn.reply.clone());
-            let evaluator_provider = self.evaluator_provider(turn.provider.as_deref());
+            let evaluator_provider = self.evaluator_provider(turn.provider.as_deref()).await;
             let evidence: Vec<String> = turn
                 .calls
                 .iter()
@@ -271,8 +271,8 @@ impl Agent {
 
     /// A provider for the evaluator other than the generator's; `None` (the role's primary) with
     /// a warning when no other is configured.
-    fn evaluator_provider(&self, generator: Option<&str>) -> Option<String> {
-        let candidates = self.model().providers(ROLE_EVALUATOR);
+    async fn evaluator_provider(&self, generator: Option<&str>) -> Option<String> {
+        let candidates = self.model().providers(ROLE_EVALUATOR).await;
         let independent = candidates.iter().find(|p| Some(p.as_str()) != generator).cloned();
         if independent.is_none() {
             tracing::warn!(

@@ -41,6 +41,54 @@ pub enum LoopMode {
     React,
 }
 
+/// The variable that forces the loop for a deployment (read by the binary, parsed by
+/// [`LoopMode::parse_setting`]).
+pub const AGENT_LOOP_ENV: &str = "METAFORGE_AGENT_LOOP";
+
+/// A `METAFORGE_AGENT_LOOP` value that names no loop.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{AGENT_LOOP_ENV}={value:?} is not a loop: accepted values are auto (the default), native, react")]
+pub struct LoopModeError {
+    /// The value as given.
+    pub value: String,
+}
+
+impl LoopMode {
+    /// The setting's name, as `METAFORGE_AGENT_LOOP` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Native => "native",
+            Self::React => "react",
+        }
+    }
+
+    /// Parses the deployment's `METAFORGE_AGENT_LOOP`: `auto` (also unset or empty), `native` or
+    /// `react`, case-insensitive; anything else is an error naming the variable and the accepted
+    /// values, never a silent `auto`.
+    pub fn parse_setting(value: Option<&str>) -> Result<Self, LoopModeError> {
+        let Some(raw) = value else {
+            return Ok(Self::Auto);
+        };
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "native" => Ok(Self::Native),
+            "react" => Ok(Self::React),
+            _ => Err(LoopModeError {
+                value: raw.to_owned(),
+            }),
+        }
+    }
+}
+
+impl std::str::FromStr for LoopMode {
+    type Err = LoopModeError;
+
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        Self::parse_setting(Some(value))
+    }
+}
+
 /// Default most model calls in one turn.
 pub const DEFAULT_MAX_ITERATIONS: usize = 12;
 
@@ -414,7 +462,8 @@ impl Agent {
         let profile = self
             .ports
             .model
-            .profile(&config.role, config.provider.as_deref())?;
+            .profile(&config.role, config.provider.as_deref())
+            .await?;
         let mode = match config.mode {
             LoopMode::Auto if profile.native_tools => LoopMode::Native,
             LoopMode::Auto => LoopMode::React,

@@ -16,5 +16,6 @@ pub mod limits;
 pub mod pipeline;
 pub mod routing;
 pub mod tools;
+pub mod turn_model;
 pub mod unreachable_holds;
 pub mod usage_metrics;

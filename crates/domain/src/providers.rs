@@ -244,6 +244,178 @@ pub fn max_tools_for(provider: &ProviderInfo) -> Option<usize> {
     }
 }
 
+/// What the agent loop reads about the model serving a turn before it shapes the turn's
+/// requests: which loop to speak, when to fold, how many tools to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ModelCapability {
+    /// The family's adapter parses native tool calls and the model takes them
+    /// ([`native_tools_enabled`]); without it the loop speaks JSON-ReAct.
+    pub native_tools: bool,
+    /// The model's context window in tokens ([`context_window_tokens`]); the loop folds a turn's
+    /// older tool exchanges past ~60 % of it.
+    pub context_window_tokens: usize,
+    /// The provider's tool-array cap ([`max_tools_for`]).
+    pub max_tools: Option<usize>,
+}
+
+/// The context window assumed for a model the table does not know: small enough that a local
+/// model served with a modest context is not overrun before the loop folds.
+pub const DEFAULT_CONTEXT_WINDOW_TOKENS: usize = 8_192;
+
+/// Models (by prefix of [`model_key`]) that take no native tool calls whatever adapter serves
+/// them: completion-only and embedding models, reasoning models shipped without function calling,
+/// and open models whose chat templates carry no tools. The loop speaks JSON-ReAct to them.
+const NO_NATIVE_TOOLS: &[&str] = &[
+    "o1-mini",
+    "o1-preview",
+    "gpt-3.5-turbo-instruct",
+    "text-",
+    "davinci",
+    "babbage",
+    "embed",
+    "gemma",
+    "titan-text",
+    "titan-embed",
+    "j2-",
+    "command-text",
+    "command-light",
+    "llama2",
+    "llama-2",
+    "deepseek-r1",
+    "deepseek.r1",
+    "deepseek-reasoner",
+    "phi-2",
+    "phi2",
+    "phi-3",
+    "phi3",
+    "tinyllama",
+];
+
+/// Context windows in tokens by prefix of [`model_key`], the longest matching prefix winning.
+/// Conservative: where a vendor publishes several limits (input vs total, tiers), the smallest
+/// that any deployment of the name is served with; folding early costs a synopsis, folding late
+/// costs the turn.
+const CONTEXT_WINDOWS: &[(&str, usize)] = &[
+    ("claude", 200_000),
+    ("gpt-5", 272_000),
+    ("gpt-4.1", 1_000_000),
+    ("gpt-4o", 128_000),
+    ("gpt-4-turbo", 128_000),
+    ("gpt-4-32k", 32_768),
+    ("gpt-4", 8_192),
+    ("gpt-3.5-turbo", 16_385),
+    ("o1", 200_000),
+    ("o1-mini", 128_000),
+    ("o1-preview", 128_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+    ("gemini", 1_000_000),
+    ("gemini-1.0", 32_000),
+    ("gemini-pro", 32_000),
+    ("gemma", 8_192),
+    ("deepseek", 64_000),
+    ("grok", 131_072),
+    ("mistral", 32_000),
+    ("mistral-large", 128_000),
+    ("mixtral", 32_000),
+    ("codestral", 32_000),
+    ("command-r", 128_000),
+    ("nova-", 128_000),
+    ("llama2", 4_096),
+    ("llama-2", 4_096),
+    ("llama3", 8_192),
+    ("llama-3", 8_192),
+    ("llama3.1", 128_000),
+    ("llama-3.1", 128_000),
+    ("llama3-1", 128_000),
+    ("llama3.2", 128_000),
+    ("llama-3.2", 128_000),
+    ("llama3-2", 128_000),
+    ("llama3.3", 128_000),
+    ("llama-3.3", 128_000),
+    ("llama3-3", 128_000),
+    ("llama4", 128_000),
+    ("llama-4", 128_000),
+    ("qwen", 32_000),
+    ("kimi", 128_000),
+    ("moonshot", 128_000),
+    ("glm-4", 128_000),
+    ("smollm", 2_048),
+    ("tinyllama", 2_048),
+];
+
+/// Bedrock's cross-region inference prefixes (`us.anthropic.claude-…`).
+const BEDROCK_REGION_PREFIXES: &[&str] = &["us.", "eu.", "apac.", "global.", "us-gov."];
+
+/// Bedrock's vendor prefixes (`anthropic.claude-…`, `meta.llama3-1-…`). `deepseek.` is kept:
+/// Bedrock's `deepseek.r1-v1:0` is named by it alone.
+const BEDROCK_VENDOR_PREFIXES: &[&str] = &[
+    "anthropic.",
+    "meta.",
+    "amazon.",
+    "mistral.",
+    "cohere.",
+    "ai21.",
+    "writer.",
+    "qwen.",
+    "openai.",
+];
+
+/// The part of a model name the capability tables are keyed by: lower-cased, after the last
+/// `/` (`openai/gpt-4o`, `models/gemini-2.5-flash`, `meta-llama/Llama-3.1-8B`), without a Bedrock
+/// region or vendor prefix (`us.anthropic.claude-…` → `claude-…`).
+pub fn model_key(model: &str) -> String {
+    let lowered = model.trim().to_ascii_lowercase();
+    let mut key = lowered.rsplit('/').next().unwrap_or_default();
+    if let Some(rest) = BEDROCK_REGION_PREFIXES.iter().find_map(|p| key.strip_prefix(p)) {
+        key = rest;
+    }
+    if let Some(rest) = BEDROCK_VENDOR_PREFIXES.iter().find_map(|p| key.strip_prefix(p)) {
+        key = rest;
+    }
+    key.to_owned()
+}
+
+/// Whether the loop may speak native tool calls to `model` on `provider` (the seed's
+/// `native_tools_enabled()`); the loop speaks JSON-ReAct otherwise.
+///
+/// By family: every adapter of this workspace parses native tool calls — OpenAI-compatible
+/// `tool_calls`, Anthropic `tool_use`, Gemini `functionCall`, Bedrock `toolUse`, Responses
+/// `function_call` — so none is excluded (the seed's Python adapters for Gemini and Bedrock did
+/// not, which is why it fell back there). By model: the names in a conservative table of models
+/// that take no tools are excluded whichever family serves them.
+pub fn native_tools_enabled(provider: &ProviderInfo, model: &str) -> bool {
+    let family_parses_tools = match provider.family {
+        ApiFamily::OpenaiCompatible
+        | ApiFamily::Anthropic
+        | ApiFamily::Gemini
+        | ApiFamily::Bedrock
+        | ApiFamily::OpenaiCodex => true,
+    };
+    let key = model_key(model);
+    family_parses_tools && !NO_NATIVE_TOOLS.iter().any(|p| key.starts_with(p))
+}
+
+/// The context window of `model` in tokens: the longest prefix of [`model_key`] in a
+/// conservative table, else [`DEFAULT_CONTEXT_WINDOW_TOKENS`].
+pub fn context_window_tokens(model: &str) -> usize {
+    let key = model_key(model);
+    CONTEXT_WINDOWS
+        .iter()
+        .filter(|(prefix, _)| key.starts_with(prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map_or(DEFAULT_CONTEXT_WINDOW_TOKENS, |(_, tokens)| *tokens)
+}
+
+/// Everything the loop chooses from for `model` on `provider`, each part by its own rule.
+pub fn model_capability(provider: &ProviderInfo, model: &str) -> ModelCapability {
+    ModelCapability {
+        native_tools: native_tools_enabled(provider, model),
+        context_window_tokens: context_window_tokens(model),
+        max_tools: max_tools_for(provider),
+    }
+}
+
 /// Whether `provider` can never serve `model`; `Some(reason)` names the model, and its vendor
 /// when the name makes it plain ("model 'claude-3' (vendor 'anthropic')"), when it cannot.
 ///

@@ -5,6 +5,7 @@
 mod common;
 mod grounding;
 mod holds;
+mod loop_setting;
 mod native;
 mod pge;
 mod props;

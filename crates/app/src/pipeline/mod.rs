@@ -237,6 +237,18 @@ impl ProviderPipeline {
         &self.alarm
     }
 
+    /// The wired provider `id` (canonical), if this pipeline can call it.
+    pub fn provider(&self, id: &str) -> Option<&ProviderEntry> {
+        self.providers.get(id)
+    }
+
+    /// The candidates a call along `spec` would try, in order (the explicit one first, the role's
+    /// chain behind it), checked as a call checks them: the agent loop lists a role's providers
+    /// from here so the evaluator can pick one other than the generator's.
+    pub fn chain(&self, spec: &CallSpec) -> Result<ResolvedChain, PipelineError> {
+        self.chain_for(spec)
+    }
+
     fn chain_for(&self, spec: &CallSpec) -> Result<ResolvedChain, PipelineError> {
         let role_chain = self.slots.chain(&spec.role).cloned();
         let chain = match (&spec.explicit, role_chain) {
@@ -277,6 +289,18 @@ impl ProviderPipeline {
         spec: &CallSpec,
         request: LlmRequest,
     ) -> Result<Served<LlmResponse>, PipelineError> {
+        self.complete_accounted(spec, request)
+            .await
+            .map(|(served, _)| served)
+    }
+
+    /// [`Self::complete`], also returning the usage record the sink received for the call (the
+    /// agent loop counts its token budget and reports a turn's usage from the same record).
+    pub async fn complete_accounted(
+        &self,
+        spec: &CallSpec,
+        request: LlmRequest,
+    ) -> Result<(Served<LlmResponse>, CallUsage), PipelineError> {
         let request = layout_for_caching(request);
         let served = self
             .run_chain(spec, &request, |adapter, request, credential| {
@@ -284,9 +308,9 @@ impl ProviderPipeline {
             })
             .await?;
         let base = self.usage_event(spec, &served.provider, &served.model);
-        self.usage
-            .record(account(base, served.value.usage.clone(), self.prices.as_deref()));
-        Ok(served)
+        let usage = account(base, served.value.usage.clone(), self.prices.as_deref());
+        self.usage.record(usage.clone());
+        Ok((served, usage))
     }
 
     /// A stream of events for `spec`. Retries and fallbacks happen only until the first event.

@@ -14,6 +14,7 @@ mod rules_approver_policy;
 mod rules_compaction;
 mod rules_gating;
 mod rules_grounding;
+mod rules_model_capability;
 mod rules_model_family;
 mod rules_routing;
 mod rules_snapshots;
