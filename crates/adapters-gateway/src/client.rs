@@ -65,6 +65,16 @@ impl GatewayClient {
         &self.base
     }
 
+    /// A request to `path` with the key set, for callers that read the answer themselves (a
+    /// turn's event stream).
+    pub(crate) fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match &self.api_key {
+            Some(key) => request.header(API_KEY_HEADER, key),
+            None => request,
+        }
+    }
+
     /// Sends one request and returns the status and the JSON body, or the mapped port error.
     pub(crate) async fn send(
         &self,
@@ -73,10 +83,7 @@ impl GatewayClient {
         body: Option<&Value>,
     ) -> Result<Value, PortError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method.clone(), &url);
-        if let Some(key) = &self.api_key {
-            request = request.header(API_KEY_HEADER, key);
-        }
+        let mut request = self.request(method.clone(), path);
         if let Some(body) = body {
             request = request.json(body);
         }

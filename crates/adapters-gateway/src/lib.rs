@@ -3,12 +3,15 @@
 //! A sidecar started with `METAFORGE_GATEWAY_URL` must not keep a queue of its own: two queues
 //! means a reviewer clearing one while the other fills. This crate implements the ports the
 //! sidecar needs over the gateway's routes, so a held call parks in the gateway's ledger and a
-//! plugin's proposal is the version the dashboard shows.
+//! plugin's proposal is the version the dashboard shows. `metaforge chat` talks to a gateway's
+//! chat threads through [`ChatClient`].
 
+mod chat;
 mod client;
 mod flows;
 mod ledger;
 
+pub use chat::{ChatClient, ChatEvent};
 pub use client::{GatewayClient, GatewayClientError};
 pub use flows::RemoteFlowBindings;
 pub use ledger::RemoteApprovalLedger;

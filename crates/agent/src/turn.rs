@@ -343,8 +343,9 @@ impl Agent {
         }
     }
 
-    /// The model port (the P→G→E loop calls it directly for the planner and the evaluator).
-    pub(crate) fn model(&self) -> &Arc<dyn TurnModel> {
+    /// The model port (the P→G→E loop calls it directly for the planner and the evaluator; a
+    /// chat thread asks it whether any model serves the role before storing a message).
+    pub fn model(&self) -> &Arc<dyn TurnModel> {
         &self.ports.model
     }
 

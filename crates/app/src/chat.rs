@@ -43,6 +43,9 @@ tools you are given: design flows, approvals and the engineering tools of this d
 was performed unless one of your tool calls actually performed it; say what you did, what a person must still \
 decide, and what you could not do.";
 
+/// The routing role of a chat turn's model calls.
+pub const CHAT_ROLE: &str = "chat";
+
 /// Most messages a thread's history loads for a turn (the history budget folds older ones).
 pub const MAX_HISTORY_MESSAGES: usize = 2_000;
 
@@ -98,6 +101,9 @@ pub enum ChatError {
         /// Why.
         message: String,
     },
+    /// No model serves the chat role: nothing was stored (the message names what to set).
+    #[error("{0}")]
+    NoModel(String),
     /// Cancel was asked of a thread with no turn running.
     #[error("no turn is running on chat thread '{0}'")]
     NoTurnRunning(String),
@@ -408,6 +414,17 @@ impl ChatService {
             });
         }
         let thread = self.session(thread_id).await?;
+        // A turn no model can serve would store a message and a failure note: refuse first.
+        if let Err(e) = self.agent.model().profile(CHAT_ROLE, None).await {
+            return Err(ChatError::NoModel(match e {
+                metaforge_agent::ModelError::NotConfigured { reason, .. } => {
+                    format!("no model serves chat turns: {reason}")
+                }
+                metaforge_agent::ModelError::Failed { message, .. } => {
+                    format!("no model serves chat turns: {message}")
+                }
+            }));
+        }
         let mut history_messages = self.sessions.messages(thread_id).await?;
         if history_messages.len() > MAX_HISTORY_MESSAGES {
             history_messages.drain(..history_messages.len() - MAX_HISTORY_MESSAGES);

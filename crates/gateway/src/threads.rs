@@ -226,6 +226,7 @@ fn chat_error(err: ChatError) -> ApiError {
     match err {
         ChatError::UnknownThread(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", err.to_string()),
         ChatError::Invalid { field, message } => ApiError::bad_request(field, message),
+        ChatError::NoModel(reason) => ApiError::unavailable(reason),
         ChatError::NoTurnRunning(_) => {
             ApiError::new(StatusCode::CONFLICT, "no_turn_running", err.to_string())
         }

@@ -28,7 +28,7 @@ const SERVICE_KEY_ENV: &str = "METAFORGE_MCP_SERVICE_KEY";
 const GATEWAY_URL_ENV: &str = "METAFORGE_GATEWAY_URL";
 
 /// The gateway's API keys (`identity:key,...` or a bare key); the sidecar sends the first key.
-const GATEWAY_API_KEY_ENV: &str = "METAFORGE_GATEWAY_API_KEY";
+pub(crate) const GATEWAY_API_KEY_ENV: &str = "METAFORGE_GATEWAY_API_KEY";
 
 /// Arguments of `metaforge mcp`.
 #[derive(Debug, Args)]
@@ -154,7 +154,7 @@ pub(crate) fn client_keys() -> Result<Vec<String>, String> {
 }
 
 /// The key part of the first `identity:key` (or bare `key`) entry.
-fn first_api_key(raw: &str) -> Option<String> {
+pub(crate) fn first_api_key(raw: &str) -> Option<String> {
     let entry = raw.split(',').map(str::trim).find(|e| !e.is_empty())?;
     let key = entry.split_once(':').map_or(entry, |(_, key)| key).trim();
     (!key.is_empty()).then(|| key.to_owned())

@@ -1,5 +1,6 @@
 //! The command line: one `Command` variant per subcommand, each in its own module.
 
+pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod flow;
 pub(crate) mod llm;
@@ -51,6 +52,12 @@ pub(crate) enum Command {
     /// Inspect the provider registry.
     #[command(subcommand)]
     Providers(llm::ProvidersCommand),
+    /// Chat with the agent through a gateway's chat threads: the reply streams, tool calls show
+    /// as they run, a held call is answered inline.
+    Chat(chat::ChatArgs),
+    /// Search every chat thread's messages.
+    #[command(subcommand)]
+    Sessions(chat::SessionsCommand),
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
@@ -66,5 +73,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
         Command::Mcp(args) => mcp::run(args),
+        Command::Chat(args) => chat::run(&args),
+        Command::Sessions(command) => chat::run_sessions(&command),
     }
 }

@@ -47,6 +47,17 @@ fn schema() -> Value {
 /// A gateway whose chat turns run on a scripted model over one fake MCP server with `echo` (and
 /// `write_part`, held for a person when `held` names it), sharing the gateway's one ledger.
 async fn chat(steps: Vec<ScriptStep>, held: &[&str], slow: Duration, settings: ChatSettings) -> Chat {
+    chat_over(steps, held, slow, settings, true).await
+}
+
+/// [`chat`], with or without a model serving the `chat` role.
+async fn chat_over(
+    steps: Vec<ScriptStep>,
+    held: &[&str],
+    slow: Duration,
+    settings: ChatSettings,
+    serve_chat: bool,
+) -> Chat {
     let clock: Arc<dyn Clock> = Arc::new(ManualClock::fixed());
     let ledger = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let llm = Arc::new(ScriptedLlm::new(steps));
@@ -63,7 +74,11 @@ async fn chat(steps: Vec<ScriptStep>, held: &[&str], slow: Duration, settings: C
         adapter: Arc::clone(&llm) as _,
         billing: Billing::Metered,
     };
-    let roles = BTreeMap::from([("chat".to_owned(), vec![target])]);
+    let roles = if serve_chat {
+        BTreeMap::from([("chat".to_owned(), vec![target])])
+    } else {
+        BTreeMap::new()
+    };
     let server = Arc::new(
         FakeToolSource::new("parts")
             .with_echo(descriptor("echo", schema(), true), slow)
@@ -489,4 +504,27 @@ async fn a_fork_keeps_its_parent_and_a_gateway_without_chat_answers_503() {
     let (status, _, body) = send(&bare, get("/v1/chat/threads", None)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body["message"].as_str().unwrap().contains("chat threads"));
+}
+
+#[tokio::test]
+async fn a_post_no_model_can_serve_is_503_and_stores_nothing() {
+    let chat = chat_over(Vec::new(), &[], Duration::ZERO, ChatSettings::default(), false).await;
+    let thread = new_thread(&chat.app).await;
+    let (status, _, body) = send(
+        &chat.app,
+        post(
+            &format!("/v1/chat/threads/{thread}/messages"),
+            &json!({"content": "hello"}),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("no model serves chat turns")
+    );
+    assert!(chat.sessions.messages(&thread).await.unwrap().is_empty());
 }
