@@ -2,6 +2,7 @@
 //!
 //! Parsing and dispatch only; each command lives in its own module under `cmd`.
 
+mod chat_config;
 mod cmd;
 mod listen;
 mod providers_config;
