@@ -26,5 +26,5 @@ pub use model::{
 };
 pub use pge::{Evaluation, PgeConfig, PgeOutcome, Verdict, parse_evaluation};
 pub use tokio_util::sync::CancellationToken;
-pub use tools::{AgentTool, PortToolBox, ToolBox, ToolBoxes, ToolPolicy, UnavailableServer};
+pub use tools::{AgentTool, ToolBox, ToolBoxes, ToolPolicy};
 pub use turn::{Agent, AgentPorts, LoopMode, TurnConfig, TurnError, TurnFailure, TurnInput, TurnOutcome};
