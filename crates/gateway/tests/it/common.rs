@@ -110,6 +110,7 @@ pub(crate) fn state_with_policy(
         generator,
         providers,
         pipeline,
+        mcp_servers: Arc::new(metaforge_app::tools::ServerStatuses::none()),
     })
 }
 
