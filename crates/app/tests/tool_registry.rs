@@ -189,7 +189,8 @@ async fn without_servers_there_is_no_search_tool_and_only_natives() {
 }
 
 #[tokio::test]
-async fn domain_scoping_offers_core_servers_and_the_named_disciplines_only() {
+async fn domain_scoping_offers_core_servers_and_the_named_disciplines_only_and_no_disciplines_scope_nothing()
+{
     let mut scope = DomainScope::seed();
     scope.add_server("freecad", None, &["mechanical".to_owned()]);
     scope.add_server("kicad", None, &["electronics".to_owned()]);
@@ -207,7 +208,18 @@ async fn domain_scoping_offers_core_servers_and_the_named_disciplines_only() {
         .build()
         .await
         .unwrap();
-    let table: [(Option<Vec<&str>>, Vec<&str>); 5] = [
+    let everything = vec![
+        "twin.commit_geometry",
+        "twin.query",
+        "kicad.open_board",
+        "kicad.drc",
+        "spice.simulate",
+        "spice.sweep",
+        "freecad.open_session",
+        "freecad.pad",
+    ];
+    let table: [(Option<Vec<&str>>, Vec<&str>); 6] = [
+        (Some(vec![]), everything.clone()),
         (
             Some(vec!["mechanical"]),
             vec![
@@ -243,19 +255,7 @@ async fn domain_scoping_offers_core_servers_and_the_named_disciplines_only() {
             Some(vec!["unknown-discipline"]),
             vec!["twin.commit_geometry", "twin.query"],
         ),
-        (
-            None,
-            vec![
-                "twin.commit_geometry",
-                "twin.query",
-                "kicad.open_board",
-                "kicad.drc",
-                "spice.simulate",
-                "spice.sweep",
-                "freecad.open_session",
-                "freecad.pad",
-            ],
-        ),
+        (None, everything),
     ];
     for (domains, expected) in table {
         let domains: Option<Vec<String>> = domains.map(|d| d.iter().map(|s| (*s).to_owned()).collect());

@@ -5,7 +5,7 @@
 //! `mcpServers` shape Claude Desktop and Claude Code use (`metaforge_adapters_mcp::config`). A
 //! missing file at the default place means no servers; a missing file at an explicitly set path,
 //! or a bad file, refuses start naming the variable, the path and the field. Every enabled
-//! server is started and listed concurrently (each within its connect plus call timeout); one
+//! server is started and listed concurrently (each within twice its connect timeout); one
 //! that fails is logged at ERROR (`mcp_server_unavailable`, with server and reason), reported
 //! `unavailable` in `/health`, and skipped — never silently. A refresh every
 //! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists.
@@ -151,7 +151,9 @@ async fn compose_tools_from(
             builder = builder.disabled_server(config.name);
             continue;
         }
-        let list_within = config.connect_timeout + config.call_timeout;
+        // Start-up waits at most twice the connect timeout per server (the handshake, then
+        // tools/list), so one hanging server cannot hold the gateway's start for a call timeout.
+        let list_within = config.connect_timeout * 2;
         builder = builder.server(Arc::new(McpToolServer::new(config)), list_within);
     }
     let registry = builder

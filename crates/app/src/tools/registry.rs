@@ -337,11 +337,13 @@ impl ToolRegistry {
 }
 
 impl ToolBoxes for ToolRegistry {
+    /// An empty `domains` is no scoping signal and scopes nothing (seed: under-scoping costs
+    /// nothing, a false negative is preferred over guessing).
     fn for_turn(&self, caller: &CallerContext, domains: Option<&[String]>) -> Arc<dyn ToolBox> {
         Arc::new(TurnTools {
             shared: Arc::clone(&self.shared),
             caller: caller.clone(),
-            domains: domains.map(<[String]>::to_vec),
+            domains: domains.filter(|d| !d.is_empty()).map(<[String]>::to_vec),
             found: self.found_for(caller.session.as_deref()),
         })
     }
