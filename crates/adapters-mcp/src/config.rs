@@ -1,29 +1,58 @@
 //! The MCP servers file: which tool servers MetaForge connects to, and how.
 //!
-//! One JSON document, `{"servers": [ … ]}`. Each entry names a server and either a `command`
-//! (stdio child process) or a `url` (streamable HTTP), never both. A bad file is refused as a
-//! whole with the path and the field (or `line:col` for a syntax error), so nothing connects to a
-//! half-understood configuration.
+//! The shape Claude Desktop and Claude Code use, so one file serves all three:
+//!
+//! ```json
+//! {"mcpServers": {
+//!   "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
+//!                  "env": {"DEBUG": "1"}},
+//!   "remote":     {"type": "http", "url": "http://127.0.0.1:3001/mcp",
+//!                  "headers": {"Authorization": "Bearer …"}}
+//! }}
+//! ```
+//!
+//! An entry is a stdio child (`command`, `args`, `env`) or streamable HTTP (`url`, `headers`);
+//! `type` (`stdio` | `http` | `streamable-http`) is optional and must agree with the fields.
+//! MetaForge's own optional extras per server: `include`/`exclude` (tool-name globs),
+//! `connect_timeout_secs`, `call_timeout_secs`, `protocol` (`2025-11-25` | `2026-07-28` | `auto`),
+//! `disabled`, and for domain scoping `domains` (the disciplines the server serves) and `core`
+//! (always visible, whatever the turn's disciplines). The older MetaForge shape
+//! `{"servers": [{"name": …, …}]}` is still read.
+//!
+//! A bad file is refused as a whole — nothing connects to a half-understood configuration. Every
+//! error names the file and the field (`mcpServers.<name>.<field>`, `servers[i].<field>` in the
+//! older shape) or, for JSON syntax and a name defined twice, `file:line:col`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde::de::{self, MapAccess, Visitor};
+use serde_json::Value;
 
 /// Which MCP protocol era to speak to a server.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum ProtocolChoice {
     /// `initialize` handshake, protocol 2025-11-25.
-    #[serde(rename = "2025-11-25")]
     Initialize,
     /// `server/discover`, protocol 2026-07-28 (stateless per-request metadata).
-    #[serde(rename = "2026-07-28")]
     Discover,
     /// Probe with `server/discover`, fall back to `initialize` for a legacy server.
     #[default]
-    #[serde(rename = "auto")]
     Auto,
+}
+
+impl ProtocolChoice {
+    /// The spelling in the servers file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Initialize => "2025-11-25",
+            Self::Discover => "2026-07-28",
+            Self::Auto => "auto",
+        }
+    }
 }
 
 /// How to reach one server.
@@ -64,6 +93,14 @@ pub struct ServerConfig {
     pub call_timeout: Duration,
     /// The protocol era.
     pub protocol: ProtocolChoice,
+    /// Configured but switched off: validated, never started.
+    pub disabled: bool,
+    /// The disciplines (phase `disciplines`, e.g. `mechanical`) whose turns see this server when
+    /// a turn is scoped; empty = reachable in a scoped turn only through `search_tools`.
+    pub domains: Vec<String>,
+    /// `Some(true)`: always visible, like the seed's core servers; `Some(false)`: never core even
+    /// when its name is a core name; `None`: core exactly when its name is a core name.
+    pub core: Option<bool>,
 }
 
 impl ServerConfig {
@@ -77,18 +114,42 @@ impl ServerConfig {
             connect_timeout: Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS),
             call_timeout: Duration::from_secs(DEFAULT_CALL_TIMEOUT_SECS),
             protocol: ProtocolChoice::Auto,
+            disabled: false,
+            domains: Vec::new(),
+            core: None,
         }
     }
 }
 
-const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 30;
-const DEFAULT_CALL_TIMEOUT_SECS: u64 = 120;
+/// Default of `connect_timeout_secs`.
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 30;
+/// Default of `call_timeout_secs`.
+pub const DEFAULT_CALL_TIMEOUT_SECS: u64 = 120;
 const MAX_SERVER_NAME_LEN: usize = 32;
+const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// The fields an entry may carry, listed in the error for an unknown one.
+const ENTRY_FIELDS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "include",
+    "exclude",
+    "connect_timeout_secs",
+    "call_timeout_secs",
+    "protocol",
+    "disabled",
+    "domains",
+    "core",
+];
 
 /// Why a servers file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
+    /// The file could not be read (`source.kind()` is `NotFound` for a missing file).
     #[error("{path}: cannot read: {source}")]
     Read {
         /// The file.
@@ -97,7 +158,7 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// The JSON is malformed or has an unknown/mistyped field.
+    /// The JSON is malformed, or a server (or top-level key) is defined twice.
     #[error("{path}:{line}:{column}: {message}")]
     Syntax {
         /// The file.
@@ -109,48 +170,23 @@ pub enum ConfigError {
         /// serde's account of the problem.
         message: String,
     },
-    /// A field has a value the rules refuse.
+    /// A field is missing, unknown, mistyped or has a value the rules refuse.
     #[error("{path}: {field}: {message}")]
     Field {
         /// The file.
         path: String,
-        /// The field, e.g. `servers[1].url`.
+        /// The field, e.g. `mcpServers.everything.url` or `servers[1].url`.
         field: String,
         /// What is wrong with it.
         message: String,
     },
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileDoc {
-    servers: Vec<ServerDoc>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ServerDoc {
-    name: String,
-    #[serde(default)]
-    command: Option<String>,
-    #[serde(default)]
-    args: Vec<String>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    include: Vec<String>,
-    #[serde(default)]
-    exclude: Vec<String>,
-    #[serde(default)]
-    connect_timeout_secs: Option<f64>,
-    #[serde(default)]
-    call_timeout_secs: Option<f64>,
-    #[serde(default)]
-    protocol: ProtocolChoice,
+impl ConfigError {
+    /// True when the file itself does not exist (so a default location can mean "no servers").
+    pub fn is_missing_file(&self) -> bool {
+        matches!(self, Self::Read { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
 }
 
 /// Reads and validates a servers file.
@@ -163,115 +199,420 @@ pub fn load_servers_file(path: &Path) -> Result<Vec<ServerConfig>, ConfigError> 
     parse_servers(&shown, &text)
 }
 
+/// What a JSON object in the file is, as a refusal of something else names it.
+trait Expecting {
+    const WHAT: &'static str;
+}
+
+/// `mcpServers`: servers by name.
+struct ServersByName;
+impl Expecting for ServersByName {
+    const WHAT: &'static str =
+        r#"mcpServers as an object of servers by name, e.g. {"everything": {"command": "npx"}}"#;
+}
+
+/// One server entry.
+struct Entry;
+impl Expecting for Entry {
+    const WHAT: &'static str = "a server entry as an object with command (stdio) or url (HTTP)";
+}
+
+/// A JSON object read in document order, refusing a key given twice (serde_json's `Value` would
+/// keep the last one silently, dropping a server the operator configured).
+struct Pairs<V, E>(Vec<(String, V)>, std::marker::PhantomData<E>);
+
+impl<'de, V: Deserialize<'de>, E: Expecting> Deserialize<'de> for Pairs<V, E> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PairsVisitor<V, E>(std::marker::PhantomData<(V, E)>);
+        impl<'de, V: Deserialize<'de>, E: Expecting> Visitor<'de> for PairsVisitor<V, E> {
+            type Value = Pairs<V, E>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(E::WHAT)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut seen = BTreeSet::new();
+                let mut pairs = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(de::Error::custom(format!("{key:?} is defined twice")));
+                    }
+                    pairs.push((key, map.next_value::<V>()?));
+                }
+                Ok(Pairs(pairs, std::marker::PhantomData))
+            }
+        }
+        deserializer.deserialize_map(PairsVisitor(std::marker::PhantomData))
+    }
+}
+
+type EntryFields = Pairs<Value, Entry>;
+
+/// The top level: `mcpServers` (entries by name) or the older `servers` (a list).
+enum TopValue {
+    McpServers(Pairs<EntryFields, ServersByName>),
+    Legacy(Vec<EntryFields>),
+    Other,
+}
+
+struct Doc(Vec<(String, TopValue)>);
+
+impl<'de> Deserialize<'de> for Doc {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DocVisitor;
+        impl<'de> Visitor<'de> for DocVisitor {
+            type Value = Doc;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(r#"a JSON object like {"mcpServers": {"<name>": {"command": "…"}}}"#)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut seen = BTreeSet::new();
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(de::Error::custom(format!("{key:?} is defined twice")));
+                    }
+                    let value = match key.as_str() {
+                        "mcpServers" => TopValue::McpServers(map.next_value()?),
+                        "servers" => TopValue::Legacy(map.next_value()?),
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                            TopValue::Other
+                        }
+                    };
+                    out.push((key, value));
+                }
+                Ok(Doc(out))
+            }
+        }
+        deserializer.deserialize_map(DocVisitor)
+    }
+}
+
 /// Parses and validates a servers document; `path` only labels errors.
 pub fn parse_servers(path: &str, text: &str) -> Result<Vec<ServerConfig>, ConfigError> {
-    let doc: FileDoc = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+    let doc: Doc = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
         path: path.to_owned(),
         line: e.line(),
         column: e.column(),
         message: e.to_string(),
     })?;
-    let field_error = |field: String, message: &str| ConfigError::Field {
+    let field_error = |field: String, message: String| ConfigError::Field {
         path: path.to_owned(),
         field,
-        message: message.to_owned(),
+        message,
     };
-    let mut seen = std::collections::BTreeSet::new();
-    let mut out = Vec::with_capacity(doc.servers.len());
-    for (i, s) in doc.servers.into_iter().enumerate() {
-        let at = |f: &str| format!("servers[{i}].{f}");
-        if s.name.is_empty()
-            || s.name.len() > MAX_SERVER_NAME_LEN
-            || !s
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(field_error(
-                at("name"),
-                "must be 1-32 characters of [A-Za-z0-9_-] (it becomes part of provider tool names)",
-            ));
-        }
-        if !seen.insert(s.name.clone()) {
-            return Err(field_error(at("name"), "duplicate server name"));
-        }
-        let transport = match (s.command, s.url) {
-            (Some(_), Some(_)) => {
+    let mut entries: Option<Vec<(String, String, EntryFields)>> = None;
+    for (key, value) in doc.0 {
+        let listed = match value {
+            TopValue::McpServers(servers) => servers
+                .0
+                .into_iter()
+                .map(|(name, entry)| (format!("mcpServers.{name}"), name, entry))
+                .collect(),
+            TopValue::Legacy(servers) => legacy_entries(servers).map_err(|(f, m)| field_error(f, m))?,
+            TopValue::Other => {
                 return Err(field_error(
-                    at("url"),
-                    "give either command (stdio) or url (HTTP), not both",
+                    key,
+                    "unknown field; a servers file holds \"mcpServers\" (or the older \"servers\" list)"
+                        .to_owned(),
                 ));
-            }
-            (None, None) => {
-                return Err(field_error(
-                    at("command"),
-                    "missing: give command (stdio) or url (HTTP)",
-                ));
-            }
-            (Some(command), None) => {
-                if command.trim().is_empty() {
-                    return Err(field_error(at("command"), "must not be empty"));
-                }
-                if !s.headers.is_empty() {
-                    return Err(field_error(at("headers"), "only valid with url"));
-                }
-                ServerTransport::Stdio {
-                    command,
-                    args: s.args,
-                    env: s.env,
-                }
-            }
-            (None, Some(url)) => {
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    return Err(field_error(at("url"), "must start with http:// or https://"));
-                }
-                if !s.args.is_empty() || !s.env.is_empty() {
-                    return Err(field_error(at("args"), "args/env are only valid with command"));
-                }
-                for (name, value) in &s.headers {
-                    if http::HeaderName::from_bytes(name.as_bytes()).is_err()
-                        || http::HeaderValue::from_str(value).is_err()
-                    {
-                        return Err(field_error(
-                            format!("servers[{i}].headers.{name}"),
-                            "not a valid HTTP header",
-                        ));
-                    }
-                }
-                ServerTransport::Http {
-                    url,
-                    headers: s.headers,
-                }
             }
         };
-        let connect_timeout = timeout_field(s.connect_timeout_secs, DEFAULT_CONNECT_TIMEOUT_SECS)
-            .map_err(|m| field_error(at("connect_timeout_secs"), m))?;
-        let call_timeout = timeout_field(s.call_timeout_secs, DEFAULT_CALL_TIMEOUT_SECS)
-            .map_err(|m| field_error(at("call_timeout_secs"), m))?;
-        for (field, globs) in [("include", &s.include), ("exclude", &s.exclude)] {
-            if globs.iter().any(String::is_empty) {
-                return Err(field_error(at(field), "empty glob"));
-            }
+        if entries.is_some() {
+            return Err(field_error(
+                key,
+                "give \"mcpServers\" or the older \"servers\" list, not both".to_owned(),
+            ));
         }
-        out.push(ServerConfig {
-            name: s.name,
-            transport,
-            include: s.include,
-            exclude: s.exclude,
-            connect_timeout,
-            call_timeout,
-            protocol: s.protocol,
-        });
+        entries = Some(listed);
+    }
+    let Some(entries) = entries else {
+        return Err(field_error(
+            "mcpServers".to_owned(),
+            r#"missing: the file must hold {"mcpServers": {"<name>": {…}}}"#.to_owned(),
+        ));
+    };
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for (at, name, entry) in entries {
+        if !seen.insert(name.clone()) {
+            return Err(field_error(
+                format!("{at}.name"),
+                "duplicate server name".to_owned(),
+            ));
+        }
+        out.push(server(&at, name, entry).map_err(|(f, m)| field_error(f, m))?);
     }
     Ok(out)
 }
 
-fn timeout_field(value: Option<f64>, default_secs: u64) -> Result<Duration, &'static str> {
-    match value {
-        None => Ok(Duration::from_secs(default_secs)),
-        Some(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(Duration::from_secs_f64(v)),
-        Some(_) => Err("must be a number of seconds in (0, 86400]"),
+type FieldProblem = (String, String);
+
+/// `servers[i]` entries of the older shape: each names itself with `name`.
+fn legacy_entries(servers: Vec<EntryFields>) -> Result<Vec<(String, String, EntryFields)>, FieldProblem> {
+    servers
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut entry)| {
+            let at = format!("servers[{i}]");
+            let position = entry.0.iter().position(|(k, _)| k == "name");
+            let Some(position) = position else {
+                return Err((
+                    format!("{at}.name"),
+                    "missing: every server needs a name".to_owned(),
+                ));
+            };
+            let (_, name) = entry.0.remove(position);
+            let Value::String(name) = name else {
+                return Err((format!("{at}.name"), "must be a string".to_owned()));
+            };
+            Ok((at, name, entry))
+        })
+        .collect()
+}
+
+/// The fields of one entry, taken one by one so a leftover is an unknown field.
+struct Fields {
+    at: String,
+    fields: BTreeMap<String, Value>,
+}
+
+impl Fields {
+    fn field(&self, name: &str) -> String {
+        format!("{}.{name}", self.at)
     }
+
+    fn problem(&self, name: &str, message: impl Into<String>) -> FieldProblem {
+        (self.field(name), message.into())
+    }
+
+    fn string(&mut self, name: &str) -> Result<Option<String>, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(self.problem(name, "must be a string")),
+        }
+    }
+
+    fn strings(&mut self, name: &str) -> Result<Option<Vec<String>>, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    as_string(item).ok_or_else(|| {
+                        (
+                            format!("{}[{i}]", self.field(name)),
+                            "must be a string".to_owned(),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(self.problem(name, "must be a list of strings")),
+        }
+    }
+
+    fn string_map(&mut self, name: &str) -> Result<Option<BTreeMap<String, String>>, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(None),
+            Some(Value::Object(map)) => map
+                .into_iter()
+                .map(|(k, v)| match as_string(v) {
+                    Some(s) => Ok((k, s)),
+                    None => Err((format!("{}.{k}", self.field(name)), "must be a string".to_owned())),
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()
+                .map(Some),
+            Some(_) => Err(self.problem(name, "must be an object of strings")),
+        }
+    }
+
+    fn bool(&mut self, name: &str) -> Result<Option<bool>, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(_) => Err(self.problem(name, "must be true or false")),
+        }
+    }
+
+    fn timeout(&mut self, name: &str, default_secs: u64) -> Result<Duration, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(Duration::from_secs(default_secs)),
+            Some(Value::Number(n)) => match n.as_f64() {
+                Some(v) if v.is_finite() && v > 0.0 && v <= MAX_TIMEOUT_SECS => {
+                    Ok(Duration::from_secs_f64(v))
+                }
+                _ => Err(self.problem(name, "must be a number of seconds in (0, 86400]")),
+            },
+            Some(_) => Err(self.problem(name, "must be a number of seconds in (0, 86400]")),
+        }
+    }
+
+    fn globs(&mut self, name: &str) -> Result<Vec<String>, FieldProblem> {
+        let globs = self.strings(name)?.unwrap_or_default();
+        if let Some(i) = globs.iter().position(|g| g.is_empty()) {
+            return Err((format!("{}[{i}]", self.field(name)), "empty glob".to_owned()));
+        }
+        Ok(globs)
+    }
+}
+
+/// The string a JSON value holds, if it is one.
+fn as_string(value: Value) -> Option<String> {
+    if let Value::String(s) = value {
+        Some(s)
+    } else {
+        None
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_SERVER_NAME_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Which transport `type` asks for, when given.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Declared {
+    Stdio,
+    Http,
+}
+
+fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, FieldProblem> {
+    if !valid_name(&name) {
+        return Err((
+            at.to_owned(),
+            format!(
+                "server name {name:?} must be 1-{MAX_SERVER_NAME_LEN} characters of [A-Za-z0-9_-] (it becomes part of tool ids and provider tool names)"
+            ),
+        ));
+    }
+    let mut f = Fields {
+        at: at.to_owned(),
+        fields: entry.0.into_iter().collect(),
+    };
+    let declared = match f.string("type")?.as_deref() {
+        None => None,
+        Some("stdio") => Some(Declared::Stdio),
+        Some("http" | "streamable-http") => Some(Declared::Http),
+        Some("sse") => {
+            return Err(f.problem(
+                "type",
+                "the legacy SSE transport is not supported; use streamable HTTP (\"type\": \"http\")",
+            ));
+        }
+        Some(other) => {
+            return Err(f.problem(
+                "type",
+                format!("{other:?} is not a transport; use \"stdio\", \"http\" or \"streamable-http\""),
+            ));
+        }
+    };
+    let command = f.string("command")?;
+    let args = f.strings("args")?;
+    let env = f.string_map("env")?;
+    let url = f.string("url")?;
+    let headers = f.string_map("headers")?;
+    let transport = match (command, url) {
+        (Some(_), Some(_)) => {
+            return Err(f.problem("url", "give either command (stdio) or url (HTTP), not both"));
+        }
+        (None, None) => {
+            return Err(f.problem(
+                "command",
+                "missing: give command (stdio) or url (streamable HTTP)",
+            ));
+        }
+        (Some(command), None) => {
+            if declared == Some(Declared::Http) {
+                return Err(f.problem("type", "an HTTP server needs url, not command"));
+            }
+            if command.trim().is_empty() {
+                return Err(f.problem("command", "must not be empty"));
+            }
+            if headers.is_some() {
+                return Err(f.problem("headers", "only valid with url"));
+            }
+            ServerTransport::Stdio {
+                command,
+                args: args.unwrap_or_default(),
+                env: env.unwrap_or_default(),
+            }
+        }
+        (None, Some(url)) => {
+            if declared == Some(Declared::Stdio) {
+                return Err(f.problem("type", "a stdio server needs command, not url"));
+            }
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(f.problem("url", "must start with http:// or https://"));
+            }
+            if args.is_some() {
+                return Err(f.problem("args", "only valid with command"));
+            }
+            if env.is_some() {
+                return Err(f.problem("env", "only valid with command"));
+            }
+            let headers = headers.unwrap_or_default();
+            for (header, value) in &headers {
+                if http::HeaderName::from_bytes(header.as_bytes()).is_err()
+                    || http::HeaderValue::from_str(value).is_err()
+                {
+                    return Err((
+                        format!("{}.{header}", f.field("headers")),
+                        "not a valid HTTP header".to_owned(),
+                    ));
+                }
+            }
+            ServerTransport::Http { url, headers }
+        }
+    };
+    let include = f.globs("include")?;
+    let exclude = f.globs("exclude")?;
+    let connect_timeout = f.timeout("connect_timeout_secs", DEFAULT_CONNECT_TIMEOUT_SECS)?;
+    let call_timeout = f.timeout("call_timeout_secs", DEFAULT_CALL_TIMEOUT_SECS)?;
+    let protocol = match f.string("protocol")?.as_deref() {
+        None | Some("auto") => ProtocolChoice::Auto,
+        Some("2025-11-25") => ProtocolChoice::Initialize,
+        Some("2026-07-28") => ProtocolChoice::Discover,
+        Some(other) => {
+            return Err(f.problem(
+                "protocol",
+                format!("{other:?} is not a protocol era; use \"2025-11-25\", \"2026-07-28\" or \"auto\""),
+            ));
+        }
+    };
+    let disabled = f.bool("disabled")?.unwrap_or(false);
+    let domains = f.strings("domains")?.unwrap_or_default();
+    if let Some(i) = domains.iter().position(|d| d.trim().is_empty()) {
+        return Err((
+            format!("{}[{i}]", f.field("domains")),
+            "empty discipline".to_owned(),
+        ));
+    }
+    let core = f.bool("core")?;
+    if let Some(unknown) = f.fields.keys().next() {
+        return Err(f.problem(
+            unknown,
+            format!("unknown field; expected one of {}", ENTRY_FIELDS.join(", ")),
+        ));
+    }
+    Ok(ServerConfig {
+        name,
+        transport,
+        include,
+        exclude,
+        connect_timeout,
+        call_timeout,
+        protocol,
+        disabled,
+        domains,
+        core,
+    })
 }
 
 #[cfg(test)]
@@ -279,101 +620,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_full_file_parses_into_stdio_and_http_servers() {
-        let text = r#"{"servers": [
-          {"name": "everything", "command": "node", "args": ["x.js", "stdio"], "env": {"A": "1"},
-           "include": ["get-*", "echo"], "exclude": ["get-env"], "call_timeout_secs": 5,
-           "protocol": "2025-11-25"},
-          {"name": "remote", "url": "http://127.0.0.1:3001/mcp", "headers": {"X-Key": "k"},
-           "connect_timeout_secs": 2.5, "protocol": "2026-07-28"},
-          {"name": "plain", "url": "https://example.invalid/mcp"}
-        ]}"#;
-        let servers = parse_servers("mcp.json", text).unwrap();
-        assert_eq!(servers.len(), 3);
-        assert_eq!(servers[0].protocol, ProtocolChoice::Initialize);
-        assert_eq!(servers[0].call_timeout, Duration::from_secs(5));
-        assert!(matches!(&servers[0].transport, ServerTransport::Stdio { args, .. } if args.len() == 2));
-        assert_eq!(servers[1].connect_timeout, Duration::from_millis(2500));
-        assert_eq!(servers[1].protocol, ProtocolChoice::Discover);
-        assert_eq!(servers[2].protocol, ProtocolChoice::Auto);
-        assert_eq!(
-            servers[2].call_timeout,
-            Duration::from_secs(DEFAULT_CALL_TIMEOUT_SECS)
-        );
+    fn a_name_defined_twice_is_refused_at_its_line_and_column() {
+        let text = "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\"},\n  \"a\": {\"command\": \"y\"}\n}}";
+        let err = parse_servers("f.json", text).unwrap_err();
+        let ConfigError::Syntax { line, .. } = &err else {
+            panic!("expected a positioned error, got {err:?}");
+        };
+        assert_eq!(*line, 3, "{err}");
+        assert!(err.to_string().contains("\"a\" is defined twice"), "{err}");
     }
 
     #[test]
-    fn each_bad_entry_is_refused_naming_its_field() {
-        let table = [
-            (r#"{"servers":[{"name":"a b","command":"x"}]}"#, "servers[0].name"),
-            (
-                r#"{"servers":[{"name":"a","command":"x"},{"name":"a","command":"y"}]}"#,
-                "servers[1].name",
-            ),
-            (r#"{"servers":[{"name":"a"}]}"#, "servers[0].command"),
-            (
-                r#"{"servers":[{"name":"a","command":"x","url":"http://h/mcp"}]}"#,
-                "servers[0].url",
-            ),
-            (r#"{"servers":[{"name":"a","url":"ftp://h"}]}"#, "servers[0].url"),
-            (
-                r#"{"servers":[{"name":"a","url":"http://h","args":["x"]}]}"#,
-                "servers[0].args",
-            ),
-            (
-                r#"{"servers":[{"name":"a","command":"x","headers":{"k":"v"}}]}"#,
-                "servers[0].headers",
-            ),
-            (
-                r#"{"servers":[{"name":"a","url":"http://h","headers":{"bad header":"v"}}]}"#,
-                "servers[0].headers.bad header",
-            ),
-            (
-                r#"{"servers":[{"name":"a","command":"x","call_timeout_secs":0}]}"#,
-                "servers[0].call_timeout_secs",
-            ),
-            (
-                r#"{"servers":[{"name":"a","command":"x","connect_timeout_secs":-1}]}"#,
-                "servers[0].connect_timeout_secs",
-            ),
-            (
-                r#"{"servers":[{"name":"a","command":"x","include":[""]}]}"#,
-                "servers[0].include",
-            ),
-            (
-                r#"{"servers":[{"name":"a","command":" "}]}"#,
-                "servers[0].command",
-            ),
-        ];
-        for (text, field) in table {
-            match parse_servers("f.json", text) {
-                Err(ConfigError::Field { field: got, .. }) => assert_eq!(got, field, "{text}"),
-                other => panic!("{text}: expected field error on {field}, got {other:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn syntax_errors_and_unknown_fields_carry_line_and_column() {
-        let table = [
-            ("{\"servers\": [\n  {\"name\": \"a\", \"comand\": \"x\"}\n]}", 2),
-            ("{\"servers\": [\n\n  {\"name\": }]}", 3),
-            (
-                "{\"servers\":[{\"name\":\"a\",\"command\":\"x\",\"protocol\":\"2024\"}]}",
-                1,
-            ),
-        ];
-        for (text, line) in table {
-            match parse_servers("f.json", text) {
-                Err(e @ ConfigError::Syntax { .. }) => {
-                    let ConfigError::Syntax { line: got, .. } = &e else {
-                        unreachable!()
-                    };
-                    assert_eq!(*got, line, "{e}");
-                    assert!(e.to_string().starts_with(&format!("f.json:{line}:")), "{e}");
-                }
-                other => panic!("expected syntax error, got {other:?}"),
-            }
-        }
+    fn a_missing_file_is_told_apart_from_an_unreadable_one() {
+        let dir = std::env::temp_dir().join(format!("mf-servers-{}", std::process::id()));
+        let err = load_servers_file(&dir.join("absent.json")).unwrap_err();
+        assert!(err.is_missing_file(), "{err}");
+        let syntax = parse_servers("f.json", "{").unwrap_err();
+        assert!(!syntax.is_missing_file());
     }
 }

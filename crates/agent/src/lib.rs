@@ -26,7 +26,7 @@ pub use model::{
 };
 pub use pge::{Evaluation, PgeConfig, PgeOutcome, Verdict, parse_evaluation};
 pub use tokio_util::sync::CancellationToken;
-pub use tools::{AgentTool, PortToolBox, ToolBox, ToolBoxes, ToolPolicy, UnavailableServer};
+pub use tools::{AgentTool, ToolBox, ToolBoxes, ToolPolicy};
 pub use turn::{
     AGENT_LOOP_ENV, Agent, AgentPorts, LoopMode, LoopModeError, TurnConfig, TurnError, TurnFailure,
     TurnInput, TurnOutcome,

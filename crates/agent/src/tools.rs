@@ -1,9 +1,10 @@
 //! The tools a turn may call, behind the tool ports: MCP servers (`ToolSource`) and the native
 //! host (`ToolHost`), named by the domain's naming rule and declared to the gating rule.
 //!
-//! [`ToolBox`] is what the loop reads; [`PortToolBox`] builds one from the ports. The central
-//! registry of the composition (search_tools pinning, domain scoping) implements [`ToolBox`]
-//! over the same ports.
+//! [`ToolBox`] is what the loop reads and [`ToolBoxes`] where a turn gets one. The central
+//! registry of the composition (`metaforge_app::tools::ToolRegistry`: natives, `search_tools`
+//! pinning, domain scoping, MCP servers) implements both; [`AgentTool::new`] is the one place a
+//! tool is declared to the gating rule, so the registry and test doubles declare tools alike.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,11 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use metaforge_domain::tool_cap::ToolOrigin;
 use metaforge_domain::tool_gating::{Annotation, ToolSpec};
-use metaforge_domain::tool_naming::{hashed_name, mcp_tool_id, preferred_provider_name};
-use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHost, ToolOutput,
-    ToolSource,
-};
+use metaforge_ports::{CallerContext, PortError, ToolDescriptor, ToolOutput};
 use serde_json::{Map, Value};
 
 /// One tool as a turn sees it.
@@ -34,6 +31,33 @@ pub struct AgentTool {
 }
 
 impl AgentTool {
+    /// Declares one tool: its gate spec (name = registry id, origin, schema, the ask tier and
+    /// static gates from `policy`, the annotation from the server's hints — absent hints are
+    /// destructive) is derived here and nowhere else.
+    pub fn new(
+        id: String,
+        provider_name: String,
+        origin: ToolOrigin,
+        descriptor: ToolDescriptor,
+        policy: &ToolPolicy,
+    ) -> Self {
+        let gate = ToolSpec {
+            name: id.clone(),
+            origin: origin.as_string(),
+            input_schema: Some(descriptor.input_schema.clone()),
+            required_gates: policy.required_gates.get(&id).cloned().unwrap_or_default(),
+            requires_approval: policy.requires_approval.contains(&id),
+            annotation: Annotation::from_hints(&descriptor.hints),
+        };
+        Self {
+            id,
+            provider_name,
+            origin,
+            descriptor,
+            gate,
+        }
+    }
+
     /// True for the "ask" tier: every call is held for a person.
     pub fn requires_approval(&self) -> bool {
         self.gate.requires_approval
@@ -74,147 +98,4 @@ pub struct ToolPolicy {
     pub requires_approval: BTreeSet<String>,
     /// Registry id → static gates it declares (`twin_write`, `project_write`).
     pub required_gates: BTreeMap<String, Vec<String>>,
-}
-
-enum Runner {
-    Native,
-    Mcp(Arc<dyn ToolSource>),
-}
-
-/// A [`ToolBox`] over MCP servers and an optional native host, listed once at build.
-pub struct PortToolBox {
-    tools: Vec<AgentTool>,
-    runners: BTreeMap<String, Runner>,
-    native: Option<(Arc<dyn ToolHost>, CallerContext)>,
-    unavailable: Vec<UnavailableServer>,
-}
-
-impl std::fmt::Debug for PortToolBox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PortToolBox")
-            .field("tools", &self.tools.iter().map(|t| &t.id).collect::<Vec<_>>())
-            .finish_non_exhaustive()
-    }
-}
-
-impl PortToolBox {
-    /// Lists every source's tools and the native host's tools for `caller`. A source that
-    /// cannot list is skipped loudly: logged `mcp_server_unavailable` at error level and kept in
-    /// [`PortToolBox::unavailable`], never dropped quietly.
-    pub async fn build(
-        sources: Vec<Arc<dyn ToolSource>>,
-        native: Option<(Arc<dyn ToolHost>, CallerContext)>,
-        policy: &ToolPolicy,
-    ) -> Self {
-        let mut tools = Vec::new();
-        let mut runners = BTreeMap::new();
-        let mut taken: BTreeSet<String> = BTreeSet::new();
-        let mut add = |id: String, server: Option<&str>, descriptor: ToolDescriptor, runner: Runner| {
-            let preferred =
-                preferred_provider_name(server, if server.is_some() { &descriptor.name } else { &id });
-            let provider_name = if taken.contains(&preferred) {
-                hashed_name(&preferred, &id)
-            } else {
-                preferred
-            };
-            taken.insert(provider_name.clone());
-            let origin = match server {
-                Some(s) => ToolOrigin::Mcp(s.to_owned()),
-                None => ToolOrigin::Native,
-            };
-            let gate = ToolSpec {
-                name: id.clone(),
-                origin: origin.as_string(),
-                input_schema: Some(descriptor.input_schema.clone()),
-                required_gates: policy.required_gates.get(&id).cloned().unwrap_or_default(),
-                requires_approval: policy.requires_approval.contains(&id),
-                annotation: Annotation::from_hints(&descriptor.hints),
-            };
-            runners.insert(id.clone(), runner);
-            tools.push(AgentTool {
-                id,
-                provider_name,
-                origin,
-                descriptor,
-                gate,
-            });
-        };
-        if let Some((host, caller)) = &native {
-            for descriptor in host.tools(caller.class) {
-                add(descriptor.name.clone(), None, descriptor, Runner::Native);
-            }
-        }
-        let mut unavailable = Vec::new();
-        for source in sources {
-            let server = source.server_name().to_owned();
-            let listed = match source.list_tools().await {
-                Ok(listed) => listed,
-                Err(e) => {
-                    tracing::error!(
-                        event = "mcp_server_unavailable",
-                        server = %server,
-                        error = %e,
-                        "an MCP server could not list its tools; its tools are not offered"
-                    );
-                    unavailable.push(UnavailableServer {
-                        server,
-                        message: e.message,
-                    });
-                    continue;
-                }
-            };
-            for descriptor in listed {
-                let id = mcp_tool_id(&server, &descriptor.name);
-                add(id, Some(&server), descriptor, Runner::Mcp(Arc::clone(&source)));
-            }
-        }
-        Self {
-            tools,
-            runners,
-            native,
-            unavailable,
-        }
-    }
-
-    /// The servers skipped because they could not list their tools (for `/health`).
-    pub fn unavailable(&self) -> &[UnavailableServer] {
-        &self.unavailable
-    }
-}
-
-/// An MCP server that could not be listed, reported rather than dropped quietly.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnavailableServer {
-    /// The configured server name.
-    pub server: String,
-    /// Why it could not be listed.
-    pub message: String,
-}
-
-#[async_trait]
-impl ToolBox for PortToolBox {
-    fn tools(&self) -> Vec<AgentTool> {
-        self.tools.clone()
-    }
-
-    async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
-        match self.runners.get(&tool.id) {
-            Some(Runner::Mcp(source)) => source.call_tool(&tool.descriptor.name, arguments).await,
-            Some(Runner::Native) => {
-                let Some((host, caller)) = &self.native else {
-                    return Err(PortError::new(PortErrorKind::Internal, "native host missing"));
-                };
-                match host.call(caller, &tool.descriptor.name, arguments).await? {
-                    HostCallOutcome::Done(output) => Ok(output),
-                    // A chat turn has no channel to ask a person mid-call: the questions go back
-                    // to the model as the result, as for a client with no input channel.
-                    HostCallOutcome::NeedsInput { result, .. } => Ok(result),
-                }
-            }
-            None => Err(PortError::new(
-                PortErrorKind::NotFound,
-                format!("tool '{}' is not registered", tool.id),
-            )),
-        }
-    }
 }

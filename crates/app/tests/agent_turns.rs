@@ -21,7 +21,7 @@ use metaforge_adapters_llm::{
 };
 use metaforge_agent::pge::{PgeConfig, Verdict};
 use metaforge_agent::{
-    Agent, AgentPorts, CancellationToken, EventSink, LoopMode, ModelCall, ModelError, PortToolBox,
+    Agent, AgentPorts, CancellationToken, EventSink, LoopMode, ModelCall, ModelError,
     ToolPolicy, TurnConfig, TurnInput, TurnModel, UsageScope,
 };
 use metaforge_app::pipeline::{
@@ -428,17 +428,26 @@ async fn build(wiring: Wiring) -> Rig {
         PipelineTurnModel::new(Some(Arc::new(pipeline)), Arc::new(routes)).with_loop_mode(wiring.loop_mode),
     );
     let server = Arc::new(wiring.server);
-    let toolbox = PortToolBox::build(
-        vec![Arc::clone(&server) as Arc<dyn ToolSource>],
+    let registry = metaforge_app::tools::ToolRegistry::builder()
+        .server(Arc::clone(&server) as Arc<dyn ToolSource>, std::time::Duration::from_secs(5))
+        .policy(wiring.policy.clone())
+        .build()
+        .await
+        .unwrap();
+    let toolbox = metaforge_agent::ToolBoxes::for_turn(
+        &registry,
+        &metaforge_ports::CallerContext {
+            class: metaforge_ports::CallerClass::Local,
+            session: Some("turns".to_owned()),
+            input_channel: metaforge_ports::InputChannel::None,
+        },
         None,
-        &wiring.policy,
-    )
-    .await;
+    );
     let clock = Arc::new(ManualClock::fixed());
     let ledger = Arc::new(MemoryApprovalLedger::new(clock.clone()));
     let agent = Agent::new(AgentPorts {
         model: Arc::clone(&model) as Arc<dyn TurnModel>,
-        tools: Arc::new(toolbox),
+        tools: toolbox,
         approvals: Some(Arc::clone(&ledger) as Arc<dyn ApprovalLedger>),
         clock,
         ids: Arc::new(SequentialIds::new("hold")),

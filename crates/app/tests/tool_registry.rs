@@ -1,94 +1,645 @@
-//! The central tool registry: naming, scoping, search_tools pinning, validation, error
-//! pass-through, and schema selection under an OpenAI-family provider's 128-tool cap.
+//! The central tool registry over the tool ports' doubles: natives per caller class, MCP tools
+//! named by the domain's rule, domain scoping, `search_tools` registering and pinning (and the
+//! agent loop's tool cap keeping what it pinned), servers that cannot list or stop answering.
+//! The same registry over real MCP servers is `crates/bins/src/tool_servers.rs`'s tests.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] fns: a double that misbehaves must fail the test loudly"
+)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use metaforge_app::tools::naming::is_valid_provider_name;
-use metaforge_app::tools::{
-    DomainScope, NativeTool, Registration, SearchTools, ToolCatalogue, ToolRegistry, register_scoped,
+use metaforge_agent::{
+    Agent, AgentPorts, AgentTool, CancellationToken, EventSink, ModelProfile, ModelTarget, ProviderModels,
+    ToolBox, ToolBoxes, TurnConfig, TurnInput,
 };
-use metaforge_domain::providers::{max_tools_for, resolve_provider};
-use metaforge_ports::{PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput, ToolSource};
+use metaforge_app::tools::naming::is_valid_provider_name;
+use metaforge_app::tools::{DomainScope, RegistryError, SEARCH_TOOLS_ID, ServerStatus, ToolRegistry};
+use metaforge_domain::tool_cap::ToolOrigin;
+use metaforge_ports::{
+    ApiFamily, Billing, CallerClass, CallerContext, ContentPart, HostCallOutcome, InputChannel,
+    InputQuestion, PortError, PortErrorKind, ResourceTemplateDescriptor, ResourceText, ToolDescriptor,
+    ToolHints, ToolHost, ToolOutput, ToolSource,
+};
+use metaforge_test_support::doubles::{FakeToolSource, ScriptStep, ScriptedLlm, descriptor};
+use metaforge_test_support::{ManualClock, SequentialIds};
 use serde_json::{Map, Value, json};
 
-/// A tool server double: a fixed list, and calls that echo or fail as told.
-struct FakeServer {
-    name: String,
-    tools: Vec<ToolDescriptor>,
-}
+const LIST_WITHIN: Duration = Duration::from_secs(5);
 
-fn tool(name: &str, description: &str) -> ToolDescriptor {
-    ToolDescriptor {
-        name: name.to_owned(),
-        title: None,
-        description: description.to_owned(),
-        input_schema: json!({"type": "object", "properties": {"x": {"type": "integer"}}}),
-        hints: ToolHints::default(),
-    }
-}
-
-#[async_trait::async_trait]
-impl ToolSource for FakeServer {
-    fn server_name(&self) -> &str {
-        &self.name
-    }
-    async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError> {
-        Ok(self.tools.clone())
-    }
-    async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
-        match tool {
-            "container_down" => Ok(ToolOutput {
-                content: vec![json!({"type": "text", "text":
-                    r#"{"status":"unavailable","message":"container freecad is down","hint":"stop retrying; ask the operator"}"#})],
-                structured: None,
-                is_error: true,
-            }),
-            "timeout" => Err(PortError::new(
-                PortErrorKind::Unavailable,
-                "no response within 1s",
-            )),
-            _ => Ok(ToolOutput::json(json!({"tool": tool, "arguments": arguments}))),
-        }
-    }
+fn schema() -> Value {
+    json!({"type": "object", "properties": {"x": {"type": "integer"}}})
 }
 
 fn server(name: &str, tools: &[&str]) -> Arc<dyn ToolSource> {
-    Arc::new(FakeServer {
-        name: name.to_owned(),
-        tools: tools.iter().map(|t| tool(t, &format!("{name} {t}"))).collect(),
+    let mut fake = FakeToolSource::new(name);
+    for tool in tools {
+        let mut d = descriptor(tool, schema(), true);
+        d.description = format!("{name} {tool}");
+        fake = fake.with_echo(d, Duration::ZERO);
+    }
+    Arc::new(fake)
+}
+
+fn caller(class: CallerClass, session: Option<&str>) -> CallerContext {
+    CallerContext {
+        class,
+        session: session.map(str::to_owned),
+        input_channel: InputChannel::None,
+    }
+}
+
+fn local(session: Option<&str>) -> CallerContext {
+    caller(CallerClass::Local, session)
+}
+
+fn ids(tools: &[AgentTool]) -> Vec<String> {
+    tools.iter().map(|t| t.id.clone()).collect()
+}
+
+fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().unwrap()
+}
+
+fn find<'a>(tools: &'a [AgentTool], id: &str) -> &'a AgentTool {
+    tools
+        .iter()
+        .find(|t| t.id == id)
+        .unwrap_or_else(|| panic!("{id} is not offered: {:?}", ids(tools)))
+}
+
+/// A native host: `flow.list` for everyone, `project.create` for local callers only, and
+/// `flow.ask` that needs a person's answers.
+struct Host;
+
+#[async_trait::async_trait]
+impl ToolHost for Host {
+    fn tools(&self, caller: CallerClass) -> Vec<ToolDescriptor> {
+        let mut tools = vec![
+            descriptor("flow.list", json!({"type": "object"}), true),
+            descriptor("flow.ask", json!({"type": "object"}), true),
+        ];
+        if caller == CallerClass::Local {
+            tools.push(descriptor("project.create", json!({"type": "object"}), false));
+        }
+        tools
+    }
+
+    async fn call(
+        &self,
+        caller: &CallerContext,
+        tool: &str,
+        _arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        match tool {
+            "flow.ask" => Ok(HostCallOutcome::NeedsInput {
+                message: "which route?".to_owned(),
+                questions: vec![InputQuestion {
+                    id: "route".to_owned(),
+                    prompt: "which route?".to_owned(),
+                    choices: Vec::new(),
+                }],
+                result: ToolOutput::json(json!({"status": "needs_input", "questions": ["route"]})),
+            }),
+            other => Ok(HostCallOutcome::Done(ToolOutput::json(
+                json!({"native": other, "caller": caller.class.as_str()}),
+            ))),
+        }
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
+        Vec::new()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
+        Err(PortError::new(PortErrorKind::NotFound, uri.to_owned()))
+    }
+}
+
+#[tokio::test]
+async fn natives_are_listed_per_caller_class_and_called_through_the_host() {
+    let registry = ToolRegistry::builder()
+        .natives(Arc::new(Host))
+        .server(server("cad", &["read"]), LIST_WITHIN)
+        .build()
+        .await
+        .unwrap();
+    let local_tools = registry.for_turn(&local(None), None);
+    let offered = local_tools.tools();
+    assert_eq!(
+        ids(&offered),
+        [
+            "flow.list",
+            "flow.ask",
+            "project.create",
+            SEARCH_TOOLS_ID,
+            "cad.read"
+        ]
+    );
+    let flow_list = find(&offered, "flow.list");
+    assert_eq!(flow_list.provider_name, "flow_list");
+    assert_eq!(flow_list.origin, ToolOrigin::Native);
+    assert_eq!(find(&offered, "cad.read").provider_name, "mcp_cad_read");
+    assert_eq!(
+        find(&offered, "cad.read").origin,
+        ToolOrigin::Mcp("cad".to_owned())
+    );
+    let out = local_tools.call(flow_list, Map::new()).await.unwrap();
+    assert_eq!(out.structured.unwrap()["caller"], "local");
+    let asked = local_tools
+        .call(find(&offered, "flow.ask"), Map::new())
+        .await
+        .unwrap();
+    assert_eq!(
+        asked.structured.unwrap()["status"],
+        "needs_input",
+        "a turn cannot ask a person mid-call: the questions are the result"
+    );
+
+    let service = registry.for_turn(&caller(CallerClass::Service, None), None);
+    let service_ids = ids(&service.tools());
+    assert!(
+        !service_ids.contains(&"project.create".to_owned()),
+        "{service_ids:?}"
+    );
+    let out = service
+        .call(find(&service.tools(), "flow.list"), Map::new())
+        .await
+        .unwrap();
+    assert_eq!(out.structured.unwrap()["caller"], "service");
+}
+
+#[tokio::test]
+async fn without_servers_there_is_no_search_tool_and_only_natives() {
+    let registry = ToolRegistry::builder()
+        .natives(Arc::new(Host))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&registry.for_turn(&local(None), None).tools()),
+        ["flow.list", "flow.ask", "project.create"]
+    );
+    assert!(registry.statuses().snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn domain_scoping_offers_core_servers_and_the_named_disciplines_only_and_no_disciplines_scope_nothing()
+{
+    let mut scope = DomainScope::seed();
+    scope.add_server("freecad", None, &["mechanical".to_owned()]);
+    scope.add_server("kicad", None, &["electronics".to_owned()]);
+    scope
+        .disciplines
+        .entry("electronics".to_owned())
+        .or_default()
+        .push("spice.simulate".to_owned());
+    let registry = ToolRegistry::builder()
+        .server(server("twin", &["commit_geometry", "query"]), LIST_WITHIN)
+        .server(server("kicad", &["open_board", "drc"]), LIST_WITHIN)
+        .server(server("spice", &["simulate", "sweep"]), LIST_WITHIN)
+        .server(server("freecad", &["open_session", "pad"]), LIST_WITHIN)
+        .scope(scope)
+        .build()
+        .await
+        .unwrap();
+    let everything = vec![
+        "twin.commit_geometry",
+        "twin.query",
+        "kicad.open_board",
+        "kicad.drc",
+        "spice.simulate",
+        "spice.sweep",
+        "freecad.open_session",
+        "freecad.pad",
+    ];
+    let table: [(Option<Vec<&str>>, Vec<&str>); 6] = [
+        (Some(vec![]), everything.clone()),
+        (
+            Some(vec!["mechanical"]),
+            vec![
+                "twin.commit_geometry",
+                "twin.query",
+                "freecad.open_session",
+                "freecad.pad",
+            ],
+        ),
+        (
+            Some(vec!["electronics"]),
+            vec![
+                "twin.commit_geometry",
+                "twin.query",
+                "kicad.open_board",
+                "kicad.drc",
+                "spice.simulate",
+            ],
+        ),
+        (
+            Some(vec!["mechanical", "electronics"]),
+            vec![
+                "twin.commit_geometry",
+                "twin.query",
+                "kicad.open_board",
+                "kicad.drc",
+                "spice.simulate",
+                "freecad.open_session",
+                "freecad.pad",
+            ],
+        ),
+        (
+            Some(vec!["unknown-discipline"]),
+            vec!["twin.commit_geometry", "twin.query"],
+        ),
+        (None, everything),
+    ];
+    for (domains, expected) in table {
+        let domains: Option<Vec<String>> = domains.map(|d| d.iter().map(|s| (*s).to_owned()).collect());
+        let view = registry.for_turn(&local(None), domains.as_deref());
+        let mut got = ids(&view.tools());
+        assert_eq!(got.remove(0), SEARCH_TOOLS_ID, "search_tools is always offered");
+        assert_eq!(got, expected, "{domains:?}");
+    }
+}
+
+fn search_args(query: &str) -> Map<String, Value> {
+    args(json!({"query": query}))
+}
+
+#[tokio::test]
+async fn search_tools_registers_matches_for_the_session_pins_them_and_reports_known_ones() {
+    let mut scope = DomainScope::seed();
+    scope.add_server("freecad", None, &["mechanical".to_owned()]);
+    let registry = ToolRegistry::builder()
+        .server(server("twin", &["query"]), LIST_WITHIN)
+        .server(server("kicad", &["run_drc", "open_board"]), LIST_WITHIN)
+        .server(server("freecad", &["pad"]), LIST_WITHIN)
+        .scope(scope)
+        .build()
+        .await
+        .unwrap();
+    let mech = vec!["mechanical".to_owned()];
+    let turn = registry.for_turn(&local(Some("thread-1")), Some(&mech));
+    assert_eq!(ids(&turn.tools()), [SEARCH_TOOLS_ID, "twin.query", "freecad.pad"]);
+    let search = find(&turn.tools(), SEARCH_TOOLS_ID).clone();
+
+    let first = turn
+        .call(&search, search_args("kicad drc"))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(first["count"], 1);
+    assert_eq!(first["matches"][0]["id"], "kicad.run_drc");
+    assert_eq!(first["matches"][0]["name"], "mcp_kicad_run_drc");
+    assert_eq!(first["matches"][0]["status"], "registered");
+    // Callable on the very next step of the same turn, and pinned.
+    assert!(ids(&turn.tools()).contains(&"kicad.run_drc".to_owned()));
+    assert_eq!(turn.pinned(), BTreeSet::from(["kicad.run_drc".to_owned()]));
+
+    let again = turn
+        .call(&search, search_args("drc"))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(again["matches"][0]["status"], "already available");
+    let known = turn
+        .call(&search, search_args("twin query"))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(known["matches"][0]["status"], "already available");
+    assert!(
+        turn.pinned().contains("twin.query"),
+        "an already-known match is pinned too: the promise must hold under the cap"
+    );
+    let none = turn
+        .call(&search, search_args("gazebo"))
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(none["count"], 0);
+
+    // The next turn of the same session keeps what was found; another session does not.
+    let next = registry.for_turn(&local(Some("thread-1")), Some(&mech));
+    assert!(ids(&next.tools()).contains(&"kicad.run_drc".to_owned()));
+    assert!(next.pinned().contains("kicad.run_drc"));
+    let other = registry.for_turn(&local(Some("thread-2")), Some(&mech));
+    assert!(!ids(&other.tools()).contains(&"kicad.run_drc".to_owned()));
+    assert!(other.pinned().is_empty());
+    let sessionless = registry.for_turn(&local(None), Some(&mech));
+    assert!(sessionless.pinned().is_empty());
+}
+
+#[tokio::test]
+async fn colliding_provider_names_stay_distinct_and_stable_across_scopes() {
+    let mut scope = DomainScope::seed();
+    scope.add_server("my-srv", None, &["a".to_owned()]);
+    let first: Arc<dyn ToolSource> = Arc::new(
+        FakeToolSource::new("my-srv")
+            .with_echo(descriptor("do.it", schema(), true), Duration::ZERO)
+            .with_echo(descriptor("do_it", schema(), true), Duration::ZERO),
+    );
+    let registry = ToolRegistry::builder()
+        .server(first, LIST_WITHIN)
+        .scope(scope)
+        .build()
+        .await
+        .unwrap();
+    let names = |domains: Option<&[String]>| -> BTreeMap<String, String> {
+        registry
+            .for_turn(&local(None), domains)
+            .tools()
+            .into_iter()
+            .map(|t| (t.id, t.provider_name))
+            .collect()
+    };
+    let all = names(None);
+    assert_eq!(all["my-srv.do.it"], "mcp_my-srv_do_it");
+    let second = &all["my-srv.do_it"];
+    assert_ne!(second, "mcp_my-srv_do_it");
+    assert!(is_valid_provider_name(second), "{second}");
+    assert_eq!(
+        names(Some(&["a".to_owned()])),
+        all,
+        "the same names in a scoped turn"
+    );
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_list_is_unavailable_loudly_and_the_others_are_offered() {
+    let logs = LogCapture::start();
+    let registry = ToolRegistry::builder()
+        .server(
+            Arc::new(FakeToolSource::new("sim").unlistable("connection refused")),
+            LIST_WITHIN,
+        )
+        .server(server("cad", &["read"]), LIST_WITHIN)
+        .disabled_server("old")
+        .build()
+        .await
+        .unwrap();
+    let statuses = registry.statuses().snapshot();
+    assert_eq!(
+        statuses["sim"],
+        ServerStatus::Unavailable {
+            reason: "connection refused".to_owned()
+        }
+    );
+    assert_eq!(statuses["cad"], ServerStatus::Ok { tools: 1 });
+    assert_eq!(statuses["old"], ServerStatus::Disabled);
+    assert!(registry.statuses().any_unavailable());
+    assert_eq!(
+        ids(&registry.for_turn(&local(None), None).tools()),
+        [SEARCH_TOOLS_ID, "cad.read"]
+    );
+    let events = logs.events();
+    assert!(
+        events.contains(&("ERROR".to_owned(), "mcp_server_unavailable".to_owned())),
+        "{events:?}"
+    );
+    assert!(events.contains(&("INFO".to_owned(), "mcp_server_disabled".to_owned())));
+}
+
+/// A server whose calls fail as unreachable while `down` is set.
+struct Flaky {
+    down: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ToolSource for Flaky {
+    fn server_name(&self) -> &str {
+        "flaky"
+    }
+    async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError> {
+        Ok(vec![descriptor("echo", schema(), true)])
+    }
+    async fn call_tool(&self, _tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(PortError::new(
+                PortErrorKind::Unavailable,
+                "mcp server flaky: handshake failed: connection refused",
+            ));
+        }
+        Ok(ToolOutput::json(Value::Object(arguments)))
+    }
+}
+
+#[tokio::test]
+async fn a_call_that_finds_the_server_gone_flips_it_unavailable_until_it_answers_again() {
+    let flaky = Arc::new(Flaky {
+        down: AtomicBool::new(false),
+    });
+    let registry = ToolRegistry::builder()
+        .server(flaky.clone(), LIST_WITHIN)
+        .build()
+        .await
+        .unwrap();
+    let turn = registry.for_turn(&local(None), None);
+    let echo = find(&turn.tools(), "flaky.echo").clone();
+    assert!(turn.call(&echo, args(json!({"x": 1}))).await.is_ok());
+    flaky.down.store(true, Ordering::SeqCst);
+    let err = turn.call(&echo, args(json!({"x": 1}))).await.unwrap_err();
+    assert_eq!(err.kind, PortErrorKind::Unavailable);
+    assert_eq!(
+        registry.statuses().snapshot()["flaky"],
+        ServerStatus::Unavailable {
+            reason: "mcp server flaky: handshake failed: connection refused".to_owned()
+        }
+    );
+    assert!(
+        ids(&turn.tools()).contains(&"flaky.echo".to_owned()),
+        "still offered: the next call may reach it"
+    );
+    flaky.down.store(false, Ordering::SeqCst);
+    assert!(turn.call(&echo, args(json!({"x": 2}))).await.is_ok());
+    assert_eq!(
+        registry.statuses().snapshot()["flaky"],
+        ServerStatus::Ok { tools: 1 }
+    );
+}
+
+#[tokio::test]
+async fn two_servers_of_one_name_or_a_native_search_tools_are_refused() {
+    let twice = ToolRegistry::builder()
+        .server(server("cad", &["a"]), LIST_WITHIN)
+        .server(server("cad", &["b"]), LIST_WITHIN)
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(twice, RegistryError::DuplicateServer("cad".to_owned()));
+
+    struct SearchHost;
+    #[async_trait::async_trait]
+    impl ToolHost for SearchHost {
+        fn tools(&self, _caller: CallerClass) -> Vec<ToolDescriptor> {
+            vec![descriptor(SEARCH_TOOLS_ID, json!({"type": "object"}), true)]
+        }
+        async fn call(
+            &self,
+            _caller: &CallerContext,
+            _tool: &str,
+            _arguments: Map<String, Value>,
+        ) -> Result<HostCallOutcome, PortError> {
+            Err(PortError::new(PortErrorKind::Internal, "unused"))
+        }
+        fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
+            Vec::new()
+        }
+        async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
+            Err(PortError::new(PortErrorKind::NotFound, uri.to_owned()))
+        }
+    }
+    let reserved = ToolRegistry::builder()
+        .natives(Arc::new(SearchHost))
+        .server(server("cad", &["a"]), LIST_WITHIN)
+        .build()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        reserved,
+        RegistryError::ReservedNative(SEARCH_TOOLS_ID.to_owned())
+    );
+}
+
+fn openai_profile(max_tools: Option<usize>) -> ModelProfile {
+    ModelProfile {
+        provider: "openai".to_owned(),
+        model: "gpt-test".to_owned(),
+        family: ApiFamily::OpenaiCompatible,
+        native_tools: true,
+        context_window_tokens: 128_000,
+        max_tools,
+    }
+}
+
+fn agent_over(llm: &Arc<ScriptedLlm>, tools: Arc<dyn ToolBox>, max_tools: Option<usize>) -> Agent {
+    let target = ModelTarget {
+        profile: openai_profile(max_tools),
+        adapter: Arc::clone(llm) as _,
+        billing: Billing::Metered,
+    };
+    let clock = Arc::new(ManualClock::fixed());
+    Agent::new(AgentPorts {
+        model: Arc::new(ProviderModels::new(BTreeMap::from([(
+            "chat".to_owned(),
+            vec![target],
+        )]))),
+        tools,
+        approvals: None,
+        clock,
+        ids: Arc::new(SequentialIds::new("hold")),
     })
 }
 
-struct Native(&'static str);
+fn offered_names(request: &metaforge_ports::LlmRequest) -> BTreeSet<String> {
+    request.tools.iter().map(|t| t.name.clone()).collect()
+}
 
-#[async_trait::async_trait]
-impl NativeTool for Native {
-    fn descriptor(&self) -> ToolDescriptor {
-        tool(self.0, "native")
+#[tokio::test]
+async fn a_tool_search_tools_pinned_survives_the_providers_tool_cap_on_the_next_step() {
+    // 300 MCP tools over five servers to an OpenAI-family model capped at 128: the loop's cap
+    // (the domain's select_tools) drops kicad's alphabetical tail — until search_tools pins one.
+    let mut builder = ToolRegistry::builder();
+    for name in ["alpha", "beta", "freecad", "kicad", "twin"] {
+        let tools: Vec<String> = (0..60).map(|i| format!("op_{i:03}")).collect();
+        let refs: Vec<&str> = tools.iter().map(String::as_str).collect();
+        builder = builder.server(server(name, &refs), LIST_WITHIN);
     }
-    async fn invoke(&self, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
-        Ok(ToolOutput::json(
-            json!({"native": self.0, "arguments": arguments}),
-        ))
+    let registry = builder.build().await.unwrap();
+    let llm = Arc::new(ScriptedLlm::new(vec![
+        ScriptStep::calls(&[("c1", SEARCH_TOOLS_ID, json!({"query": "kicad op_059"}))]),
+        ScriptStep::calls(&[("c2", "mcp_kicad_op_059", json!({"x": 7}))]),
+        ScriptStep::text("kicad op_059 answered."),
+    ]));
+    let tools = registry.for_turn(&local(Some("thread-cap")), None);
+    let agent = agent_over(&llm, tools, Some(128));
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent
+        .run_turn(
+            &TurnConfig::chat("thread-cap"),
+            &TurnInput {
+                system: "You are MetaForge.".to_owned(),
+                history: Vec::new(),
+                user: "use kicad op_059".to_owned(),
+            },
+            &EventSink::channel(tx),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 3);
+    let before = offered_names(&requests[0]);
+    assert_eq!(before.len(), 128, "the cap holds");
+    assert!(before.contains(SEARCH_TOOLS_ID), "natives are always kept");
+    assert!(
+        !before.contains("mcp_kicad_op_059"),
+        "the round-robin drops the tail before the search"
+    );
+    let after = offered_names(&requests[1]);
+    assert_eq!(after.len(), 128);
+    assert!(
+        after.contains("mcp_kicad_op_059"),
+        "pinned: kept on the next step"
+    );
+    assert_eq!(outcome.calls.len(), 2);
+    assert!(!outcome.calls[1].is_error, "{}", outcome.calls[1].content);
+    assert_eq!(outcome.calls[1].result["arguments"]["x"], 7);
+    let ContentPart::ToolResult { content, .. } = &requests[2].messages.last().unwrap().content[0] else {
+        panic!("the last request ends with the tool result");
+    };
+    assert!(content.contains("\"x\":7"), "{content}");
+}
+
+/// Log lines (JSON) written while the guard lives, on this thread.
+struct LogCapture {
+    lines: Arc<Mutex<Vec<u8>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl LogCapture {
+    fn start() -> Self {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || Writer(sink.clone()))
+            .finish();
+        Self {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// `(level, event)` of every line so far.
+    fn events(&self) -> Vec<(String, String)> {
+        let bytes = self.lines.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| {
+                Some((
+                    v["level"].as_str()?.to_owned(),
+                    v["fields"]["event"].as_str()?.to_owned(),
+                ))
+            })
+            .collect()
     }
 }
 
-async fn catalogue(sources: &[Arc<dyn ToolSource>]) -> ToolCatalogue {
-    ToolCatalogue::load(sources).await
-}
+struct Writer(Arc<Mutex<Vec<u8>>>);
 
-/// Captures tracing output so a test can read what was logged.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
+impl std::io::Write for Writer {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .map_err(|_poisoned| std::io::Error::other("log buffer poisoned"))?
-            .extend_from_slice(buf);
+        self.0.lock().unwrap().extend_from_slice(buf);
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -96,291 +647,26 @@ impl Write for Captured {
     }
 }
 
-#[tokio::test]
-async fn three_hundred_tools_to_an_openai_provider_keep_128_with_every_native_and_protected_tool() {
-    let registry = Arc::new(ToolRegistry::new());
-    let natives = [
-        "search_tools",
-        "chat.set_project_scope",
-        "flow.list",
-        "flow.propose",
-        "skill.run",
-    ];
-    for n in natives {
-        registry.register_native(Arc::new(Native(n))).unwrap();
-    }
-    // 295 MCP tools over six servers; the protected ones sort into the alphabetical tail.
-    let mut sources: Vec<Arc<dyn ToolSource>> = Vec::new();
-    for (server_name, count) in [
-        ("alpha", 60),
-        ("beta", 60),
-        ("freecad", 50),
-        ("kicad", 50),
-        ("twin", 45),
-        ("gazebo", 30),
-    ] {
-        let mut names: Vec<String> = (0..count).map(|i| format!("op_{i:03}")).collect();
-        if server_name == "freecad" {
-            names.truncate(count - 3);
-            names.extend([
-                "zz_open_session".into(),
-                "zz_pad_sketch".into(),
-                "zzz_export".into(),
-            ]);
-        }
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        sources.push(server(server_name, &refs));
-    }
-    let catalogue = Arc::new(catalogue(&sources).await);
-    let registered = register_scoped(&registry, &catalogue, &DomainScope::default(), None);
-    assert_eq!(registered, 295);
-    assert_eq!(registry.len(), 300);
-    // search_tools pins a tail tool the round-robin would otherwise drop.
-    let search = SearchTools::new(Arc::clone(&registry), Arc::clone(&catalogue));
-    let found = search
-        .invoke(json!({"query": "kicad op_049"}).as_object().unwrap().clone())
-        .await
-        .unwrap();
-    assert_eq!(
-        found.structured.as_ref().unwrap()["matches"][0]["status"],
-        "already available"
-    );
-
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let openai = resolve_provider("openai").unwrap();
-    let cap = max_tools_for(openai);
-    assert_eq!(cap, Some(128));
-    let selection = tracing::subscriber::with_default(subscriber, || registry.schemas_for(cap));
-
-    assert_eq!(selection.schemas.len(), 128);
-    assert_eq!(selection.dropped.len(), 300 - 128);
-    let sent: BTreeSet<&str> = selection.schemas.iter().map(|s| s.name.as_str()).collect();
-    for must in [
-        "search_tools",
-        "chat_set_project_scope",
-        "flow_list",
-        "flow_propose",
-        "skill_run",
-        "mcp_freecad_zz_open_session",
-        "mcp_freecad_zz_pad_sketch",
-        "mcp_kicad_op_049",
-    ] {
-        assert!(sent.contains(must), "{must} was dropped");
-    }
-    assert!(sent.iter().all(|n| is_valid_provider_name(n)));
-    // Every non-niche server keeps a share; the niche server gazebo is served last.
-    for srv in ["alpha", "beta", "freecad", "kicad", "twin"] {
-        let kept = sent
-            .iter()
-            .filter(|n| n.starts_with(&format!("mcp_{srv}_")))
-            .count();
-        assert!(kept >= 20, "{srv} kept only {kept}");
-    }
-    assert_eq!(sent.iter().filter(|n| n.starts_with("mcp_gazebo_")).count(), 0);
-    let log = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    println!("{}", &log[..log.len().min(600)]);
-    assert!(log.contains("tool_schemas_truncated"), "{log}");
-    assert!(log.contains("limit=128"), "{log}");
-    for dropped in selection.dropped.iter().take(5) {
-        assert!(log.contains(dropped.as_str()), "{dropped} missing from the log");
-    }
-    // Anthropic publishes no cap: everything goes.
-    let anthropic = max_tools_for(resolve_provider("anthropic").unwrap());
-    assert_eq!(registry.schemas_for(anthropic).schemas.len(), 300);
-}
-
-#[tokio::test]
-async fn domain_scoping_registers_core_servers_and_the_named_disciplines_only() {
-    let sources = vec![
-        server("twin", &["commit_geometry", "query"]),
-        server("kicad", &["open_board", "drc"]),
-        server("spice", &["simulate"]),
-        server("freecad", &["open_session", "pad"]),
-    ];
-    let catalogue = catalogue(&sources).await;
-    let scope = DomainScope::with_disciplines(BTreeMap::from([
-        ("mechanical".to_owned(), vec!["freecad.*".to_owned()]),
-        (
-            "electronics".to_owned(),
-            vec!["kicad.*".to_owned(), "spice.simulate".to_owned()],
-        ),
-    ]));
-    let table: [(Option<Vec<&str>>, Vec<&str>); 4] = [
-        (
-            Some(vec!["mechanical"]),
-            vec![
-                "freecad.open_session",
-                "freecad.pad",
-                "twin.commit_geometry",
-                "twin.query",
-            ],
-        ),
-        (
-            Some(vec!["electronics"]),
-            vec![
-                "kicad.drc",
-                "kicad.open_board",
-                "spice.simulate",
-                "twin.commit_geometry",
-                "twin.query",
-            ],
-        ),
-        (
-            Some(vec!["unknown-discipline"]),
-            vec!["twin.commit_geometry", "twin.query"],
-        ),
-        (
-            None,
-            vec![
-                "freecad.open_session",
-                "freecad.pad",
-                "kicad.drc",
-                "kicad.open_board",
-                "spice.simulate",
-                "twin.commit_geometry",
-                "twin.query",
-            ],
-        ),
-    ];
-    for (domains, expected) in table {
-        let registry = ToolRegistry::new();
-        let domains: Option<Vec<String>> = domains.map(|d| d.iter().map(|s| (*s).to_owned()).collect());
-        register_scoped(&registry, &catalogue, &scope, domains.as_deref());
-        let ids: Vec<String> = registry.all().into_iter().map(|t| t.id).collect();
-        assert_eq!(ids, expected, "{domains:?}");
-    }
-}
-
-#[tokio::test]
-async fn search_tools_registers_matches_pins_them_and_reports_known_ones_as_already_available() {
-    let sources = vec![
-        server("twin", &["query"]),
-        server("kicad", &["run_drc", "open_board"]),
-    ];
-    let catalogue = Arc::new(catalogue(&sources).await);
-    let registry = Arc::new(ToolRegistry::new());
-    register_scoped(
-        &registry,
-        &catalogue,
-        &DomainScope::with_disciplines(BTreeMap::new()),
-        Some(&["mechanical".to_owned()]),
-    );
-    assert!(registry.get("kicad.run_drc").is_none());
-    let search = SearchTools::new(Arc::clone(&registry), Arc::clone(&catalogue));
-    registry.register_native(Arc::new(search)).unwrap();
-
-    let first = registry
-        .invoke(
-            "search_tools",
-            json!({"query": "kicad drc"}).as_object().unwrap().clone(),
-        )
-        .await;
-    let first = first.structured.unwrap();
-    assert_eq!(first["matches"][0]["id"], "kicad.run_drc");
-    assert_eq!(first["matches"][0]["status"], "registered");
-    assert_eq!(first["matches"][0]["name"], "mcp_kicad_run_drc");
-    assert!(
-        registry.get("mcp_kicad_run_drc").is_some(),
-        "callable on the next step"
-    );
-    assert!(registry.pinned().contains("kicad.run_drc"));
-
-    let again = registry
-        .invoke(
-            "search_tools",
-            json!({"query": "drc"}).as_object().unwrap().clone(),
-        )
-        .await;
-    assert_eq!(
-        again.structured.unwrap()["matches"][0]["status"],
-        "already available"
-    );
-    let known = registry
-        .invoke(
-            "search_tools",
-            json!({"query": "twin query"}).as_object().unwrap().clone(),
-        )
-        .await;
-    let known = known.structured.unwrap();
-    assert_eq!(known["matches"][0]["status"], "already available");
-    assert!(
-        registry.pinned().contains("twin.query"),
-        "already-known matches are pinned too"
-    );
-    let none = registry
-        .invoke(
-            "search_tools",
-            json!({"query": "gazebo"}).as_object().unwrap().clone(),
-        )
-        .await;
-    assert_eq!(none.structured.unwrap()["count"], 0);
-    // The search tool validates its own arguments like any other.
-    let bad = registry.invoke("search_tools", Map::new()).await;
-    assert!(bad.is_error);
-    assert_eq!(bad.structured.unwrap()["error"], "invalid_arguments");
-}
-
-#[tokio::test]
-async fn registering_twice_is_already_available_and_colliding_names_stay_distinct() {
-    let registry = ToolRegistry::new();
-    let a = server("my-srv", &["do.it"]);
-    let b = server("my-srv", &["do_it"]);
-    let first = registry.register_mcp(&a, tool("do.it", ""));
-    assert_eq!(first, Registration::Registered("mcp_my-srv_do_it".into()));
-    assert_eq!(
-        registry.register_mcp(&a, tool("do.it", "")),
-        Registration::AlreadyAvailable("mcp_my-srv_do_it".into())
-    );
-    let Registration::Registered(second) = registry.register_mcp(&b, tool("do_it", "")) else {
-        panic!("a distinct id must register");
+#[test]
+fn tool_hints_default_makes_an_unhinted_tool_destructive_for_the_gate() {
+    // The registry declares tools through the agent's one rule (AgentTool::new), so a server
+    // that declares no hints gets the destructive default, never a guess.
+    let bare = ToolDescriptor {
+        name: "write".to_owned(),
+        title: None,
+        description: String::new(),
+        input_schema: json!({"type": "object"}),
+        hints: ToolHints::default(),
     };
-    assert_ne!(second, "mcp_my-srv_do_it");
-    assert!(is_valid_provider_name(&second));
-    assert_eq!(registry.get(&second).unwrap().id, "my-srv.do_it");
-    assert_eq!(registry.get("mcp_my-srv_do_it").unwrap().id, "my-srv.do.it");
-}
-
-#[tokio::test]
-async fn failures_come_back_as_envelopes_keeping_the_servers_own_payload() {
-    let registry = ToolRegistry::new();
-    let s = server("freecad", &["container_down", "timeout", "fine"]);
-    for name in ["container_down", "timeout", "fine"] {
-        registry.register_mcp(&s, tool(name, ""));
-    }
-    let down = registry.invoke("mcp_freecad_container_down", Map::new()).await;
-    assert!(down.is_error);
-    let down = down.structured.unwrap();
-    assert_eq!(down["error"], "tool_error");
-    assert_eq!(down["details"]["status"], "unavailable");
-    assert_eq!(down["details"]["message"], "container freecad is down");
-    assert_eq!(down["details"]["hint"], "stop retrying; ask the operator");
-
-    let slow = registry
-        .invoke("freecad.timeout", Map::new())
-        .await
-        .structured
-        .unwrap();
-    assert_eq!(slow["error"], "unavailable");
-    assert_eq!(slow["message"], "no response within 1s");
-
-    let invalid = registry
-        .invoke(
-            "freecad.fine",
-            json!({"x": "not a number"}).as_object().unwrap().clone(),
-        )
-        .await
-        .structured
-        .unwrap();
-    assert_eq!(invalid["error"], "invalid_arguments");
-    assert_eq!(invalid["validation_errors"][0]["path"], "/x");
-    assert_eq!(invalid["validation_errors"][0]["keyword"], "type");
-    assert!(invalid["hint"].as_str().unwrap().contains("NOT executed"));
-
-    let unknown = registry.invoke("nope", Map::new()).await.structured.unwrap();
-    assert_eq!(unknown["error"], "unknown_tool");
+    let tool = AgentTool::new(
+        "cad.write".to_owned(),
+        "mcp_cad_write".to_owned(),
+        ToolOrigin::Mcp("cad".to_owned()),
+        bare,
+        &metaforge_agent::ToolPolicy::default(),
+    );
+    assert_eq!(
+        tool.gate.annotation,
+        metaforge_domain::tool_gating::Annotation::Destructive
+    );
 }

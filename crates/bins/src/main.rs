@@ -7,6 +7,7 @@ mod cmd;
 mod listen;
 mod providers_config;
 mod system;
+mod tool_servers;
 
 use clap::Parser;
 

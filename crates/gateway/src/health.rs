@@ -4,14 +4,18 @@
 //! never mistaken for "nothing there": an unreadable usage store reads `available: false` with a
 //! reason, not an empty total. Without a key it says only `ok`/`degraded` per component; the
 //! detail (reasons, version, `llm_usage_24h` costs by model, role and phase) needs a key (an open
-//! loopback gateway's `local` caller sees it, as it sees every route).
+//! loopback gateway's `local` caller sees it, as it sees every route). The MCP tool servers
+//! the agent loop reaches are one component, `mcp_servers`: degraded when any is unavailable,
+//! each server's state and reason in the keyed detail.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::{Extension, Json};
+use metaforge_app::tools::ServerStatus;
 use metaforge_domain::usage::UsageTotals;
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -42,6 +46,30 @@ pub(crate) struct UsageHealth {
     totals: Option<UsageTotals>,
 }
 
+/// One configured MCP tool server (keyed detail only).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct McpServerHealth {
+    /// `ok`, `unavailable` (could not start or list, or its last call found it gone) or
+    /// `disabled` (configured with `"disabled": true`).
+    status: String,
+    /// Why it is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    /// How many tools it offers (after its include/exclude globs), when ok.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<usize>,
+}
+
+/// The MCP tool servers of the servers file (`METAFORGE_MCP_SERVERS_PATH`).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct McpServersHealth {
+    /// `ok`, or `degraded` when any configured server is unavailable (none configured is ok).
+    status: String,
+    /// Each configured server by name (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    servers: Option<BTreeMap<String, McpServerHealth>>,
+}
+
 /// The health report: overall status plus one entry per dependency.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct HealthReport {
@@ -54,6 +82,8 @@ pub(crate) struct HealthReport {
     ledgers: CheckResult,
     /// Whether the usage store could be read (the reason with a key only).
     usage: CheckResult,
+    /// The MCP tool servers (each server's state with a key only).
+    mcp_servers: McpServersHealth,
     /// Model usage over the last 24 hours (with a key only).
     #[serde(skip_serializing_if = "Option::is_none")]
     llm_usage_24h: Option<UsageHealth>,
@@ -104,7 +134,9 @@ pub(crate) async fn health(
             totals: None,
         },
     };
-    let ok = ledgers.status == "ok" && llm_usage_24h.available;
+    let servers_ok = !state.mcp_servers.any_unavailable();
+    let mcp_status = if servers_ok { "ok" } else { "degraded" }.to_owned();
+    let ok = ledgers.status == "ok" && llm_usage_24h.available && servers_ok;
     let usage = check(if llm_usage_24h.available {
         Ok(())
     } else {
@@ -121,14 +153,40 @@ pub(crate) async fn health(
             version: None,
             ledgers: public(ledgers),
             usage: public(usage),
+            mcp_servers: McpServersHealth {
+                status: mcp_status,
+                servers: None,
+            },
             llm_usage_24h: None,
         });
     }
+    let servers = state
+        .mcp_servers
+        .snapshot()
+        .into_iter()
+        .map(|(name, status)| {
+            let (reason, tools) = match &status {
+                ServerStatus::Ok { tools } => (None, Some(*tools)),
+                ServerStatus::Unavailable { reason } => (Some(reason.clone()), None),
+                ServerStatus::Disabled => (None, None),
+            };
+            let server = McpServerHealth {
+                status: status.as_str().to_owned(),
+                reason,
+                tools,
+            };
+            (name, server)
+        })
+        .collect();
     Json(HealthReport {
         status,
         version: Some(env!("CARGO_PKG_VERSION").to_owned()),
         ledgers,
         usage,
+        mcp_servers: McpServersHealth {
+            status: mcp_status,
+            servers: Some(servers),
+        },
         llm_usage_24h: Some(llm_usage_24h),
     })
 }

@@ -82,6 +82,9 @@ pub struct GatewayState {
     /// The provider pipeline behind `/v1/chat/completions`; `None` when no provider is
     /// configured (chat completions then answer 503 naming why).
     pub pipeline: Option<Arc<ProviderPipeline>>,
+    /// The MCP tool servers' live states, written by the tool registry and reported by
+    /// `/health` (`ServerStatuses::none()` when no servers file is configured).
+    pub mcp_servers: Arc<metaforge_app::tools::ServerStatuses>,
 }
 
 impl GatewayState {

@@ -2,4 +2,5 @@
 //! the client against server-everything, and the sidecar's streamable HTTP transport.
 
 mod server_everything;
+mod servers_file;
 mod sidecar_transport;

@@ -1,19 +1,27 @@
 //! The rig every test builds: an agent over a scripted model (or two), a fake MCP server, an
-//! optional native host and the in-memory approval ledger.
+//! optional native host and the in-memory approval ledger. The tools reach the loop through
+//! [`PortTools`], a plain [`ToolBox`] over the ports; the composition's central registry
+//! (`metaforge_app::tools::ToolRegistry`, tested in the app and the binary) is the real one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_agent::{
-    Agent, AgentPorts, EventSink, ModelProfile, ModelTarget, PortToolBox, ProviderModels, ToolPolicy,
+    Agent, AgentPorts, AgentTool, EventSink, ModelProfile, ModelTarget, ProviderModels, ToolBox, ToolPolicy,
     TurnEvent,
 };
-use metaforge_ports::{ApiFamily, Billing, CallerContext, ToolHost, ToolSource};
+use metaforge_domain::tool_cap::ToolOrigin;
+use metaforge_domain::tool_naming::{mcp_tool_id, preferred_provider_name};
+use metaforge_ports::{
+    ApiFamily, Billing, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolHost, ToolOutput,
+    ToolSource,
+};
 use metaforge_test_support::doubles::{
     FakeToolSource, MemoryApprovalLedger, MemoryUsageStore, ScriptStep, ScriptedLlm,
 };
 use metaforge_test_support::{ManualClock, SequentialIds};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 /// A model profile for `provider`.
@@ -93,12 +101,7 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
     }
     roles.insert("evaluator".to_owned(), evaluators);
     let server = Arc::new(spec.server);
-    let tools = PortToolBox::build(
-        vec![Arc::clone(&server) as Arc<dyn ToolSource>],
-        spec.native,
-        &spec.policy,
-    )
-    .await;
+    let tools = PortTools::build(Arc::clone(&server), spec.native, &spec.policy).await;
     let clock = Arc::new(ManualClock::fixed());
     let ledger = Arc::new(MemoryApprovalLedger::new(clock.clone()));
     let usage = Arc::new(MemoryUsageStore::new());
@@ -116,6 +119,68 @@ pub(crate) async fn rig(spec: RigSpec) -> Rig {
         server,
         ledger,
         usage,
+    }
+}
+
+/// A [`ToolBox`] over one fake MCP server and an optional native host, listed once.
+pub(crate) struct PortTools {
+    tools: Vec<AgentTool>,
+    server: Arc<FakeToolSource>,
+    native: Option<(Arc<dyn ToolHost>, CallerContext)>,
+}
+
+impl PortTools {
+    async fn build(
+        server: Arc<FakeToolSource>,
+        native: Option<(Arc<dyn ToolHost>, CallerContext)>,
+        policy: &ToolPolicy,
+    ) -> Self {
+        let mut tools = Vec::new();
+        if let Some((host, caller)) = &native {
+            for d in host.tools(caller.class) {
+                let name = preferred_provider_name(None, &d.name);
+                tools.push(AgentTool::new(
+                    d.name.clone(),
+                    name,
+                    ToolOrigin::Native,
+                    d,
+                    policy,
+                ));
+            }
+        }
+        let listed = server.list_tools().await.unwrap_or_default();
+        for d in listed {
+            let id = mcp_tool_id(server.server_name(), &d.name);
+            let name = preferred_provider_name(Some(server.server_name()), &d.name);
+            let origin = ToolOrigin::Mcp(server.server_name().to_owned());
+            tools.push(AgentTool::new(id, name, origin, d, policy));
+        }
+        Self {
+            tools,
+            server,
+            native,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolBox for PortTools {
+    fn tools(&self) -> Vec<AgentTool> {
+        self.tools.clone()
+    }
+
+    async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        match (&tool.origin, &self.native) {
+            (ToolOrigin::Mcp(_), _) => self.server.call_tool(&tool.descriptor.name, arguments).await,
+            (ToolOrigin::Native, Some((host, caller))) => {
+                match host.call(caller, &tool.descriptor.name, arguments).await? {
+                    HostCallOutcome::Done(output) | HostCallOutcome::NeedsInput { result: output, .. } => {
+                        Ok(output)
+                    }
+                }
+            }
+            (ToolOrigin::Native, None) => Err(PortError::new(PortErrorKind::NotFound, "no native host")),
+        }
     }
 }
 

@@ -453,31 +453,3 @@ async fn history_past_its_budget_is_summarised_newest_turns_kept_whole() {
         "summary pair + two newest + the user's message"
     );
 }
-
-#[tokio::test]
-async fn a_server_that_cannot_list_is_skipped_loudly_and_the_others_are_offered() {
-    use std::sync::Arc;
-
-    use metaforge_agent::{PortToolBox, ToolBox, ToolPolicy};
-    use metaforge_ports::ToolSource;
-
-    let logs = crate::common::LogCapture::start();
-    let down = Arc::new(FakeToolSource::new("sim").unlistable("connection refused"));
-    let up =
-        Arc::new(FakeToolSource::new("cad").with_echo(descriptor("read", schema_x(), true), Duration::ZERO));
-    let tools = PortToolBox::build(
-        vec![down as Arc<dyn ToolSource>, up as Arc<dyn ToolSource>],
-        None,
-        &ToolPolicy::default(),
-    )
-    .await;
-    assert_eq!(tools.unavailable().len(), 1);
-    assert_eq!(tools.unavailable()[0].server, "sim");
-    assert!(tools.unavailable()[0].message.contains("connection refused"));
-    let ids: Vec<String> = tools.tools().into_iter().map(|t| t.id).collect();
-    assert_eq!(ids, ["cad.read"]);
-    assert!(
-        logs.events()
-            .contains(&("ERROR".to_owned(), "mcp_server_unavailable".to_owned()))
-    );
-}

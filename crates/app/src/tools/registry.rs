@@ -1,354 +1,553 @@
-//! The central tool registry: native and MCP tools in one place, one naming scheme, one
-//! invocation path.
+//! The live registry and the per-turn view the agent loop reads.
 //!
 //! Invariants:
-//! - a registry id (`<server>.<tool>` or a native id) maps to exactly one provider name and back;
-//! - registering a tool that is already present reports "already available" and changes nothing;
-//! - a pinned tool stays pinned for the registry's life (FORGE-94: a `search_tools` promise holds);
-//! - a call is validated against the tool's schema before anything runs (MET-569);
-//! - a failed call returns a JSON envelope carrying the server's own payload, never a bare string.
+//! - one naming rule (`metaforge_domain::tool_naming`): MCP ids `<server>.<tool>`, provider
+//!   names `mcp_<server>_<tool>` (hash-suffixed on a collision), natives under their own id;
+//!   a tool keeps its provider name whatever the turn's scope;
+//! - the registry applies no call rule: validation, gating, holds, the duplicate guard, the tool
+//!   cap and error envelopes are the agent loop's; a call that reaches no result is the port's
+//!   `Err`, which the loop turns into an envelope;
+//! - a server that cannot list, or whose call finds it gone (`PortErrorKind::Unavailable`), is
+//!   `unavailable` in [`ServerStatuses`], logged at ERROR on the change, never dropped quietly;
+//!   its listed tools stay offered (the client reconnects on the next call);
+//! - what `search_tools` registered and pinned lasts for the caller's session
+//!   (`CallerContext::session`; a turn without one keeps it for the turn), so a promise made on
+//!   one turn holds on the next.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
-use metaforge_ports::{PortError, PortErrorKind, ToolDescriptor, ToolOutput, ToolSource};
-use serde::Serialize;
+use metaforge_agent::{AgentTool, ToolBox, ToolBoxes, ToolPolicy};
+use metaforge_domain::tool_cap::ToolOrigin;
+use metaforge_domain::tool_naming::{hashed_name, mcp_tool_id, preferred_provider_name};
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHost,
+    ToolOutput, ToolSource,
+};
 use serde_json::{Map, Value, json};
 
-use metaforge_domain::tool_cap::{OfferedTool, ToolOrigin as CapOrigin, select_tools};
-use metaforge_domain::tool_gating::{invalid_arguments_envelope, validate_arguments};
+use super::scope::DomainScope;
+use super::search::{
+    DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS_ID, keywords, score, search_tools_descriptor,
+};
+use super::status::{ServerStatus, ServerStatuses};
 
-use super::naming::{hashed_name, mcp_tool_id, preferred_provider_name};
+/// Most sessions whose `search_tools` finds are remembered; the least recently used goes first.
+pub const MAX_REMEMBERED_SESSIONS: usize = 1024;
 
-/// A tool implemented in-process (e.g. `search_tools`, the sidecar's `flow.*`).
-#[async_trait::async_trait]
-pub trait NativeTool: Send + Sync {
-    /// The tool's descriptor; its `name` is the native id (e.g. `flow.list`).
-    fn descriptor(&self) -> ToolDescriptor;
-
-    /// Runs the tool on already-validated arguments.
-    async fn invoke(&self, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
+/// Why a registry could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two servers share one name (their tool ids would collide).
+    #[error("MCP server name {0:?} is configured twice")]
+    DuplicateServer(String),
+    /// The native host offers a tool under the id the registry's own `search_tools` uses.
+    #[error("the native host offers {0:?}, the id of the registry's own search tool")]
+    ReservedNative(String),
 }
 
-/// Where a registered tool runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ToolOrigin {
-    /// In-process.
-    Native,
-    /// On an MCP server.
-    Mcp {
-        /// The configured server name.
-        server: String,
-    },
-}
-
-/// One registered tool.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RegisteredTool {
-    /// Registry id.
+/// One tool of the full catalogue (every connected server, whatever a turn's scope).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CatalogueTool {
+    /// Registry id, `<server>.<tool>`.
     pub id: String,
-    /// The name sent to providers (`[A-Za-z0-9_-]{1,64}`).
+    /// The serving server.
+    pub server: String,
+    /// The name sent to providers.
     pub provider_name: String,
-    /// Where it runs.
-    pub origin: ToolOrigin,
-    /// The tool's own description and schema.
+    /// The tool as the server lists it.
     pub descriptor: ToolDescriptor,
 }
 
-/// The answer to a registration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Registration {
-    /// Newly registered under this provider name.
-    Registered(String),
-    /// It was already registered (under this provider name); nothing changed.
-    AlreadyAvailable(String),
+struct Server {
+    source: Arc<dyn ToolSource>,
+    /// How long listing may take (connecting included, on first use).
+    list_within: Duration,
 }
 
-/// A tool schema in the shape every provider adapter turns into its own wire format.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderToolSchema {
-    /// Provider-facing name.
-    pub name: String,
-    /// Description.
-    pub description: String,
-    /// JSON Schema of the arguments.
-    pub parameters: Value,
-}
-
-/// The schemas chosen for one provider call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SchemaSelection {
-    /// The schemas to send.
-    pub schemas: Vec<ProviderToolSchema>,
-    /// Registry ids that did not fit the provider's cap (logged as `tool_schemas_truncated`).
-    pub dropped: Vec<String>,
-}
-
-/// Why a registration was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    /// A native tool's id is not a valid provider name once dots become underscores.
-    #[error("native tool id {0:?} must be [A-Za-z0-9_.-], at most 64 characters")]
-    InvalidNativeId(String),
-    /// Two native tools claim one id.
-    #[error("native tool {0:?} is already registered")]
-    DuplicateNative(String),
-}
-
-#[derive(Default)]
-struct Inner {
-    tools: BTreeMap<String, RegisteredTool>,
-    by_provider_name: BTreeMap<String, String>,
+/// What `search_tools` added for one session: ids registered beyond the turn's scope, and pins.
+#[derive(Debug, Default)]
+struct Found {
+    registered: BTreeSet<String>,
     pinned: BTreeSet<String>,
-    natives: BTreeMap<String, Arc<dyn NativeTool>>,
-    sources: BTreeMap<String, Arc<dyn ToolSource>>,
 }
 
-/// The live registry. Cheap to share (`Arc`); every method takes `&self`.
 #[derive(Default)]
+struct Sessions {
+    by_id: HashMap<String, (u64, Arc<Mutex<Found>>)>,
+    tick: u64,
+}
+
+struct Shared {
+    host: Option<Arc<dyn ToolHost>>,
+    servers: Vec<Server>,
+    scope: DomainScope,
+    policy: ToolPolicy,
+    statuses: Arc<ServerStatuses>,
+    /// The full catalogue, in server then listing order.
+    catalogue: RwLock<Vec<CatalogueTool>>,
+    sessions: Mutex<Sessions>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The central registry. Cheap to share; a turn reads it through [`ToolBoxes::for_turn`].
+#[derive(Clone)]
 pub struct ToolRegistry {
-    inner: RwLock<Inner>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("servers", &self.shared.statuses.snapshot())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ToolRegistry`]: the native host, the servers, scoping and the ask-tier policy.
+#[derive(Default)]
+pub struct ToolRegistryBuilder {
+    host: Option<Arc<dyn ToolHost>>,
+    servers: Vec<Server>,
+    disabled: Vec<String>,
+    scope: Option<DomainScope>,
+    policy: ToolPolicy,
+}
+
+impl ToolRegistryBuilder {
+    /// The native tools: `host.tools(class)` per caller, called through `host.call`.
+    pub fn natives(mut self, host: Arc<dyn ToolHost>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// One MCP server; listing it (connecting on first use) may take `list_within`.
+    pub fn server(mut self, source: Arc<dyn ToolSource>, list_within: Duration) -> Self {
+        self.servers.push(Server { source, list_within });
+        self
+    }
+
+    /// A configured server switched off: reported `disabled`, never started.
+    pub fn disabled_server(mut self, name: impl Into<String>) -> Self {
+        self.disabled.push(name.into());
+        self
+    }
+
+    /// Which servers each discipline sees (default: the seed's core servers, no discipline).
+    pub fn scope(mut self, scope: DomainScope) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// The ask tier and static gates by registry id.
+    pub fn policy(mut self, policy: ToolPolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Lists every server concurrently (each within its own `list_within`) and returns the
+    /// registry. A server that fails is `unavailable` with the reason, logged at ERROR
+    /// (`mcp_server_unavailable`), and the others are offered.
+    pub async fn build(self) -> Result<ToolRegistry, RegistryError> {
+        let mut names = BTreeSet::new();
+        for name in self
+            .servers
+            .iter()
+            .map(|s| s.source.server_name().to_owned())
+            .chain(self.disabled.iter().cloned())
+        {
+            if !names.insert(name.clone()) {
+                return Err(RegistryError::DuplicateServer(name));
+            }
+        }
+        if !self.servers.is_empty()
+            && let Some(host) = &self.host
+            && every_class()
+                .into_iter()
+                .any(|c| host.tools(c).iter().any(|d| d.name == SEARCH_TOOLS_ID))
+        {
+            return Err(RegistryError::ReservedNative(SEARCH_TOOLS_ID.to_owned()));
+        }
+        let statuses = Arc::new(ServerStatuses::none());
+        for name in &self.disabled {
+            tracing::info!(event = "mcp_server_disabled", server = %name, "configured with \"disabled\": true; not started");
+            statuses.set(name, ServerStatus::Disabled);
+        }
+        let registry = ToolRegistry {
+            shared: Arc::new(Shared {
+                host: self.host,
+                servers: self.servers,
+                scope: self.scope.unwrap_or_else(DomainScope::seed),
+                policy: self.policy,
+                statuses,
+                catalogue: RwLock::new(Vec::new()),
+                sessions: Mutex::new(Sessions::default()),
+            }),
+        };
+        registry.refresh().await;
+        Ok(registry)
+    }
+}
+
+/// Every caller class, so a native id is checked against what any caller may see. A match, so a
+/// new class fails to compile here until it is listed.
+fn every_class() -> [CallerClass; 5] {
+    let listed = |c: CallerClass| match c {
+        CallerClass::Local
+        | CallerClass::Remote
+        | CallerClass::Untrusted
+        | CallerClass::Service
+        | CallerClass::ClientTask => c,
+    };
+    [
+        listed(CallerClass::Local),
+        listed(CallerClass::Remote),
+        listed(CallerClass::Untrusted),
+        listed(CallerClass::Service),
+        listed(CallerClass::ClientTask),
+    ]
 }
 
 impl ToolRegistry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
+    /// A builder.
+    pub fn builder() -> ToolRegistryBuilder {
+        ToolRegistryBuilder::default()
     }
 
-    fn read(&self) -> RwLockReadGuard<'_, Inner> {
-        // A poisoned lock only means another thread panicked mid-update of plain maps; the maps
-        // are still consistent per entry, so keep serving rather than take the sidecar down.
-        self.inner
+    /// The live per-server states (shared: `/health` reads the same object the registry writes).
+    pub fn statuses(&self) -> Arc<ServerStatuses> {
+        Arc::clone(&self.shared.statuses)
+    }
+
+    /// The full catalogue of every connected server, whatever a turn's scope.
+    pub fn catalogue(&self) -> Vec<CatalogueTool> {
+        self.shared
+            .catalogue
             .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Registers an in-process tool under its own id.
-    pub fn register_native(&self, tool: Arc<dyn NativeTool>) -> Result<String, RegistryError> {
-        let descriptor = tool.descriptor();
-        let id = descriptor.name.clone();
-        let valid = !id.is_empty()
-            && id.len() <= super::naming::MAX_PROVIDER_NAME_LEN
-            && id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !valid {
-            return Err(RegistryError::InvalidNativeId(id));
+    /// Lists every server again, concurrently: a changed list replaces the old one, a server
+    /// that fails is `unavailable` (its last listing stays offered), one that never listed and
+    /// now does is `ok`. The sources keep their own cache (re-listed on `tools/list_changed`),
+    /// so a refresh of a healthy server costs no round trip — and therefore does not clear an
+    /// `unavailable` a call found: the next call that reaches the server does.
+    pub async fn refresh(&self) {
+        let shared = &self.shared;
+        let listings = futures::future::join_all(shared.servers.iter().map(|server| async move {
+            let name = server.source.server_name();
+            match tokio::time::timeout(server.list_within, server.source.list_tools()).await {
+                Ok(Ok(tools)) => Ok(tools),
+                Ok(Err(e)) => Err(e.message),
+                Err(_elapsed) => Err(format!(
+                    "mcp server {name}: did not start and list its tools within {:?}",
+                    server.list_within
+                )),
+            }
+        }))
+        .await;
+        let mut catalogue = self.catalogue();
+        for (server, listing) in shared.servers.iter().zip(listings) {
+            let name = server.source.server_name();
+            match listing {
+                Ok(tools) => {
+                    let count = tools.len();
+                    // A client answers a re-list from its cache while its session looks alive, so
+                    // a listing says nothing about a server a call found gone: only a call that
+                    // reaches it clears that (see `call_mcp`).
+                    let had_listing = catalogue.iter().any(|t| t.server == name);
+                    let found_gone = had_listing
+                        && matches!(
+                            shared.statuses.snapshot().get(name),
+                            Some(ServerStatus::Unavailable { .. })
+                        );
+                    catalogue.retain(|t| t.server != name);
+                    catalogue.extend(tools.into_iter().map(|descriptor| CatalogueTool {
+                        id: mcp_tool_id(name, &descriptor.name),
+                        server: name.to_owned(),
+                        provider_name: String::new(),
+                        descriptor,
+                    }));
+                    if !found_gone {
+                        let previous = shared.statuses.set(name, ServerStatus::Ok { tools: count });
+                        if previous.is_none() {
+                            tracing::info!(
+                                event = "mcp_server_ready",
+                                server = name,
+                                tools = count,
+                                "MCP server listed"
+                            );
+                        }
+                    }
+                }
+                Err(reason) => {
+                    shared.statuses.set(name, ServerStatus::Unavailable { reason });
+                }
+            }
         }
-        let mut inner = self.write();
-        if inner.tools.contains_key(&id) {
-            return Err(RegistryError::DuplicateNative(id));
+        // Server order, then the server's own order; names given in that order so a collision
+        // suffix lands on the same tool whatever a turn's scope.
+        let order: Vec<&str> = shared.servers.iter().map(|s| s.source.server_name()).collect();
+        catalogue.sort_by_key(|t| order.iter().position(|s| *s == t.server));
+        let mut taken: BTreeSet<String> = BTreeSet::from([SEARCH_TOOLS_ID.to_owned()]);
+        for tool in &mut catalogue {
+            let preferred = preferred_provider_name(Some(&tool.server), &tool.descriptor.name);
+            let name = if taken.contains(&preferred) {
+                hashed_name(&preferred, &tool.id)
+            } else {
+                preferred
+            };
+            taken.insert(name.clone());
+            tool.provider_name = name;
         }
-        let name = unique_name(&inner, preferred_provider_name(None, &id), &id);
-        inner.by_provider_name.insert(name.clone(), id.clone());
-        inner.natives.insert(id.clone(), tool);
-        inner.tools.insert(
-            id.clone(),
-            RegisteredTool {
-                id,
-                provider_name: name.clone(),
-                origin: ToolOrigin::Native,
-                descriptor,
-            },
-        );
-        Ok(name)
+        *shared.catalogue.write().unwrap_or_else(PoisonError::into_inner) = catalogue;
     }
 
-    /// Registers one MCP tool of `source` (its descriptor as the server lists it).
-    pub fn register_mcp(&self, source: &Arc<dyn ToolSource>, descriptor: ToolDescriptor) -> Registration {
-        let server = source.server_name().to_owned();
-        let id = mcp_tool_id(&server, &descriptor.name);
-        let mut inner = self.write();
-        if let Some(existing) = inner.tools.get(&id) {
-            return Registration::AlreadyAvailable(existing.provider_name.clone());
+    fn found_for(&self, session: Option<&str>) -> Arc<Mutex<Found>> {
+        let Some(session) = session else {
+            return Arc::new(Mutex::new(Found::default()));
+        };
+        let mut sessions = lock(&self.shared.sessions);
+        sessions.tick += 1;
+        let tick = sessions.tick;
+        if let Some((used, found)) = sessions.by_id.get_mut(session) {
+            *used = tick;
+            return Arc::clone(found);
         }
-        let name = unique_name(
-            &inner,
-            preferred_provider_name(Some(&server), &descriptor.name),
-            &id,
-        );
-        inner
-            .sources
-            .entry(server.clone())
-            .or_insert_with(|| Arc::clone(source));
-        inner.by_provider_name.insert(name.clone(), id.clone());
-        inner.tools.insert(
-            id.clone(),
-            RegisteredTool {
-                id,
-                provider_name: name.clone(),
-                origin: ToolOrigin::Mcp { server },
-                descriptor,
-            },
-        );
-        Registration::Registered(name)
+        if sessions.by_id.len() >= MAX_REMEMBERED_SESSIONS
+            && let Some(oldest) = sessions
+                .by_id
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(id, _)| id.clone())
+        {
+            sessions.by_id.remove(&oldest);
+        }
+        let found = Arc::new(Mutex::new(Found::default()));
+        sessions
+            .by_id
+            .insert(session.to_owned(), (tick, Arc::clone(&found)));
+        found
     }
+}
 
-    /// Protects `id` from the provider cap for the rest of this registry's life.
-    pub fn pin(&self, id: &str) {
-        self.write().pinned.insert(id.to_owned());
-    }
-
-    /// The pinned ids.
-    pub fn pinned(&self) -> BTreeSet<String> {
-        self.read().pinned.clone()
-    }
-
-    /// A tool by registry id or provider name.
-    pub fn get(&self, id_or_name: &str) -> Option<RegisteredTool> {
-        let inner = self.read();
-        inner.tools.get(id_or_name).cloned().or_else(|| {
-            inner
-                .by_provider_name
-                .get(id_or_name)
-                .and_then(|id| inner.tools.get(id))
-                .cloned()
+impl ToolBoxes for ToolRegistry {
+    /// An empty `domains` is no scoping signal and scopes nothing (seed: under-scoping costs
+    /// nothing, a false negative is preferred over guessing).
+    fn for_turn(&self, caller: &CallerContext, domains: Option<&[String]>) -> Arc<dyn ToolBox> {
+        Arc::new(TurnTools {
+            shared: Arc::clone(&self.shared),
+            caller: caller.clone(),
+            domains: domains.filter(|d| !d.is_empty()).map(<[String]>::to_vec),
+            found: self.found_for(caller.session.as_deref()),
         })
     }
+}
 
-    /// Every registered tool, by id.
-    pub fn all(&self) -> Vec<RegisteredTool> {
-        self.read().tools.values().cloned().collect()
+/// One turn's view of the registry.
+struct TurnTools {
+    shared: Arc<Shared>,
+    caller: CallerContext,
+    domains: Option<Vec<String>>,
+    found: Arc<Mutex<Found>>,
+}
+
+impl TurnTools {
+    fn visible(&self, tool: &CatalogueTool, found: &Found) -> bool {
+        found.registered.contains(&tool.id)
+            || self
+                .shared
+                .scope
+                .admits(&tool.server, &tool.id, self.domains.as_deref())
     }
 
-    /// How many tools are registered.
-    pub fn len(&self) -> usize {
-        self.read().tools.len()
-    }
-
-    /// True when nothing is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The schemas for one provider call, chosen under `max_tools` (the provider family's cap,
-    /// `metaforge_domain::providers::max_tools_for`). A drop is logged loudly.
-    pub fn schemas_for(&self, max_tools: Option<usize>) -> SchemaSelection {
-        let (tools, pinned) = {
-            let inner = self.read();
-            (inner.tools.clone(), inner.pinned.clone())
-        };
-        // Selection runs on registry ids, the names pins and companion groups are written in.
-        let candidates: Vec<OfferedTool> = tools
-            .values()
-            .map(|t| OfferedTool {
-                name: t.id.clone(),
-                origin: match &t.origin {
-                    ToolOrigin::Native => CapOrigin::Native,
-                    ToolOrigin::Mcp { server } => CapOrigin::Mcp(server.clone()),
-                },
-            })
-            .collect();
-        let selection = select_tools(&candidates, max_tools, &pinned);
-        if !selection.dropped.is_empty() {
-            tracing::warn!(
-                event = "tool_schemas_truncated",
-                limit = max_tools.unwrap_or(0),
-                registered = candidates.len(),
-                kept = selection.kept.len(),
-                dropped_count = selection.dropped.len(),
-                dropped = %selection.dropped.join(","),
-                protected_exceeds_cap = selection.protected_exceeds_cap,
-                "provider tool cap dropped tool schemas"
-            );
-        }
-        let schemas = selection
-            .kept
+    /// `search_tools`: every match registered (when the turn could not see it) and pinned.
+    fn search(&self, arguments: &Map<String, Value>) -> Result<ToolOutput, PortError> {
+        let query = arguments
+            .get("query")
+            .and_then(Value::as_str)
+            .ok_or_else(|| PortError::new(PortErrorKind::Invalid, "query: a string is required"))?;
+        let limit = arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(DEFAULT_SEARCH_LIMIT, |l| {
+                usize::try_from(l)
+                    .unwrap_or(MAX_SEARCH_LIMIT)
+                    .clamp(1, MAX_SEARCH_LIMIT)
+            });
+        let words = keywords(query);
+        let catalogue = self
+            .shared
+            .catalogue
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let mut scored: Vec<(usize, &CatalogueTool)> = catalogue
             .iter()
-            .filter_map(|id| tools.get(id))
-            .map(|t| ProviderToolSchema {
-                name: t.provider_name.clone(),
-                description: t.descriptor.description.clone(),
-                parameters: t.descriptor.input_schema.clone(),
-            })
+            .filter_map(|t| score(&words, &t.id, &t.descriptor.description).map(|s| (s, t)))
             .collect();
-        SchemaSelection {
-            schemas,
-            dropped: selection.dropped,
-        }
-    }
-
-    /// Calls a tool by registry id or provider name. Every failure is an error envelope in the
-    /// output (MET-569), so this never fails as a Rust error: the model always gets an answer.
-    pub async fn invoke(&self, id_or_name: &str, arguments: Map<String, Value>) -> ToolOutput {
-        let Some(tool) = self.get(id_or_name) else {
-            return ToolOutput::error(json!({
-                "status": "error", "error": "unknown_tool", "tool": id_or_name,
-                "hint": "call search_tools to find and register a tool"
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        let mut found = lock(&self.found);
+        let mut matches = Vec::new();
+        for (_, tool) in scored.into_iter().take(limit) {
+            let status = if self.visible(tool, &found) {
+                "already available"
+            } else {
+                found.registered.insert(tool.id.clone());
+                "registered"
+            };
+            found.pinned.insert(tool.id.clone());
+            matches.push(json!({
+                "id": tool.id,
+                "name": tool.provider_name,
+                "status": status,
+                "description": tool.descriptor.description,
             }));
-        };
-        let arguments = Value::Object(arguments);
-        let problems = validate_arguments(Some(&tool.descriptor.input_schema), &arguments);
-        if !problems.is_empty() {
-            return ToolOutput::error(invalid_arguments_envelope(&tool.id, &problems));
         }
-        let Value::Object(arguments) = arguments else {
-            return ToolOutput::error(json!({"status": "error", "error": "internal"}));
+        tracing::info!(
+            event = "search_tools",
+            query,
+            matches = matches.len(),
+            "search_tools registered and pinned its matches"
+        );
+        Ok(ToolOutput::json(json!({
+            "query": query,
+            "count": matches.len(),
+            "matches": matches,
+        })))
+    }
+
+    async fn call_mcp(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<ToolOutput, PortError> {
+        let Some(source) = self
+            .shared
+            .servers
+            .iter()
+            .find(|s| s.source.server_name() == server)
+            .map(|s| Arc::clone(&s.source))
+        else {
+            return Err(PortError::new(
+                PortErrorKind::NotFound,
+                format!("no MCP server named {server:?} is configured"),
+            ));
         };
-        let result = match &tool.origin {
+        let result = source.call_tool(tool, arguments).await;
+        let statuses = &self.shared.statuses;
+        match &result {
+            Err(e) if e.kind == PortErrorKind::Unavailable => {
+                statuses.set(
+                    server,
+                    ServerStatus::Unavailable {
+                        reason: e.message.clone(),
+                    },
+                );
+            }
+            Ok(_) | Err(_) => {
+                // The server answered (a tool-level error or a refusal is still an answer).
+                if matches!(
+                    statuses.snapshot().get(server),
+                    Some(ServerStatus::Unavailable { .. })
+                ) {
+                    let tools = self
+                        .shared
+                        .catalogue
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .iter()
+                        .filter(|t| t.server == server)
+                        .count();
+                    statuses.set(server, ServerStatus::Ok { tools });
+                }
+            }
+        }
+        result
+    }
+}
+
+#[async_trait::async_trait]
+impl ToolBox for TurnTools {
+    fn tools(&self) -> Vec<AgentTool> {
+        let shared = &self.shared;
+        let mut out = Vec::new();
+        let mut taken = BTreeSet::new();
+        if let Some(host) = &shared.host {
+            for descriptor in host.tools(self.caller.class) {
+                let name = preferred_provider_name(None, &descriptor.name);
+                taken.insert(name.clone());
+                out.push(AgentTool::new(
+                    descriptor.name.clone(),
+                    name,
+                    ToolOrigin::Native,
+                    descriptor,
+                    &shared.policy,
+                ));
+            }
+        }
+        if !shared.servers.is_empty() {
+            taken.insert(SEARCH_TOOLS_ID.to_owned());
+            out.push(AgentTool::new(
+                SEARCH_TOOLS_ID.to_owned(),
+                SEARCH_TOOLS_ID.to_owned(),
+                ToolOrigin::Native,
+                search_tools_descriptor(),
+                &shared.policy,
+            ));
+        }
+        let found = lock(&self.found);
+        let catalogue = shared.catalogue.read().unwrap_or_else(PoisonError::into_inner);
+        for tool in catalogue.iter().filter(|t| self.visible(t, &found)) {
+            // Natives are named first; an MCP name equal to one (only a native id starting
+            // `mcp_` could do it) takes the hash suffix instead.
+            let name = if taken.contains(&tool.provider_name) {
+                hashed_name(&tool.provider_name, &tool.id)
+            } else {
+                tool.provider_name.clone()
+            };
+            taken.insert(name.clone());
+            out.push(AgentTool::new(
+                tool.id.clone(),
+                name,
+                ToolOrigin::Mcp(tool.server.clone()),
+                tool.descriptor.clone(),
+                &shared.policy,
+            ));
+        }
+        out
+    }
+
+    fn pinned(&self) -> BTreeSet<String> {
+        lock(&self.found).pinned.clone()
+    }
+
+    async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        match &tool.origin {
+            ToolOrigin::Native if tool.id == SEARCH_TOOLS_ID && !self.shared.servers.is_empty() => {
+                self.search(&arguments)
+            }
             ToolOrigin::Native => {
-                let native = self.read().natives.get(&tool.id).cloned();
-                match native {
-                    Some(native) => native.invoke(arguments).await,
-                    None => Err(PortError::new(PortErrorKind::Internal, "native handler missing")),
+                let Some(host) = &self.shared.host else {
+                    return Err(PortError::new(
+                        PortErrorKind::NotFound,
+                        format!("no native host serves {:?}", tool.id),
+                    ));
+                };
+                match host.call(&self.caller, &tool.descriptor.name, arguments).await? {
+                    HostCallOutcome::Done(output) => Ok(output),
+                    // A turn has no channel to ask a person mid-call: the questions go back to
+                    // the model as the result, as for an MCP client with no input channel.
+                    HostCallOutcome::NeedsInput { result, .. } => Ok(result),
                 }
             }
-            ToolOrigin::Mcp { server } => {
-                let source = self.read().sources.get(server).cloned();
-                match source {
-                    Some(source) => source.call_tool(&tool.descriptor.name, arguments).await,
-                    None => Err(PortError::new(PortErrorKind::Internal, "mcp source missing")),
-                }
-            }
-        };
-        match result {
-            Ok(output) if output.is_error => ToolOutput::error(json!({
-                "status": "error", "error": "tool_error", "tool": tool.id,
-                "details": server_payload(&output),
-            })),
-            Ok(output) => output,
-            Err(e) => ToolOutput::error(json!({
-                "status": "error",
-                "error": port_error_code(e.kind),
-                "tool": tool.id,
-                "message": e.message,
-            })),
+            ToolOrigin::Mcp(server) => self.call_mcp(server, &tool.descriptor.name, arguments).await,
         }
     }
-}
-
-/// The server's own error payload: its structured content, else its text parsed as JSON, else
-/// the text itself — whichever keeps the most of what the server said.
-fn server_payload(output: &ToolOutput) -> Value {
-    if let Some(structured) = &output.structured {
-        return structured.clone();
-    }
-    let text = output.text();
-    serde_json::from_str(&text).unwrap_or(Value::String(text))
-}
-
-fn port_error_code(kind: PortErrorKind) -> &'static str {
-    match kind {
-        PortErrorKind::NotFound => "not_found",
-        PortErrorKind::Invalid => "invalid_arguments",
-        PortErrorKind::Unavailable => "unavailable",
-        PortErrorKind::Conflict => "conflict",
-        PortErrorKind::Corrupt => "corrupt",
-        PortErrorKind::Internal => "internal",
-    }
-}
-
-fn unique_name(inner: &Inner, preferred: String, id: &str) -> String {
-    if !inner.by_provider_name.contains_key(&preferred) {
-        return preferred;
-    }
-    hashed_name(&preferred, id)
 }

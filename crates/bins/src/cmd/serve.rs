@@ -76,6 +76,12 @@ pub(crate) struct Composition {
     pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
     /// The server's flow generator, shared by the gateway and the in-process sidecar.
     pub(crate) generator: Arc<PipelineGenerator>,
+    /// The tool registry and the MCP servers' states (`crate::tool_servers`).
+    #[expect(
+        dead_code,
+        reason = "chat threads (issue 15 item 6) read the registry; held so the servers and their refresh live as long as the gateway"
+    )]
+    pub(crate) tools: crate::tool_servers::ComposedTools,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -183,6 +189,10 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         Arc::clone(&harness),
         Arc::clone(&flows),
     ));
+    let natives = crate::tool_servers::sidecar_natives(&ledger, &versions, &clock, &ids, generator.clone());
+    let tools = crate::tool_servers::compose_tools(&paths.home, natives)
+        .await
+        .map_err(|e| StartError::Config(e.to_string()))?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
         approvals,
@@ -194,6 +204,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         chat: None,
         providers: rows,
         pipeline,
+        mcp_servers: Arc::clone(&tools.statuses),
     });
     Ok(Composition {
         state,
@@ -204,6 +215,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         ids: ids_for_up,
         usage_sink,
         generator,
+        tools,
         _scratch: scratch,
     })
 }

@@ -130,6 +130,7 @@ pub(crate) fn state_from(
         providers,
         chat,
         pipeline,
+        mcp_servers: Arc::new(metaforge_app::tools::ServerStatuses::none()),
     })
 }
 

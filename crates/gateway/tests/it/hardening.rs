@@ -137,6 +137,65 @@ async fn public_health_says_only_ok_or_degraded_and_the_detail_needs_a_key() {
     );
 }
 
+/// Issue 15: the MCP tool servers are one health component: `{status}` without a key, each
+/// server's state and reason with one; degraded when any is unavailable.
+#[tokio::test]
+async fn health_reports_each_mcp_server_and_degrades_when_one_is_unavailable() {
+    use metaforge_app::tools::{ServerStatus, ServerStatuses};
+    let statuses = Arc::new(ServerStatuses::none());
+    let with_servers = |statuses: &Arc<ServerStatuses>| {
+        let mut state = Arc::try_unwrap(super::common::state())
+            .ok()
+            .expect("a fresh state has one owner");
+        state.mcp_servers = Arc::clone(statuses);
+        let auth = AuthState::new(parse_api_keys(&format!("alice:{ALICE}")).unwrap(), None);
+        gateway::build(Arc::new(state), Arc::new(auth), 1 << 20)
+    };
+    // None configured: ok, and an empty map in the detail.
+    let app = with_servers(&statuses);
+    let (_, _, public) = send(&app, get("/health", None)).await;
+    assert_eq!(public["mcp_servers"], json!({"status": "ok"}), "{public}");
+    let (_, _, detail) = send(&app, get("/health", Some(ALICE))).await;
+    assert_eq!(detail["mcp_servers"], json!({"status": "ok", "servers": {}}));
+
+    statuses.set("everything", ServerStatus::Ok { tools: 12 });
+    statuses.set("old", ServerStatus::Disabled);
+    let (_, _, detail) = send(&app, get("/health", Some(ALICE))).await;
+    assert_eq!(
+        detail["status"], "ok",
+        "a disabled server degrades nothing: {detail}"
+    );
+    assert_eq!(
+        detail["mcp_servers"]["servers"]["everything"],
+        json!({"status": "ok", "tools": 12})
+    );
+    assert_eq!(
+        detail["mcp_servers"]["servers"]["old"],
+        json!({"status": "disabled"})
+    );
+
+    statuses.set(
+        "cad",
+        ServerStatus::Unavailable {
+            reason: "mcp server cad: cannot start freecad-mcp: No such file or directory".to_owned(),
+        },
+    );
+    let (_, _, public) = send(&app, get("/health", None)).await;
+    assert_eq!(public["status"], "degraded");
+    assert_eq!(
+        public["mcp_servers"],
+        json!({"status": "degraded"}),
+        "no names or reasons without a key: {public}"
+    );
+    let (_, _, detail) = send(&app, get("/health", Some(ALICE))).await;
+    assert_eq!(detail["status"], "degraded");
+    assert_eq!(detail["mcp_servers"]["status"], "degraded");
+    assert_eq!(
+        detail["mcp_servers"]["servers"]["cad"],
+        json!({"status": "unavailable", "reason": "mcp server cad: cannot start freecad-mcp: No such file or directory"})
+    );
+}
+
 /// Item 8: per-field limits with a 422 naming the field; nothing stored; nothing huge echoed.
 #[tokio::test]
 async fn stored_fields_over_their_limit_are_refused_naming_the_field_and_nothing_is_stored() {

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use metaforge_agent::{
-    Agent, AgentPorts, ModelProfile, ModelTarget, PortToolBox, ProviderModels, ToolBox, ToolBoxes, ToolPolicy,
+    Agent, AgentPorts, ModelProfile, ModelTarget, ProviderModels, ToolBoxes, ToolPolicy,
 };
 use metaforge_app::chat::{ChatService, ChatSettings};
 use metaforge_domain::approvals::ApproverPolicy;
@@ -23,15 +23,6 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::common::{app_over, get, harness, post, send, state_from};
-
-/// The same tools for every caller (the registry's scoping is tested with the registry).
-struct OneToolBox(Arc<dyn ToolBox>);
-
-impl ToolBoxes for OneToolBox {
-    fn for_turn(&self, _caller: &CallerContext, _domains: Option<&[String]>) -> Arc<dyn ToolBox> {
-        Arc::clone(&self.0)
-    }
-}
 
 struct Chat {
     app: axum::Router,
@@ -88,11 +79,22 @@ async fn chat_over(
         requires_approval: held.iter().map(|t| (*t).to_owned()).collect::<BTreeSet<_>>(),
         ..ToolPolicy::default()
     };
-    let tools: Arc<dyn ToolBox> =
-        Arc::new(PortToolBox::build(vec![Arc::clone(&server) as Arc<dyn ToolSource>], None, &policy).await);
+    let registry = Arc::new(
+        metaforge_app::tools::ToolRegistry::builder()
+            .server(Arc::clone(&server) as Arc<dyn ToolSource>, Duration::from_secs(5))
+            .policy(policy)
+            .build()
+            .await
+            .unwrap(),
+    );
+    let local = CallerContext {
+        class: metaforge_ports::CallerClass::Local,
+        session: None,
+        input_channel: metaforge_ports::InputChannel::None,
+    };
     let agent = Agent::new(AgentPorts {
         model: Arc::new(ProviderModels::new(roles)),
-        tools: Arc::clone(&tools),
+        tools: registry.for_turn(&local, None),
         approvals: Some(ledger.clone() as _),
         clock: Arc::clone(&clock),
         ids: Arc::new(SequentialIds::new("hold")),
@@ -101,7 +103,7 @@ async fn chat_over(
     let service = ChatService::new(
         sessions.clone(),
         agent,
-        Arc::new(OneToolBox(tools)),
+        registry,
         Arc::clone(&clock),
         Arc::new(SequentialIds::new("chat")),
         settings,

@@ -1,0 +1,232 @@
+//! Start-up of the tool servers the agent loop calls: the servers file, one MCP client per
+//! server, and the central registry over them and the native tools.
+//!
+//! The file is `METAFORGE_MCP_SERVERS_PATH`, else `$METAFORGE_HOME/mcp_servers.json`, in the
+//! `mcpServers` shape Claude Desktop and Claude Code use (`metaforge_adapters_mcp::config`). A
+//! missing file at the default place means no servers; a missing file at an explicitly set path,
+//! or a bad file, refuses start naming the variable, the path and the field. Every enabled
+//! server is started and listed concurrently (each within twice its connect timeout); one
+//! that fails is logged at ERROR (`mcp_server_unavailable`, with server and reason), reported
+//! `unavailable` in `/health`, and skipped — never silently. A refresh every
+//! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaforge_adapters_mcp::{ConfigError, McpToolServer, ServerConfig, load_servers_file};
+use metaforge_app::flow_generator::ProposalGenerator;
+use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatuses, ToolRegistry};
+use metaforge_ports::approval_ledger::ApprovalLedger;
+use metaforge_ports::flow_version_store::FlowVersionStore;
+use metaforge_ports::{Clock, IdGen, ToolHost};
+use metaforge_sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
+
+use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
+
+/// Where the servers file is, when not at its default place.
+pub(crate) const SERVERS_PATH_ENV: &str = "METAFORGE_MCP_SERVERS_PATH";
+
+/// The servers file's name under `METAFORGE_HOME`.
+pub(crate) const SERVERS_FILE: &str = "mcp_servers.json";
+
+/// How often the registry re-lists its servers (a server that never listed is retried; a
+/// changed list replaces the old one).
+pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(60);
+
+/// Why the tool servers could not be composed; start is refused, naming the place.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolServersError {
+    /// `METAFORGE_MCP_SERVERS_PATH` names a file that does not exist.
+    #[error(
+        "{SERVERS_PATH_ENV}={}: no such file (point it at a servers file, or unset it to read $METAFORGE_HOME/{SERVERS_FILE} when present)",
+        path.display()
+    )]
+    MissingExplicit {
+        /// The path the variable names.
+        path: PathBuf,
+    },
+    /// The file could not be read or was refused (names the path and the field or `line:col`).
+    #[error("MCP servers file {0}")]
+    File(#[source] ConfigError),
+    /// The registry refused the configuration.
+    #[error("MCP servers file {}: {source}", path.display())]
+    Registry {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: RegistryError,
+    },
+}
+
+/// Aborts the background refresh when the composition is dropped.
+#[derive(Debug)]
+struct RefreshTask(tokio::task::JoinHandle<()>);
+
+impl Drop for RefreshTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The composed tools: the registry the agent loop reads (`metaforge_agent::ToolBoxes`) and
+/// the per-server states `/health` reports.
+#[derive(Debug)]
+pub(crate) struct ComposedTools {
+    /// The central registry: natives, `search_tools` and every connected server's tools.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "chat threads (issue 15 item 6) read it; the tests do now"
+        )
+    )]
+    pub(crate) registry: Arc<ToolRegistry>,
+    /// Each configured server's state (the same object the registry updates after each call).
+    pub(crate) statuses: Arc<ServerStatuses>,
+    /// The servers file read, `None` when there was none at the default place.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "chat threads (issue 15 item 6) read it; the tests do now"
+        )
+    )]
+    pub(crate) servers_file: Option<PathBuf>,
+    _refresh: Option<RefreshTask>,
+}
+
+/// The native tools the agent loop offers: the MCP sidecar's host over the one approval ledger
+/// and flow-version store (`flow.list`, `flow.validate`, `flow.propose` with the server's
+/// generator, `flow.version`, `approvals.list`).
+pub(crate) fn sidecar_natives(
+    approvals: &Arc<dyn ApprovalLedger>,
+    versions: &Arc<dyn FlowVersionStore>,
+    clock: &Arc<dyn Clock>,
+    ids: &Arc<dyn IdGen>,
+    generator: Arc<dyn ProposalGenerator>,
+) -> Arc<dyn ToolHost> {
+    let stores = FlowStores {
+        approvals: Arc::clone(approvals),
+        versions: Arc::clone(versions),
+        clock: Arc::clone(clock),
+        ids: Arc::clone(ids),
+    };
+    let propose = FlowPropose::new(stores.clone()).with_generator(generator);
+    Arc::new(
+        host_with_stores(
+            stores,
+            HoldPolicy {
+                timeout: HOLD_TIMEOUT,
+                poll: HOLD_POLL,
+            },
+        )
+        .with_tool(Arc::new(propose)),
+    )
+}
+
+/// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
+/// and lists every enabled server concurrently, and builds the registry over them and `natives`.
+pub(crate) async fn compose_tools(
+    home: &Path,
+    natives: Arc<dyn ToolHost>,
+) -> Result<ComposedTools, ToolServersError> {
+    let explicit = crate::system::env(SERVERS_PATH_ENV).map(PathBuf::from);
+    compose_tools_from(explicit, home, natives).await
+}
+
+/// [`compose_tools`] with the variable's value passed in.
+async fn compose_tools_from(
+    explicit: Option<PathBuf>,
+    home: &Path,
+    natives: Arc<dyn ToolHost>,
+) -> Result<ComposedTools, ToolServersError> {
+    let (servers_file, servers) = read_servers(explicit, home)?;
+    let mut scope = DomainScope::seed();
+    let mut builder = ToolRegistry::builder().natives(natives);
+    for config in servers {
+        scope.add_server(&config.name, config.core, &config.domains);
+        if config.disabled {
+            builder = builder.disabled_server(config.name);
+            continue;
+        }
+        // Start-up waits at most twice the connect timeout per server (the handshake, then
+        // tools/list), so one hanging server cannot hold the gateway's start for a call timeout.
+        let list_within = config.connect_timeout * 2;
+        builder = builder.server(Arc::new(McpToolServer::new(config)), list_within);
+    }
+    let registry = builder
+        .scope(scope)
+        .build()
+        .await
+        .map_err(|source| ToolServersError::Registry {
+            path: servers_file.clone().unwrap_or_default(),
+            source,
+        })?;
+    let registry = Arc::new(registry);
+    let statuses = registry.statuses();
+    let states = statuses.snapshot();
+    let count = |wanted: &str| states.values().filter(|s| s.as_str() == wanted).count();
+    tracing::info!(
+        event = "mcp_servers_composed",
+        file = %servers_file.as_deref().map_or_else(|| "(none)".to_owned(), |p| p.display().to_string()),
+        configured = states.len(),
+        ok = count("ok"),
+        unavailable = count("unavailable"),
+        disabled = count("disabled"),
+        tools = states
+            .values()
+            .map(|s| match s {
+                ServerStatus::Ok { tools } => *tools,
+                ServerStatus::Unavailable { .. } | ServerStatus::Disabled => 0,
+            })
+            .sum::<usize>(),
+        "MCP tool servers composed"
+    );
+    let refresh = (!states.is_empty()).then(|| {
+        let registry = Arc::clone(&registry);
+        RefreshTask(tokio::spawn(async move {
+            let mut every = tokio::time::interval(REFRESH_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            every.tick().await;
+            loop {
+                every.tick().await;
+                registry.refresh().await;
+            }
+        }))
+    });
+    Ok(ComposedTools {
+        registry,
+        statuses,
+        servers_file,
+        _refresh: refresh,
+    })
+}
+
+/// The servers configured, and the file they came from (`None`: no file at the default place).
+fn read_servers(
+    explicit: Option<PathBuf>,
+    home: &Path,
+) -> Result<(Option<PathBuf>, Vec<ServerConfig>), ToolServersError> {
+    let (path, is_explicit) = match explicit {
+        Some(path) => (path, true),
+        None => (home.join(SERVERS_FILE), false),
+    };
+    match load_servers_file(&path) {
+        Ok(servers) => Ok((Some(path), servers)),
+        Err(e) if e.is_missing_file() && is_explicit => Err(ToolServersError::MissingExplicit { path }),
+        Err(e) if e.is_missing_file() => {
+            tracing::info!(
+                event = "mcp_servers_file_absent",
+                path = %path.display(),
+                "no MCP servers file: the agent loop offers the native tools only"
+            );
+            Ok((None, Vec::new()))
+        }
+        Err(e) => Err(ToolServersError::File(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests;
