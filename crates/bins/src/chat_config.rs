@@ -74,8 +74,6 @@ fn positive(lookup: &dyn Fn(&str) -> Option<String>, name: &str) -> Result<Optio
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
-
     use super::*;
 
     fn from(pairs: &[(&str, &str)]) -> Result<ChatSettings, String> {

@@ -75,13 +75,6 @@ impl Drop for RefreshTask {
 #[derive(Debug)]
 pub(crate) struct ComposedTools {
     /// The central registry: natives, `search_tools` and every connected server's tools.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "chat threads (issue 15 item 6) read it; the tests do now"
-        )
-    )]
     pub(crate) registry: Arc<ToolRegistry>,
     /// Each configured server's state (the same object the registry updates after each call).
     pub(crate) statuses: Arc<ServerStatuses>,

@@ -79,7 +79,7 @@ pub(crate) struct Composition {
     /// The tool registry and the MCP servers' states (`crate::tool_servers`).
     #[expect(
         dead_code,
-        reason = "chat threads (issue 15 item 6) read the registry; held so the servers and their refresh live as long as the gateway"
+        reason = "only held: the servers and their refresh task live as long as the gateway"
     )]
     pub(crate) tools: crate::tool_servers::ComposedTools,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
@@ -193,6 +193,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let tools = crate::tool_servers::compose_tools(&paths.home, natives)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
+    let chat = compose_chat(&paths, pipeline.clone(), &harness, &tools, &ledger, &clock, &ids).await?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
         approvals,
@@ -201,7 +202,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         clock,
         harness,
         generator: generator.clone(),
-        chat: None,
+        chat: Some(chat),
         providers: rows,
         pipeline,
         mcp_servers: Arc::clone(&tools.statuses),
@@ -218,6 +219,56 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         tools,
         _scratch: scratch,
     })
+}
+
+/// Chat threads: the session ledger, the agent loop over the provider pipeline (every model call
+/// routed, retried, accounted) and the central tool registry, holds in the one approval ledger.
+async fn compose_chat(
+    paths: &StorePaths,
+    pipeline: Option<Arc<ProviderPipeline>>,
+    routes: &Arc<metaforge_app::routing::RouteResolver>,
+    tools: &crate::tool_servers::ComposedTools,
+    ledger: &Arc<dyn ApprovalLedger>,
+    clock: &Arc<dyn Clock>,
+    ids: &Arc<dyn IdGen>,
+) -> Result<Arc<metaforge_app::chat::ChatService>, StartError> {
+    use metaforge_agent::{Agent, AgentPorts, ToolBoxes as _};
+    let settings = crate::chat_config::chat_settings(&|name| env(name)).map_err(StartError::Config)?;
+    let sessions = Arc::new(
+        metaforge_adapters_store::SqliteSessionStore::open(&paths.sessions)
+            .await
+            .map_err(|e| StartError::Runtime(format!("{}: {e}", paths.sessions.display())))?,
+    );
+    let model = metaforge_app::turn_model::PipelineTurnModel::new(pipeline, Arc::clone(routes))
+        .with_loop_mode(settings.loop_mode);
+    let local = metaforge_ports::CallerContext {
+        class: metaforge_ports::CallerClass::Local,
+        session: None,
+        input_channel: metaforge_ports::InputChannel::None,
+    };
+    let agent = Agent::new(AgentPorts {
+        model: Arc::new(model),
+        tools: tools.registry.for_turn(&local, None),
+        approvals: Some(Arc::clone(ledger)),
+        clock: Arc::clone(clock),
+        ids: Arc::clone(ids),
+    });
+    tracing::info!(
+        event = "chat_composed",
+        sessions = %paths.sessions.display(),
+        max_iterations = settings.max_iterations,
+        token_budget = settings.token_budget.unwrap_or(0),
+        disabled_gates = %settings.disabled_gates.join(","),
+        "chat threads served"
+    );
+    Ok(Arc::new(metaforge_app::chat::ChatService::new(
+        sessions,
+        agent,
+        Arc::clone(&tools.registry) as _,
+        Arc::clone(clock),
+        Arc::clone(ids),
+        settings,
+    )))
 }
 
 /// Four eyes (`METAFORGE_APPROVALS_SEPARATE_APPROVER`): a bad value refuses start, and so does
