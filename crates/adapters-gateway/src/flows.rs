@@ -54,7 +54,12 @@ fn propose_body(proposal: &CallerProposal) -> Value {
         json!({"client": format!("mcp-sidecar ({})", proposal.caller)}),
     );
     if let Some(Value::Object(context)) = &proposal.context {
-        for key in ["manufacturing_context", "target_maturity", "loads_and_use", "budget"] {
+        for key in [
+            "manufacturing_context",
+            "target_maturity",
+            "loads_and_use",
+            "budget",
+        ] {
             if let Some(value) = context.get(key).filter(|v| !v.is_null()) {
                 body.insert(key.into(), value.clone());
             }

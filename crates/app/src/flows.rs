@@ -438,8 +438,6 @@ impl FlowService {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests fail loudly")]
-
     use super::*;
     use metaforge_domain::flow::TailorMode;
     use metaforge_ports::PortErrorKind;
@@ -513,10 +511,13 @@ mod tests {
             assert_eq!(refusal.code, code);
             assert_eq!(refusal.message, message);
             assert!(!refusal.message.is_empty(), "{code}");
-            let keys = refusal
-                .details
-                .as_ref()
-                .map(|d| d.as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>());
+            let keys = refusal.details.as_ref().map(|d| {
+                d.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            });
             assert_eq!(keys, detail_keys, "{code}");
         }
     }

@@ -380,6 +380,8 @@ fn shape(v: &Value) -> Vec<(String, &'static str)> {
         .collect()
 }
 
+/// A finished call's structured result.
+#[expect(clippy::panic, reason = "a helper of tests: an unfinished call must fail the test loudly")]
 fn structured(outcome: HostCallOutcome) -> Value {
     match outcome {
         HostCallOutcome::Done(output) => output.structured.unwrap(),
@@ -463,21 +465,41 @@ async fn a_refused_flow_propose_answers_with_the_same_code_and_shape_in_process_
             "unknown_template",
         ),
     ] {
-        let from_gateway = structured(remote.call(&caller, "flow.propose", args(arguments.clone())).await.unwrap());
-        let in_process = structured(local.call(&caller, "flow.propose", args(arguments.clone())).await.unwrap());
+        let from_gateway = structured(
+            remote
+                .call(&caller, "flow.propose", args(arguments.clone()))
+                .await
+                .unwrap(),
+        );
+        let in_process = structured(
+            local
+                .call(&caller, "flow.propose", args(arguments.clone()))
+                .await
+                .unwrap(),
+        );
         assert_eq!(from_gateway["error"], code, "{from_gateway}");
         assert_eq!(in_process["error"], code, "{in_process}");
-        assert_eq!(shape(&from_gateway), shape(&in_process), "{from_gateway}\n{in_process}");
+        assert_eq!(
+            shape(&from_gateway),
+            shape(&in_process),
+            "{from_gateway}\n{in_process}"
+        );
         assert_eq!(from_gateway["message"], in_process["message"]);
 
         // The gateway's own HTTP answer to the same proposal carries the same code.
         let mut body = arguments.as_object().unwrap().clone();
-        body.insert("template".into(), body.remove("template_id").unwrap());
+        let template = body.remove("template_id").unwrap();
+        body.insert("template".into(), template);
         let context = body.remove("context").unwrap();
         for (key, value) in context.as_object().unwrap() {
             body.insert(key.clone(), value.clone());
         }
-        let (status, answer) = http(&addr, "POST", "/v1/design-flows/propose", Some(&Value::Object(body)));
+        let (status, answer) = http(
+            &addr,
+            "POST",
+            "/v1/design-flows/propose",
+            Some(&Value::Object(body)),
+        );
         assert_eq!(status, 422, "{answer}");
         assert_eq!(answer["error"], code, "{answer}");
     }

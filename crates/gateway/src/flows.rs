@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, TailorResult,
-    TailorStatus, ValidationReport, questions_to_ask,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, TailorResult, TailorStatus,
+    ValidationReport, questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};

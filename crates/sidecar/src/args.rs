@@ -67,11 +67,7 @@ impl From<ContextAnswerError> for ArgError {
 pub fn parse<T: DeserializeOwned>(arguments: Map<String, Value>) -> Result<T, ArgError> {
     serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|err| {
         let path = err.path().to_string();
-        let field = if path == "." {
-            "arguments".to_owned()
-        } else {
-            path
-        };
+        let field = if path == "." { "arguments".to_owned() } else { path };
         ArgError::new(field, err.into_inner().to_string())
     })
 }
@@ -168,10 +164,9 @@ impl FlowValidateArgs {
             (Some(flow), None, None) => Ok(FlowToValidate::Flow(Box::new(flow))),
             (None, Some(source), None) => Ok(FlowToValidate::Source(source)),
             (None, None, Some(template)) => Ok(FlowToValidate::Template(template)),
-            (None, None, None)
-            | (Some(_), Some(_), _)
-            | (Some(_), _, Some(_))
-            | (_, Some(_), Some(_)) => Err(refused()),
+            (None, None, None) | (Some(_), Some(_), _) | (Some(_), _, Some(_)) | (_, Some(_), Some(_)) => {
+                Err(refused())
+            }
         }
     }
 }
@@ -207,11 +202,7 @@ impl FlowProposeArgs {
     /// answers to the model's product-specific questions (`model_1` …) appended, one line each.
     /// `None` when no intent was given.
     pub fn generator_intent(&self) -> Option<String> {
-        let intent = self
-            .intent
-            .as_deref()
-            .map(str::trim)
-            .filter(|i| !i.is_empty())?;
+        let intent = self.intent.as_deref().map(str::trim).filter(|i| !i.is_empty())?;
         let mut text = intent.to_owned();
         for (id, answer) in self
             .answers
@@ -267,8 +258,6 @@ pub struct ApprovalsListArgs {
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests fail loudly")]
-
     use super::*;
     use serde_json::json;
 
@@ -294,7 +283,14 @@ mod tests {
         );
         assert_eq!(
             property_names(&input_schema::<FlowProposeArgs>()),
-            ["template_id", "intent", "operations", "context", "answers", "requirements"]
+            [
+                "template_id",
+                "intent",
+                "operations",
+                "context",
+                "answers",
+                "requirements"
+            ]
         );
         let version = input_schema::<FlowVersionArgs>();
         assert_eq!(property_names(&version), ["id"]);
@@ -314,18 +310,13 @@ mod tests {
         assert_eq!(schema["properties"]["template_id"]["type"], "string");
         assert_eq!(schema["properties"]["context"]["type"], "object");
         assert_eq!(schema["properties"]["operations"]["type"], "array");
-        assert_eq!(
-            schema["properties"]["operations"]["items"]["type"],
-            "object"
-        );
+        assert_eq!(schema["properties"]["operations"]["items"]["type"], "object");
         assert_eq!(
             schema["properties"]["template_id"]["description"],
             "e.g. mech_v1 (design_v1 when operations come without one)"
         );
-        let problems = metaforge_domain::tool_gating::validate_arguments(
-            Some(&schema),
-            &json!({"template_id": null}),
-        );
+        let problems =
+            metaforge_domain::tool_gating::validate_arguments(Some(&schema), &json!({"template_id": null}));
         assert!(!problems.is_empty(), "null is not a template id");
     }
 
@@ -379,8 +370,7 @@ mod tests {
 
     #[test]
     fn an_answer_to_no_question_or_of_the_wrong_kind_names_it() {
-        let parsed: FlowProposeArgs =
-            parse(args(json!({"answers": {"favourite_colour": "red"}}))).unwrap();
+        let parsed: FlowProposeArgs = parse(args(json!({"answers": {"favourite_colour": "red"}}))).unwrap();
         let err = parsed.context_with_answers().unwrap_err();
         assert_eq!(err.field, "answers.favourite_colour");
         let parsed: FlowProposeArgs =

@@ -842,7 +842,10 @@ async fn a_refused_flow_propose_carries_the_services_code_and_details_and_stores
     let unknown = unknown.structured.unwrap();
     assert_eq!(unknown["error"], "unknown_template", "{unknown}");
     assert_eq!(unknown["status"], "invalid");
-    assert!(unknown["message"].as_str().unwrap().contains("nope_v9"), "{unknown}");
+    assert!(
+        unknown["message"].as_str().unwrap().contains("nope_v9"),
+        "{unknown}"
+    );
 
     let invalid = done(
         host.call(
@@ -858,7 +861,10 @@ async fn a_refused_flow_propose_carries_the_services_code_and_details_and_stores
     .unwrap();
     assert_eq!(invalid["error"], "invalid_proposal", "{invalid}");
     assert_eq!(invalid["refused"][0]["index"], 0, "{invalid}");
-    assert!(invalid["violations"].is_array() && invalid["diff"].is_array(), "{invalid}");
+    assert!(
+        invalid["violations"].is_array() && invalid["diff"].is_array(),
+        "{invalid}"
+    );
     assert!(w.approvals.list_recent(10).await.unwrap().is_empty());
     assert!(w.versions.list(None).await.unwrap().is_empty());
 }
@@ -882,7 +888,14 @@ async fn flow_propose_declares_the_arguments_it_reads_and_accepts_the_routes_tem
         .collect();
     assert_eq!(
         declared,
-        ["template_id", "intent", "operations", "context", "answers", "requirements"]
+        [
+            "template_id",
+            "intent",
+            "operations",
+            "context",
+            "answers",
+            "requirements"
+        ]
     );
     let out = done(
         host.call(

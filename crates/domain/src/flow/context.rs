@@ -210,11 +210,7 @@ struct CapabilityGroups {
     machines: Option<Listed>,
     #[serde(default, alias = "stockMaterials")]
     stock_materials: Option<Listed>,
-    #[serde(
-        default,
-        alias = "productionQuantity",
-        deserialize_with = "present_or_null"
-    )]
+    #[serde(default, alias = "productionQuantity", deserialize_with = "present_or_null")]
     production_quantity: Option<Option<u32>>,
 }
 

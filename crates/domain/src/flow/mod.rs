@@ -61,8 +61,8 @@ pub use document::{DocumentError, Syntax, parse_document};
 pub use freeze::{FreezeError, content_hash, freeze, sha256_hex, thaw};
 pub use generator::{
     AnswerError, AskedQuestion, GENERATOR_ROLE, GeneratedTailoring, GeneratorAnswer, GeneratorPrompt,
-    MAX_MODEL_QUESTIONS, MODEL_QUESTION_PREFIX, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
-    questions_to_ask, tailor_generated,
+    MAX_MODEL_QUESTIONS, MODEL_QUESTION_PREFIX, ModelQuestion, PromptPurpose, QuestionSource,
+    generator_prompt, parse_answer, questions_to_ask, tailor_generated,
 };
 pub use invariants::{RULES, Violation, execution_order, is_valid, uses_list_order, validate};
 pub use limits::{

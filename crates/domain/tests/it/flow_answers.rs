@@ -20,14 +20,21 @@ fn every_asked_question_id_is_a_question_id_and_reads_back_as_itself() {
     let asked: Vec<QuestionId> = required_questions(None).iter().map(|q| q.id).collect();
     assert_eq!(
         asked,
-        [QuestionId::ManufacturingRoute, QuestionId::TargetMaturity, QuestionId::LoadsAndUse]
+        [
+            QuestionId::ManufacturingRoute,
+            QuestionId::TargetMaturity,
+            QuestionId::LoadsAndUse
+        ]
     );
     for id in QuestionId::ALL {
         assert_eq!(id.as_str().parse::<QuestionId>(), Ok(id));
         assert_eq!(serde_json::to_value(id).unwrap(), json!(id.as_str()));
     }
     assert!("favourite_colour".parse::<QuestionId>().is_err());
-    assert!("model_1".parse::<QuestionId>().is_err(), "the model's questions are not the server's");
+    assert!(
+        "model_1".parse::<QuestionId>().is_err(),
+        "the model's questions are not the server's"
+    );
 }
 
 #[test]
@@ -43,15 +50,20 @@ fn answers_fill_the_fields_their_questions_name() {
         (
             "capabilities as comma-separated text become processes, blanks dropped",
             json!({"manufacturing_context": {"route": "in_house"}}),
-            vec![(QuestionId::InHouseCapabilities, json!("FDM printing, , laser cutting"))],
+            vec![(
+                QuestionId::InHouseCapabilities,
+                json!("FDM printing, , laser cutting"),
+            )],
             json!({"manufacturing_context": {"route": "in_house", "processes": ["FDM printing", "laser cutting"],
                    "machines": [], "stock_materials": []}, "target_maturity": null, "loads_and_use": null}),
         ),
         (
             "capability groups replace the groups they name and keep the rest",
             json!({"manufacturing_context": {"route": "in_house", "processes": ["milling"], "machines": ["old"]}}),
-            vec![(QuestionId::InHouseCapabilities,
-                  json!({"machines": "Prusa MK4, laser", "stockMaterials": ["PETG"], "productionQuantity": 2}))],
+            vec![(
+                QuestionId::InHouseCapabilities,
+                json!({"machines": "Prusa MK4, laser", "stockMaterials": ["PETG"], "productionQuantity": 2}),
+            )],
             json!({"manufacturing_context": {"route": "in_house", "processes": ["milling"],
                    "machines": ["Prusa MK4", "laser"], "stock_materials": ["PETG"], "production_quantity": 2},
                    "target_maturity": null, "loads_and_use": null}),
@@ -59,7 +71,10 @@ fn answers_fill_the_fields_their_questions_name() {
         (
             "maturity and loads",
             json!({}),
-            vec![(QuestionId::TargetMaturity, json!("sim_validated")), (QuestionId::LoadsAndUse, json!("unknown"))],
+            vec![
+                (QuestionId::TargetMaturity, json!("sim_validated")),
+                (QuestionId::LoadsAndUse, json!("unknown")),
+            ],
             json!({"manufacturing_context": null, "target_maturity": "sim_validated", "loads_and_use": "unknown"}),
         ),
         (
@@ -80,7 +95,11 @@ fn an_answer_that_does_not_fit_names_its_question_and_changes_nothing() {
         (QuestionId::ManufacturingRoute, json!("by_owl"), "by_owl"),
         (QuestionId::TargetMaturity, json!(3), "integer"),
         (QuestionId::InHouseCapabilities, json!(true), "capability groups"),
-        (QuestionId::InHouseCapabilities, json!([1, 2]), "capability groups"),
+        (
+            QuestionId::InHouseCapabilities,
+            json!([1, 2]),
+            "capability groups",
+        ),
         (QuestionId::LoadsAndUse, json!({"kg": 5}), "string"),
     ] {
         let mut context = FlowContext::default();
@@ -95,10 +114,19 @@ fn an_answer_that_does_not_fit_names_its_question_and_changes_nothing() {
 #[test]
 fn answered_questions_are_no_longer_asked() {
     let mut context = FlowContext::default();
-    context.answer(QuestionId::ManufacturingRoute, &json!("in_house")).unwrap();
-    assert_eq!(required_questions(Some(&context))[0].id, QuestionId::InHouseCapabilities);
-    context.answer(QuestionId::InHouseCapabilities, &json!(["CNC"])).unwrap();
-    context.answer(QuestionId::TargetMaturity, &json!("concept")).unwrap();
+    context
+        .answer(QuestionId::ManufacturingRoute, &json!("in_house"))
+        .unwrap();
+    assert_eq!(
+        required_questions(Some(&context))[0].id,
+        QuestionId::InHouseCapabilities
+    );
+    context
+        .answer(QuestionId::InHouseCapabilities, &json!(["CNC"]))
+        .unwrap();
+    context
+        .answer(QuestionId::TargetMaturity, &json!("concept"))
+        .unwrap();
     context.answer(QuestionId::LoadsAndUse, &json!("20 kg")).unwrap();
     assert!(required_questions(Some(&context)).is_empty());
 }

@@ -6,9 +6,7 @@ use std::sync::OnceLock;
 
 use metaforge_app::flow_validation::{ValidationError, validate_flow};
 use metaforge_domain::flow::{Flow, Syntax, catalogue, parse_document, template};
-use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolOutput,
-};
+use metaforge_ports::{CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolOutput};
 use serde_json::{Map, Value, json};
 
 use super::{read_only, schema_once};

@@ -162,9 +162,11 @@ impl<B: FlowBindings + ?Sized> FlowPropose<B> {
                 None => Value::Null,
             },
             intent,
-            context: context.as_ref().map(serde_json::to_value).transpose().map_err(|e| {
-                ArgError::new("context", e.to_string())
-            })?,
+            context: context
+                .as_ref()
+                .map(serde_json::to_value)
+                .transpose()
+                .map_err(|e| ArgError::new("context", e.to_string()))?,
             requirements: args.requirements.clone(),
             caller: caller.class.as_str().to_owned(),
         };

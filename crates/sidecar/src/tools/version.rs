@@ -158,10 +158,14 @@ impl SidecarResource for FlowVersionResource {
 
     async fn read(&self, uri: &str) -> Option<Result<ResourceText, PortError>> {
         let id = uri.strip_prefix(FLOW_VERSION_URI_PREFIX)?;
-        Some(read_version(self.bindings.as_ref(), id).await.map(|v| ResourceText {
-            uri: uri.to_owned(),
-            mime_type: "text/markdown".to_owned(),
-            text: version_markdown(&v),
-        }))
+        Some(
+            read_version(self.bindings.as_ref(), id)
+                .await
+                .map(|v| ResourceText {
+                    uri: uri.to_owned(),
+                    mime_type: "text/markdown".to_owned(),
+                    text: version_markdown(&v),
+                }),
+        )
     }
 }
