@@ -381,7 +381,10 @@ fn shape(v: &Value) -> Vec<(String, &'static str)> {
 }
 
 /// A finished call's structured result.
-#[expect(clippy::panic, reason = "a helper of tests: an unfinished call must fail the test loudly")]
+#[expect(
+    clippy::panic,
+    reason = "a helper of tests: an unfinished call must fail the test loudly"
+)]
 fn structured(outcome: HostCallOutcome) -> Value {
     match outcome {
         HostCallOutcome::Done(output) => output.structured.unwrap(),

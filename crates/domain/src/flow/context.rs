@@ -124,9 +124,7 @@ impl FlowContext {
             mc.stock_materials.join(", ")
         )
     }
-}
 
-impl FlowContext {
     /// Folds a person's answer to question `id` into the field the question names (its
     /// [`Question::field`]): the route, the in-house capabilities, the target maturity, or the
     /// loads. A `null` answer clears the field. Nothing changes when the answer is refused.

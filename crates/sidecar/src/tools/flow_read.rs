@@ -22,7 +22,7 @@ impl SidecarTool for FlowList {
     fn descriptor(&self) -> ToolDescriptor {
         static SCHEMA: OnceLock<Value> = OnceLock::new();
         ToolDescriptor {
-            name: "flow.list".to_owned(),
+            name: LIST.to_owned(),
             title: Some("List design flows".to_owned()),
             description: "The design-flow catalogue: every template with its phases, gates, \
                           deliverables, and whether it can be started."
@@ -35,21 +35,27 @@ impl SidecarTool for FlowList {
     async fn call(
         &self,
         _caller: &CallerContext,
-        _arguments: Map<String, Value>,
+        arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        // The templates are embedded in the binary, so the answer never changes: parse and
-        // validate them once, not on every call (a read tool is the sidecar's hot path). It takes
-        // no arguments, so there is nothing to parse.
-        static ANSWER: OnceLock<Value> = OnceLock::new();
-        let answer = ANSWER.get_or_init(|| {
-            let flows = catalogue();
-            json!({
-                "count": flows.len(),
-                "flows": flows,
-            })
-        });
-        Ok(HostCallOutcome::Done(ToolOutput::json(answer.clone())))
+        at_boundary(LIST, list(arguments))
     }
+}
+
+const LIST: &str = "flow.list";
+
+fn list(arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
+    let FlowListArgs {} = parse(arguments)?;
+    // The templates are embedded in the binary, so the answer never changes: parse and
+    // validate them once, not on every call (a read tool is the sidecar's hot path).
+    static ANSWER: OnceLock<Value> = OnceLock::new();
+    let answer = ANSWER.get_or_init(|| {
+        let flows = catalogue();
+        json!({
+            "count": flows.len(),
+            "flows": flows,
+        })
+    });
+    Ok(HostCallOutcome::Done(ToolOutput::json(answer.clone())))
 }
 
 /// `flow.validate`: a flow (inline, as YAML/JSON text, or a template id) checked against every
