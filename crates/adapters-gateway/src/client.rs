@@ -75,13 +75,27 @@ impl GatewayClient {
         }
     }
 
-    /// Sends one request and returns the status and the JSON body, or the mapped port error.
+    /// Sends one request and returns the JSON body, or the mapped port error.
     pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, PortError> {
+        self.send_or_refused(method.clone(), path, body)
+            .await?
+            .map_err(|text| map_status(StatusCode::UNPROCESSABLE_ENTITY, &method, path, &text))
+    }
+
+    /// Like [`send`](Self::send), but a 422 answer (the gateway refused the request, e.g. a
+    /// tailoring that breaks an invariant; nothing was done) comes back as `Ok(Err(body text))`,
+    /// the gateway's own `{error, message, details}`, so a caller can carry the refusal typed.
+    pub(crate) async fn send_or_refused(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Result<Value, String>, PortError> {
         let url = format!("{}{path}", self.base);
         let mut request = self.request(method.clone(), path);
         if let Some(body) = body {
@@ -103,13 +117,16 @@ impl GatewayClient {
             )
         })?;
         if status.is_success() {
-            return serde_json::from_str(&text).map_err(|e| {
+            return serde_json::from_str(&text).map(Ok).map_err(|e| {
                 PortError::with_source(
                     PortErrorKind::Internal,
                     format!("gateway answered {method} {path} with non-JSON"),
                     e,
                 )
             });
+        }
+        if status == StatusCode::UNPROCESSABLE_ENTITY {
+            return Ok(Err(text));
         }
         Err(map_status(status, &method, path, &text))
     }

@@ -1,6 +1,8 @@
 //! [`FlowBindings`] over the gateway's design-flow routes (FORGE-462): `POST
 //! /v1/design-flows/propose` with caller operations (or none: the gateway's generator), and
-//! `GET /v1/design-flows/versions/{id}`.
+//! `GET /v1/design-flows/versions/{id}`. A 422 is the flow service's refusal and comes back
+//! typed as [`ProposalAnswer::Refused`] with the gateway's own code, message and details — the
+//! same the in-process bindings give for the same refusal.
 
 use async_trait::async_trait;
 use metaforge_ports::{
@@ -44,12 +46,20 @@ fn propose_body(proposal: &CallerProposal) -> Value {
     if let Some(intent) = &proposal.intent {
         body.insert("intent".into(), json!(intent));
     }
+    if let Some(requirements) = proposal.requirements.as_ref().filter(|r| !r.is_null()) {
+        body.insert("requirements".into(), requirements.clone());
+    }
     body.insert(
         "caller".into(),
         json!({"client": format!("mcp-sidecar ({})", proposal.caller)}),
     );
     if let Some(Value::Object(context)) = &proposal.context {
-        for key in ["manufacturing_context", "target_maturity", "loads_and_use"] {
+        for key in [
+            "manufacturing_context",
+            "target_maturity",
+            "loads_and_use",
+            "budget",
+        ] {
             if let Some(value) = context.get(key).filter(|v| !v.is_null()) {
                 body.insert(key.into(), value.clone());
             }
@@ -76,20 +86,54 @@ fn text(value: &Value, pointer: &str) -> Result<String, PortError> {
     })
 }
 
+/// The gateway's error body (`{error, message, details}`), as far as a refusal needs it.
+#[derive(serde::Deserialize)]
+struct ErrorBody {
+    error: String,
+    message: String,
+    #[serde(default)]
+    details: Option<Value>,
+}
+
+/// A 422 from the propose route: the service's refusal, typed.
+fn refused(body: &str) -> Result<ProposalAnswer, PortError> {
+    let body: ErrorBody = serde_json::from_str(body).map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Internal,
+            "the gateway refused the proposal with a malformed error body",
+            e,
+        )
+    })?;
+    Ok(ProposalAnswer::Refused {
+        code: body.error,
+        message: body.message,
+        details: body.details,
+    })
+}
+
 #[async_trait]
 impl FlowBindings for RemoteFlowBindings {
     async fn propose(&self, proposal: CallerProposal) -> Result<ProposalAnswer, PortError> {
-        let answer = self
+        let answer = match self
             .client
-            .send(
+            .send_or_refused(
                 Method::POST,
                 "/v1/design-flows/propose",
                 Some(&propose_body(&proposal)),
             )
-            .await?;
+            .await?
+        {
+            Ok(answer) => answer,
+            Err(refusal) => return refused(&refusal),
+        };
         if answer.get("status").and_then(Value::as_str) == Some("needs_input") {
             return Ok(ProposalAnswer::NeedsInput {
                 questions: answer.get("questions").cloned().unwrap_or_else(|| json!([])),
+                notes: answer
+                    .get("assumptions")
+                    .and_then(Value::as_array)
+                    .map(|n| n.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default(),
             });
         }
         let version_id = text(&answer, "/version_id")?;

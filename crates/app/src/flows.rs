@@ -97,6 +97,100 @@ pub enum FlowServiceError {
     Port(#[from] PortError),
 }
 
+/// A refused flow request as both doors answer it (HTTP 422 `{error, message, details}`, an MCP
+/// tool error `{status: "invalid", error, message, …details}`): one code per refusal, whichever
+/// door and whichever deployment mode it came through. Nothing was stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlowRefusal {
+    /// The stable snake_case code ([`FlowServiceError::code`]).
+    pub code: &'static str,
+    /// A sentence for people naming the first problem.
+    pub message: String,
+    /// Structured detail (every violation, the refused operations, the limit), when there is any.
+    pub details: Option<serde_json::Value>,
+}
+
+/// The structured detail of a size-limit refusal: the field, the limit's name and both sizes,
+/// never the oversized value.
+fn size_limit_details(limit: &SizeLimitError) -> serde_json::Value {
+    serde_json::json!({
+        "field": limit.field,
+        "limit": limit.limit,
+        "max": limit.max,
+        "actual": limit.actual,
+    })
+}
+
+impl FlowServiceError {
+    /// The one code table for HTTP and MCP: the stable snake_case code of a refusal, whichever
+    /// door and deployment mode it came through; `None` for a ledger failure, which is not a
+    /// refusal (each door reports it as any port error).
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Self::Template(_) => Some("unknown_template"),
+            Self::Invalid { .. } => Some("invalid_proposal"),
+            Self::Violations { .. } => Some("invariant_violations"),
+            Self::IdenticalToTemplate(_) => Some("identical_to_template"),
+            Self::TooLarge(_) => Some("too_large"),
+            Self::Port(_) => None,
+        }
+    }
+
+    /// A refusal's structured detail, the same at both doors: the refused operations, every
+    /// violation and the diff of an invalid proposal; every violation of an invalid edit; the
+    /// field and sizes of a size limit (never the value). `None` when there is nothing more.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Self::Invalid { result, .. } => Some(serde_json::json!({
+                "refused": result.refused,
+                "violations": result.violations,
+                "diff": result.diff,
+            })),
+            Self::Violations { violations } => Some(serde_json::json!({ "violations": violations })),
+            Self::TooLarge(limit) => Some(size_limit_details(limit)),
+            Self::Template(_) | Self::IdenticalToTemplate(_) | Self::Port(_) => None,
+        }
+    }
+
+    /// The sentence for people: an invalid proposal's first problem, else the error itself.
+    pub fn message(&self) -> String {
+        match self {
+            Self::Invalid { message, .. } => message.clone(),
+            other @ (Self::Template(_)
+            | Self::Violations { .. }
+            | Self::IdenticalToTemplate(_)
+            | Self::TooLarge(_)
+            | Self::Port(_)) => other.to_string(),
+        }
+    }
+
+    /// This error as the refusal both doors answer ([`code`](Self::code),
+    /// [`message`](Self::message), [`details`](Self::details)), or the ledger failure it is.
+    pub fn into_refusal(self) -> Result<FlowRefusal, PortError> {
+        let refusal = self.code().map(|code| FlowRefusal {
+            code,
+            message: self.message(),
+            details: self.details(),
+        });
+        match (refusal, self) {
+            (Some(refusal), _) => Ok(refusal),
+            (None, Self::Port(err)) => Err(err),
+            // Unreachable while `code` names every refusal; an internal error, never a panic.
+            (
+                None,
+                other @ (Self::Template(_)
+                | Self::Invalid { .. }
+                | Self::Violations { .. }
+                | Self::IdenticalToTemplate(_)
+                | Self::TooLarge(_)),
+            ) => Err(PortError::new(
+                metaforge_ports::PortErrorKind::Internal,
+                format!("a flow refusal without a code: {other}"),
+            )),
+        }
+    }
+}
+
 impl From<VersionError> for FlowServiceError {
     fn from(err: VersionError) -> Self {
         match err {
@@ -339,5 +433,105 @@ impl FlowService {
             "flow version saved and held for approval"
         );
         Ok((version, approval))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use metaforge_domain::flow::TailorMode;
+    use metaforge_ports::PortErrorKind;
+
+    fn violation() -> Violation {
+        Violation {
+            rule: "has-phases".to_owned(),
+            phase: None,
+            message: "the flow has no phases".to_owned(),
+        }
+    }
+
+    #[test]
+    fn each_refusal_has_one_code_its_message_and_its_details() {
+        let strict = flow::propose(
+            "mech_v1",
+            &[Operation {
+                op: "drop_phase".to_owned(),
+                phase: Some("no_such_phase".to_owned()),
+                value: None,
+                rationale: Some("r".to_owned()),
+            }],
+            Some(&FlowContext {
+                manufacturing_context: Some(flow::ManufacturingContext {
+                    route: Some(flow::ManufacturingRoute::Vendor),
+                    ..flow::ManufacturingContext::default()
+                }),
+                target_maturity: Some(flow::TargetMaturity::Concept),
+                loads_and_use: Some("unknown".to_owned()),
+                budget: None,
+            }),
+            TailorMode::Strict,
+        )
+        .unwrap();
+        let cases = [
+            (
+                FlowServiceError::Template(flow::template("nope_v9").unwrap_err()),
+                "unknown_template",
+                None,
+            ),
+            (
+                FlowServiceError::Invalid {
+                    message: "operation 0 (drop_phase): unknown phase".to_owned(),
+                    result: Box::new(strict),
+                },
+                "invalid_proposal",
+                Some(vec!["refused", "violations", "diff"]),
+            ),
+            (
+                FlowServiceError::Violations {
+                    violations: vec![violation()],
+                },
+                "invariant_violations",
+                Some(vec!["violations"]),
+            ),
+            (
+                FlowServiceError::IdenticalToTemplate("nothing to approve".to_owned()),
+                "identical_to_template",
+                None,
+            ),
+            (
+                FlowServiceError::TooLarge(check_operation_count(1_000_000).unwrap_err()),
+                "too_large",
+                Some(vec!["field", "limit", "max", "actual"]),
+            ),
+        ];
+        for (err, code, detail_keys) in cases {
+            assert_eq!(err.code(), Some(code));
+            let message = err.message();
+            let refusal = err.into_refusal().unwrap();
+            assert_eq!(refusal.code, code);
+            assert_eq!(refusal.message, message);
+            assert!(!refusal.message.is_empty(), "{code}");
+            let keys = refusal.details.as_ref().map(|d| {
+                d.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(keys, detail_keys, "{code}");
+        }
+    }
+
+    #[test]
+    fn an_invalid_proposal_says_its_first_problem_and_a_ledger_failure_is_no_refusal() {
+        let err = FlowServiceError::Invalid {
+            message: "operation 0 (drop_phase): unknown phase".to_owned(),
+            result: Box::new(flow::propose("mech_v1", &[], None, TailorMode::Strict).unwrap()),
+        };
+        assert_eq!(err.message(), "operation 0 (drop_phase): unknown phase");
+        let port = FlowServiceError::Port(PortError::new(PortErrorKind::Unavailable, "ledger down"));
+        assert_eq!(port.code(), None);
+        let back = port.into_refusal().unwrap_err();
+        assert_eq!(back.kind, PortErrorKind::Unavailable);
     }
 }

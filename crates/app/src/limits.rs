@@ -164,6 +164,8 @@ const FIELD_LIMITS: &[FieldLimit] = &[
     // The same proposal through the MCP door (the in-process sidecar's `flow.propose`).
     limit(FLOW_PROPOSE_TOOL, "intent", Limit::Chars(MAX_INTENT_CHARS)),
     limit(FLOW_PROPOSE_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
+    // The HTTP route's spelling, which the tool accepts as an alias of `template_id`.
+    limit(FLOW_PROPOSE_TOOL, "template", Limit::Chars(MAX_NAME_CHARS)),
     limit(FLOW_PROPOSE_TOOL, "operations", Limit::Items(MAX_OPERATIONS)),
     limit(FLOW_PROPOSE_TOOL, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
     limit(

@@ -21,8 +21,8 @@ use metaforge_adapters_llm::{
 };
 use metaforge_agent::pge::{PgeConfig, Verdict};
 use metaforge_agent::{
-    Agent, AgentPorts, CancellationToken, EventSink, LoopMode, ModelCall, ModelError,
-    ToolPolicy, TurnConfig, TurnInput, TurnModel, UsageScope,
+    Agent, AgentPorts, CancellationToken, EventSink, LoopMode, ModelCall, ModelError, ToolPolicy, TurnConfig,
+    TurnInput, TurnModel, UsageScope,
 };
 use metaforge_app::pipeline::{
     CallUsage, Candidate, CredentialRotor, FallbackAlarm, FallbackReason, ProviderEntry, ProviderPipeline,
@@ -429,7 +429,10 @@ async fn build(wiring: Wiring) -> Rig {
     );
     let server = Arc::new(wiring.server);
     let registry = metaforge_app::tools::ToolRegistry::builder()
-        .server(Arc::clone(&server) as Arc<dyn ToolSource>, std::time::Duration::from_secs(5))
+        .server(
+            Arc::clone(&server) as Arc<dyn ToolSource>,
+            std::time::Duration::from_secs(5),
+        )
         .policy(wiring.policy.clone())
         .build()
         .await

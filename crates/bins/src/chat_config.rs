@@ -41,7 +41,8 @@ pub(crate) fn chat_settings(lookup: &dyn Fn(&str) -> Option<String>) -> Result<C
     };
     Ok(ChatSettings {
         system_prompt,
-        max_iterations: positive(lookup, CHAT_MAX_ITERATIONS_ENV)?.unwrap_or(defaults.max_iterations as u64) as usize,
+        max_iterations: positive(lookup, CHAT_MAX_ITERATIONS_ENV)?.unwrap_or(defaults.max_iterations as u64)
+            as usize,
         token_budget: positive(lookup, CHAT_TOKEN_BUDGET_ENV)?,
         history_tokens: positive(lookup, HISTORY_TOKENS_ENV)?.map_or(defaults.history_tokens, |n| n as usize),
         approval_timeout: positive(lookup, CHAT_APPROVAL_TIMEOUT_ENV)?
@@ -77,7 +78,10 @@ mod tests {
     use super::*;
 
     fn from(pairs: &[(&str, &str)]) -> Result<ChatSettings, String> {
-        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         chat_settings(&move |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
     }
 

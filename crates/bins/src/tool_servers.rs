@@ -20,7 +20,7 @@ use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatu
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
 use metaforge_ports::{Clock, IdGen, ToolHost};
-use metaforge_sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
+use metaforge_sidecar::{FlowStores, HoldPolicy, InProcessFlowBindings, host_in_process};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 
@@ -106,17 +106,15 @@ pub(crate) fn sidecar_natives(
         clock: Arc::clone(clock),
         ids: Arc::clone(ids),
     };
-    let propose = FlowPropose::new(stores.clone()).with_generator(generator);
-    Arc::new(
-        host_with_stores(
-            stores,
-            HoldPolicy {
-                timeout: HOLD_TIMEOUT,
-                poll: HOLD_POLL,
-            },
-        )
-        .with_tool(Arc::new(propose)),
-    )
+    // flow.propose without operations runs the gateway's own generator: one pipeline, one
+    // routing table, one ledger, whichever door the proposal came through.
+    Arc::new(host_in_process(
+        InProcessFlowBindings::new(stores).with_generator(generator),
+        HoldPolicy {
+            timeout: HOLD_TIMEOUT,
+            poll: HOLD_POLL,
+        },
+    ))
 }
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts

@@ -20,7 +20,7 @@ use metaforge_ports::{
     ToolHost, ToolOutput, ToolSource,
 };
 use metaforge_sidecar::{
-    FlowStores, HeldWrites, HoldPolicy, SidecarTool, host_with_bindings, host_with_stores,
+    FlowStores, HeldWrites, HoldPolicy, SidecarHost, SidecarTool, host_with_bindings, host_with_stores,
 };
 use serde_json::{Map, Value, json};
 
@@ -335,6 +335,63 @@ async fn a_held_write_whose_window_closes_is_resolved_timed_out_in_the_gateways_
     assert_eq!(status, 409, "{answer}");
 }
 
+/// The sidecar's host exactly as in-process mode composes it, over SQLite ledgers in `home`.
+async fn local_host(home: &std::path::Path) -> SidecarHost {
+    let clock: Arc<dyn Clock> = Arc::new(Wall);
+    let stores = FlowStores {
+        approvals: Arc::new(
+            SqliteApprovalLedger::open(&home.join("approvals.db"), Arc::clone(&clock))
+                .await
+                .unwrap(),
+        ),
+        versions: Arc::new(
+            SqliteFlowVersionStore::open(&home.join("versions.db"))
+                .await
+                .unwrap(),
+        ),
+        clock,
+        ids: Arc::new(Ids),
+    };
+    host_with_stores(
+        stores,
+        HoldPolicy {
+            timeout: Duration::from_secs(5),
+            poll: Duration::from_millis(100),
+        },
+    )
+}
+
+/// The keys of a JSON object in order, each with the kind of its value.
+fn shape(v: &Value) -> Vec<(String, &'static str)> {
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let kind = match v {
+                Value::Null => "null",
+                Value::Bool(_) => "bool",
+                Value::Number(_) => "number",
+                Value::String(_) => "string",
+                Value::Array(_) => "array",
+                Value::Object(_) => "object",
+            };
+            (k.clone(), kind)
+        })
+        .collect()
+}
+
+/// A finished call's structured result.
+#[expect(
+    clippy::panic,
+    reason = "a helper of tests: an unfinished call must fail the test loudly"
+)]
+fn structured(outcome: HostCallOutcome) -> Value {
+    match outcome {
+        HostCallOutcome::Done(output) => output.structured.unwrap(),
+        other @ HostCallOutcome::NeedsInput { .. } => panic!("expected a finished call, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gateway() {
     let gateway_home = tempfile::tempdir().unwrap();
@@ -342,50 +399,8 @@ async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gatew
     let remote = remote_host(&addr, Duration::from_secs(5));
 
     let local_home = tempfile::tempdir().unwrap();
-    let clock: Arc<dyn Clock> = Arc::new(Wall);
-    let stores = FlowStores {
-        approvals: Arc::new(
-            SqliteApprovalLedger::open(&local_home.path().join("approvals.db"), Arc::clone(&clock))
-                .await
-                .unwrap(),
-        ),
-        versions: Arc::new(
-            SqliteFlowVersionStore::open(&local_home.path().join("versions.db"))
-                .await
-                .unwrap(),
-        ),
-        clock,
-        ids: Arc::new(Ids),
-    };
-    let local = host_with_stores(
-        stores,
-        HoldPolicy {
-            timeout: Duration::from_secs(5),
-            poll: Duration::from_millis(100),
-        },
-    );
+    let local = local_host(local_home.path()).await;
     let caller = remote_caller();
-    let shape = |v: &Value| -> Vec<(String, &'static str)> {
-        v.as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                let kind = match v {
-                    Value::Null => "null",
-                    Value::Bool(_) => "bool",
-                    Value::Number(_) => "number",
-                    Value::String(_) => "string",
-                    Value::Array(_) => "array",
-                    Value::Object(_) => "object",
-                };
-                (k.clone(), kind)
-            })
-            .collect()
-    };
-    let structured = |outcome: HostCallOutcome| match outcome {
-        HostCallOutcome::Done(output) => output.structured.unwrap(),
-        other @ HostCallOutcome::NeedsInput { .. } => panic!("expected a finished call, got {other:?}"),
-    };
     let from_gateway = structured(
         remote
             .call(&caller, "flow.propose", proposal_arguments())
@@ -427,6 +442,72 @@ async fn flow_propose_answers_in_the_same_shape_in_process_and_through_the_gatew
         shape(&local_version),
         "{remote_version}\n{local_version}"
     );
+}
+
+/// Issue 11 (W2, W6): one `flow.propose` over the bindings, so a refusal made by the flow service
+/// has the same code, message and shape whether it was made in process or by the gateway — the
+/// code the gateway's own HTTP answer carries — and nothing is held either way.
+#[tokio::test]
+async fn a_refused_flow_propose_answers_with_the_same_code_and_shape_in_process_and_through_the_gateway() {
+    let gateway_home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(gateway_home.path(), &[]);
+    let remote = remote_host(&addr, Duration::from_secs(5));
+    let local_home = tempfile::tempdir().unwrap();
+    let local = local_host(local_home.path()).await;
+    let caller = remote_caller();
+    let context = json!({"manufacturing_context": {"route": "vendor"},
+                         "target_maturity": "sim_validated", "loads_and_use": "20 kg"});
+    for (arguments, code) in [
+        (
+            json!({"template_id": "mech_v1", "context": context,
+                   "operations": [{"op": "drop_phase", "phase": "no_such_phase", "rationale": "r"}]}),
+            "invalid_proposal",
+        ),
+        (
+            json!({"template_id": "nope_v9", "operations": [], "context": context}),
+            "unknown_template",
+        ),
+    ] {
+        let from_gateway = structured(
+            remote
+                .call(&caller, "flow.propose", args(arguments.clone()))
+                .await
+                .unwrap(),
+        );
+        let in_process = structured(
+            local
+                .call(&caller, "flow.propose", args(arguments.clone()))
+                .await
+                .unwrap(),
+        );
+        assert_eq!(from_gateway["error"], code, "{from_gateway}");
+        assert_eq!(in_process["error"], code, "{in_process}");
+        assert_eq!(
+            shape(&from_gateway),
+            shape(&in_process),
+            "{from_gateway}\n{in_process}"
+        );
+        assert_eq!(from_gateway["message"], in_process["message"]);
+
+        // The gateway's own HTTP answer to the same proposal carries the same code.
+        let mut body = arguments.as_object().unwrap().clone();
+        let template = body.remove("template_id").unwrap();
+        body.insert("template".into(), template);
+        let context = body.remove("context").unwrap();
+        for (key, value) in context.as_object().unwrap() {
+            body.insert(key.clone(), value.clone());
+        }
+        let (status, answer) = http(
+            &addr,
+            "POST",
+            "/v1/design-flows/propose",
+            Some(&Value::Object(body)),
+        );
+        assert_eq!(status, 422, "{answer}");
+        assert_eq!(answer["error"], code, "{answer}");
+    }
+    let (_, pending) = http(&addr, "GET", "/v1/approvals", None);
+    assert_eq!(pending["approvals"], json!([]), "nothing held: {pending}");
 }
 
 #[tokio::test]

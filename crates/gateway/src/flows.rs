@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, SizeLimitError, TailorResult,
-    TailorStatus, ValidationReport, questions_to_ask,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, TailorResult, TailorStatus,
+    ValidationReport, questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -79,10 +79,11 @@ pub(crate) async fn validate(
         .map_err(validation_error)
 }
 
-/// A refused validation: over a limit is 422 naming it, a missed deadline 503.
+/// A refused validation: over a limit is 422 naming it (the flow refusal's code and details), a
+/// missed deadline 503.
 fn validation_error(err: ValidationError) -> ApiError {
     match err {
-        ValidationError::TooLarge(limit) => too_large(&limit),
+        ValidationError::TooLarge(limit) => flow_error(FlowServiceError::TooLarge(limit)),
         ValidationError::DeadlineExceeded(_) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "validation_timeout",
@@ -90,16 +91,6 @@ fn validation_error(err: ValidationError) -> ApiError {
         ),
         ValidationError::Failed(message) => ApiError::internal(message),
     }
-}
-
-/// 422 naming the field, the limit and both sizes (never echoing the oversized value).
-fn too_large(limit: &SizeLimitError) -> ApiError {
-    ApiError::unprocessable("too_large", limit.to_string()).with_details(serde_json::json!({
-        "field": limit.field,
-        "limit": limit.limit,
-        "max": limit.max,
-        "actual": limit.actual,
-    }))
 }
 
 /// An edit to save as a new held version.
@@ -471,27 +462,17 @@ fn generate_error(err: GenerateError) -> ApiError {
     }
 }
 
-fn template_error(err: metaforge_domain::flow::TemplateError) -> ApiError {
-    ApiError::unprocessable("unknown_template", err.to_string())
-}
-
+/// A refused flow request: 422 with the one code table's code, message and details
+/// ([`FlowServiceError::code`], shared with the MCP sidecar); a ledger failure as any port error.
 fn flow_error(err: FlowServiceError) -> ApiError {
-    match err {
-        FlowServiceError::Template(err) => template_error(err),
-        FlowServiceError::Invalid { message, result } => ApiError::unprocessable("invalid_proposal", message)
-            .with_details(serde_json::json!({
-                "refused": result.refused,
-                "violations": result.violations,
-            })),
-        FlowServiceError::Violations { violations } => ApiError::unprocessable(
-            "invariant_violations",
-            format!("the flow breaks {} invariant(s)", violations.len()),
-        )
-        .with_details(serde_json::json!({ "violations": violations })),
-        FlowServiceError::IdenticalToTemplate(message) => {
-            ApiError::unprocessable("identical_to_template", message)
+    match err.into_refusal() {
+        Ok(refusal) => {
+            let error = ApiError::unprocessable(refusal.code, refusal.message);
+            match refusal.details {
+                Some(details) => error.with_details(details),
+                None => error,
+            }
         }
-        FlowServiceError::TooLarge(limit) => too_large(&limit),
-        FlowServiceError::Port(err) => err.into(),
+        Err(port) => port.into(),
     }
 }

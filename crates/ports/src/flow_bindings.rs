@@ -3,7 +3,8 @@
 //! Inside the gateway they run in process over the flow-version store and the approval ledger;
 //! in a sidecar with `METAFORGE_GATEWAY_URL` set they call the gateway's own routes, so a proposal
 //! from a plugin is the one the dashboard shows. Both answer with these types, so the tool's
-//! result has the same shape either way.
+//! result has the same shape either way — a refusal included: it crosses the port typed
+//! ([`ProposalAnswer::Refused`], with the service's code), never as a bare error message.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -26,6 +27,9 @@ pub struct CallerProposal {
     pub intent: Option<String>,
     /// The tailoring context (`manufacturing_context`, `target_maturity`, `loads_and_use`).
     pub context: Option<serde_json::Value>,
+    /// Requirements already known, for the server's generator (free-form).
+    #[serde(default)]
+    pub requirements: Option<serde_json::Value>,
     /// The proposing caller's class, recorded as provenance.
     pub caller: String,
 }
@@ -66,11 +70,27 @@ pub enum ProposalAnswer {
     NeedsInput {
         /// The questions, as the domain words them.
         questions: serde_json::Value,
+        /// What the server's generator noted while asking (empty for caller operations).
+        #[serde(default)]
+        notes: Vec<String>,
+    },
+    /// The flow service refused the proposal; nothing was stored. The same refusal carries the
+    /// same code in process and through the gateway (the service's one code table).
+    Refused {
+        /// The stable code (`invalid_proposal`, `unknown_template`, `invariant_violations`, …).
+        code: String,
+        /// A sentence for people naming the first problem.
+        message: String,
+        /// Structured detail (refused operations, violations, diff, a limit), when there is any.
+        #[serde(default)]
+        details: Option<serde_json::Value>,
     },
 }
 
-/// Propose and read flow versions, in process or through the gateway. Refusals are `Invalid`
-/// with the reason as message; nothing is stored then.
+/// Propose and read flow versions, in process or through the gateway. A refused proposal is
+/// [`ProposalAnswer::Refused`]; an error is a failure to answer (`Unavailable` when the server's
+/// generator or the gateway cannot be reached, `Invalid` for a request the bindings could not
+/// send). Nothing is stored then.
 #[async_trait]
 pub trait FlowBindings: Send + Sync {
     /// Proposes a tailoring built from the caller's operations.

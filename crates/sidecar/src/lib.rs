@@ -1,41 +1,74 @@
 //! The `metaforge mcp serve` sidecar's use cases: the tools and resources it exposes to
-//! external harnesses, served through the [`ToolHost`] port by the MCP adapter.
+//! external harnesses, served through the [`ToolHost`](metaforge_ports::ToolHost) port by the MCP
+//! adapter.
 //!
 //! The sidecar never offers a tool that approves anything (FORGE-400): approving happens where a
 //! person is, through the one approval ledger. Tools see the caller class the transport decided
 //! from the connection; arguments never choose it.
+//!
+//! Code map: [`args`] (each tool's arguments as a type, its schema generated from it, and
+//! [`ArgError`]) · [`envelope`] (every answer shape, and the tool boundary) · [`bindings`] (the
+//! in-process [`FlowBindings`](metaforge_ports::FlowBindings)) · [`tools`] (one module per tool) ·
+//! [`host`] (the [`ToolHost`](metaforge_ports::ToolHost) and its gating) · [`held`] (where a held
+//! write waits).
 
 // A door names every variant of our own enums (issue 11, W4).
 #![deny(clippy::wildcard_enum_match_arm)]
 
-pub mod bound;
-pub mod flow_read;
-pub mod flow_write;
+pub mod args;
+pub mod bindings;
+pub mod envelope;
 pub mod held;
 pub mod host;
+pub mod tools;
 
-pub use bound::{
-    BoundFlowPropose, BoundFlowVersion, InProcessFlowBindings, held_proposal_output, host_with_bindings,
-};
-pub use flow_read::{FlowList, FlowValidate};
-pub use flow_write::{ApprovalsList, FlowPropose, FlowStores, FlowVersion, FlowVersionResource};
+pub use args::ArgError;
+pub use bindings::{FlowStores, InProcessFlowBindings};
+pub use envelope::held_proposal_output;
 pub use held::{HeldOutcome, HeldWrites, HoldPolicy};
 pub use host::{SidecarHost, SidecarResource, SidecarTool};
+pub use tools::approvals_list::ApprovalsList;
+pub use tools::flow_read::{FlowList, FlowValidate};
+pub use tools::propose::FlowPropose;
+pub use tools::version::{FlowVersion, FlowVersionResource};
 
 use std::sync::Arc;
 
-/// The full sidecar host: the flow reads, `flow.propose`, `flow.version`, `approvals.list`, the
-/// version resource, and held writes waiting in the approval ledger for at most `policy.timeout`.
+use metaforge_ports::FlowBindings;
+
+/// The full sidecar host over local stores: the flow reads, `flow.propose` and `flow.version`
+/// through in-process bindings without a generator, `approvals.list`, the version resource, and
+/// held writes waiting in the approval ledger for at most `policy.timeout`.
 pub fn host_with_stores(stores: FlowStores, policy: HoldPolicy) -> SidecarHost {
+    host_in_process(InProcessFlowBindings::new(stores), policy)
+}
+
+/// The full sidecar host over in-process `bindings` (with the generator when they carry one,
+/// as inside `metaforge up`): the flow reads, `flow.propose`, `flow.version`, `approvals.list`,
+/// the version resource, and held writes waiting in the same stores' approval ledger.
+pub fn host_in_process(bindings: InProcessFlowBindings, policy: HoldPolicy) -> SidecarHost {
+    let stores = bindings.stores().clone();
+    let bindings = Arc::new(bindings);
+    let shared: Arc<dyn FlowBindings> = bindings.clone();
     read_only_host()
-        .with_tool(Arc::new(FlowPropose::new(stores.clone())))
-        .with_tool(Arc::new(FlowVersion::new(stores.clone())))
-        .with_tool(Arc::new(ApprovalsList::new(stores.clone())))
-        .with_resource(Arc::new(FlowVersionResource::new(stores.clone())))
+        .with_tool(Arc::new(FlowPropose::over(bindings)))
+        .with_tool(Arc::new(FlowVersion::new(Arc::clone(&shared))))
+        .with_tool(Arc::new(ApprovalsList::new(Arc::clone(&stores.approvals))))
+        .with_resource(Arc::new(FlowVersionResource::new(shared)))
         .with_held_writes(HeldWrites {
             approvals: Arc::new(stores.approval_service()),
             policy,
         })
+}
+
+/// The sidecar host whose flow writes go through `bindings` and whose held writes wait in
+/// `held` (the gateway's ledger in remote mode): flow.list, flow.validate, flow.propose,
+/// flow.version.
+pub fn host_with_bindings(bindings: Arc<dyn FlowBindings>, held: HeldWrites) -> SidecarHost {
+    read_only_host()
+        .with_tool(Arc::new(FlowPropose::over(Arc::clone(&bindings))))
+        .with_tool(Arc::new(FlowVersion::new(bindings)))
+        .with_held_writes(held)
 }
 
 /// The sidecar's host with every tool and resource that needs no store: the flow reads.

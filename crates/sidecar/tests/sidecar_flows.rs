@@ -687,9 +687,10 @@ async fn flow_propose_without_operations_asks_the_generator_and_a_model_answer_r
         stores: w.stores.clone(),
         seen: std::sync::Mutex::new(Vec::new()),
     });
-    let host = host_with_stores(w.stores.clone(), quick()).with_tool(Arc::new(
-        metaforge_sidecar::FlowPropose::new(w.stores.clone()).with_generator(generator.clone()),
-    ));
+    let host = metaforge_sidecar::host_in_process(
+        metaforge_sidecar::InProcessFlowBindings::new(w.stores.clone()).with_generator(generator.clone()),
+        quick(),
+    );
     let first = host
         .call(
             &caller(CallerClass::Local),
@@ -821,4 +822,93 @@ async fn flow_validate_and_flow_propose_over_a_size_limit_are_mcp_errors_naming_
         "nothing held"
     );
     assert!(w.versions.list(None).await.unwrap().is_empty(), "nothing stored");
+}
+
+/// Issue 11 (W6): a refused proposal carries the flow service's code from the one code table — the
+/// code the gateway answers the same refusal with — and its details; nothing is stored.
+#[tokio::test]
+async fn a_refused_flow_propose_carries_the_services_code_and_details_and_stores_nothing() {
+    let w = world();
+    let host = host_with_stores(w.stores.clone(), quick());
+    let unknown = done(
+        host.call(
+            &caller(CallerClass::Remote),
+            "flow.propose",
+            args(json!({"template_id": "nope_v9", "operations": [], "context": full_context()})),
+        )
+        .await
+        .unwrap(),
+    );
+    assert!(unknown.is_error);
+    let unknown = unknown.structured.unwrap();
+    assert_eq!(unknown["error"], "unknown_template", "{unknown}");
+    assert_eq!(unknown["status"], "invalid");
+    assert!(
+        unknown["message"].as_str().unwrap().contains("nope_v9"),
+        "{unknown}"
+    );
+
+    let invalid = done(
+        host.call(
+            &caller(CallerClass::Remote),
+            "flow.propose",
+            args(json!({"template_id": "mech_v1", "context": full_context(),
+                        "operations": [{"op": "drop_phase", "phase": "no_such_phase", "rationale": "r"}]})),
+        )
+        .await
+        .unwrap(),
+    )
+    .structured
+    .unwrap();
+    assert_eq!(invalid["error"], "invalid_proposal", "{invalid}");
+    assert_eq!(invalid["refused"][0]["index"], 0, "{invalid}");
+    assert!(
+        invalid["violations"].is_array() && invalid["diff"].is_array(),
+        "{invalid}"
+    );
+    assert!(w.approvals.list_recent(10).await.unwrap().is_empty());
+    assert!(w.versions.list(None).await.unwrap().is_empty());
+}
+
+/// Issue 11 (W5): the descriptor's schema is generated from the arguments' type, so it declares
+/// what the tool reads; the HTTP route's `template` spelling is accepted as `template_id`.
+#[tokio::test]
+async fn flow_propose_declares_the_arguments_it_reads_and_accepts_the_routes_template_spelling() {
+    let w = world();
+    let host = host_with_stores(w.stores.clone(), quick());
+    let propose = host
+        .tools(CallerClass::Remote)
+        .into_iter()
+        .find(|t| t.name == "flow.propose")
+        .unwrap();
+    let declared: Vec<&str> = propose.input_schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        declared,
+        [
+            "template_id",
+            "intent",
+            "operations",
+            "context",
+            "answers",
+            "requirements"
+        ]
+    );
+    let out = done(
+        host.call(
+            &caller(CallerClass::Remote),
+            "flow.propose",
+            args(json!({"template": "mech_v1", "operations": ops(), "context": full_context()})),
+        )
+        .await
+        .unwrap(),
+    )
+    .structured
+    .unwrap();
+    assert_eq!(out["status"], "proposed", "{out}");
+    assert_eq!(out["template_id"], "mech_v1");
 }

@@ -17,9 +17,7 @@ use metaforge_app::pipeline::StoreSink as UsageStoreSink;
 use metaforge_app::routing::RouteResolver;
 use metaforge_app::usage_metrics::UsageMetrics;
 use metaforge_gateway::providers::ProviderRow;
-use metaforge_sidecar::{FlowPropose, FlowStores, HoldPolicy, host_with_stores};
 
-use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 use metaforge_app::flow_generator::PipelineGenerator;
 use metaforge_app::pipeline::{Candidate, ProviderPipeline};
 use metaforge_gateway::{self as gateway, AuthState, GatewayState};
@@ -64,18 +62,11 @@ pub(crate) enum StartError {
 pub(crate) struct Composition {
     pub(crate) state: Arc<GatewayState>,
     pub(crate) auth: Arc<AuthState>,
-    /// The one approval ledger (shared with the in-process sidecar of `metaforge up`).
-    pub(crate) ledger: Arc<dyn ApprovalLedger>,
-    /// The flow-version store.
-    pub(crate) versions: Arc<dyn FlowVersionStore>,
-    /// Time.
-    pub(crate) clock: Arc<dyn Clock>,
-    /// Ids.
-    pub(crate) ids: Arc<dyn IdGen>,
     /// The usage writer, flushed on a graceful stop (none when no provider is configured).
     pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
-    /// The server's flow generator, shared by the gateway and the in-process sidecar.
-    pub(crate) generator: Arc<PipelineGenerator>,
+    /// The sidecar's host (flow tools, held writes): the MCP sidecar of `metaforge up` serves it
+    /// and the agent loop's registry offers it as native tools.
+    pub(crate) natives: Arc<dyn metaforge_ports::ToolHost>,
     /// The tool registry and the MCP servers' states (`crate::tool_servers`).
     #[expect(
         dead_code,
@@ -181,8 +172,6 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute))
             .with_auth_failures_per_minute(NonZeroU32::new(args.auth_failures_per_minute)),
     );
-    let clock_for_up = Arc::clone(&clock);
-    let ids_for_up = Arc::clone(&ids);
     let harness = Arc::new(harness);
     let generator = Arc::new(PipelineGenerator::new(
         pipeline.clone(),
@@ -190,7 +179,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         Arc::clone(&flows),
     ));
     let natives = crate::tool_servers::sidecar_natives(&ledger, &versions, &clock, &ids, generator.clone());
-    let tools = crate::tool_servers::compose_tools(&paths.home, natives)
+    let tools = crate::tool_servers::compose_tools(&paths.home, Arc::clone(&natives))
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
     let chat = compose_chat(&paths, pipeline.clone(), &harness, &tools, &ledger, &clock, &ids).await?;
@@ -210,12 +199,8 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     Ok(Composition {
         state,
         auth,
-        ledger,
-        versions,
-        clock: Arc::clone(&clock_for_up),
-        ids: ids_for_up,
         usage_sink,
-        generator,
+        natives,
         tools,
         _scratch: scratch,
     })
@@ -544,35 +529,19 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     let gateway_addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    let stores = FlowStores {
-        approvals: Arc::clone(&composition.ledger),
-        versions: Arc::clone(&composition.versions),
-        clock: Arc::clone(&composition.clock),
-        ids: Arc::clone(&composition.ids),
-    };
-    // flow.propose without operations runs the gateway's own generator: one pipeline, one
-    // routing table, one ledger, whichever door the proposal came through.
-    let propose = FlowPropose::new(stores.clone()).with_generator(composition.generator.clone());
-    let host = host_with_stores(
-        stores,
-        HoldPolicy {
-            timeout: HOLD_TIMEOUT,
-            poll: HOLD_POLL,
-        },
-    )
-    .with_tool(Arc::new(propose));
+    // The MCP sidecar serves the same host the agent loop's registry offers as native tools.
+    let host = Arc::clone(&composition.natives);
     let cancel = tokio_util::sync::CancellationToken::new();
     let service_key = env("METAFORGE_MCP_SERVICE_KEY");
-    let sidecar =
-        metaforge_adapters_mcp::bind_http(Arc::new(host), args.mcp_bind, service_key, cancel.clone())
-            .await
-            .map_err(|e| {
-                StartError::Runtime(format!(
-                    "MCP sidecar: {}",
-                    bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
-                ))
-            })?
-            .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?);
+    let sidecar = metaforge_adapters_mcp::bind_http(host, args.mcp_bind, service_key, cancel.clone())
+        .await
+        .map_err(|e| {
+            StartError::Runtime(format!(
+                "MCP sidecar: {}",
+                bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
+            ))
+        })?
+        .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?);
     let mcp_url = format!(
         "http://{}{}",
         sidecar.local_addr,

@@ -82,7 +82,7 @@ pub struct AskedQuestion {
 impl From<&Question> for AskedQuestion {
     fn from(q: &Question) -> Self {
         Self {
-            id: q.id.to_owned(),
+            id: q.id.as_str().to_owned(),
             question: q.question.to_owned(),
             why: q.why.to_owned(),
             answer_type: q.answer_type.to_owned(),
@@ -95,6 +95,10 @@ impl From<&Question> for AskedQuestion {
         }
     }
 }
+
+/// The ids of the model's product-specific questions start with this (`model_1` …); their answers
+/// refine the intent rather than fill a context field.
+pub const MODEL_QUESTION_PREFIX: &str = "model_";
 
 /// A product-specific question the model asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -110,7 +114,7 @@ impl ModelQuestion {
     /// The question as asked: numbered `model_<n>`, free text, answered in the intent.
     pub fn asked(&self, number: usize) -> AskedQuestion {
         AskedQuestion {
-            id: format!("model_{number}"),
+            id: format!("{MODEL_QUESTION_PREFIX}{number}"),
             question: self.question.clone(),
             why: self
                 .why

@@ -17,7 +17,9 @@
 //!   model's product-specific questions.
 //!
 //! ```
-//! use metaforge_domain::flow::{FlowContext, TailorMode, TailorStatus, catalogue, propose, template, validate};
+//! use metaforge_domain::flow::{
+//!     FlowContext, QuestionId, TailorMode, TailorStatus, catalogue, propose, template, validate,
+//! };
 //!
 //! let mech = template("mech_v1")?;
 //! assert!(validate(&mech, None).is_empty());
@@ -26,9 +28,13 @@
 //! // Without a context the server asks before it tailors.
 //! let asked = propose("mech_v1", &[], None, TailorMode::Strict)?;
 //! assert_eq!(asked.status, TailorStatus::NeedsInput);
-//! assert_eq!(asked.questions[0].id, "manufacturing_route");
-//! # let _ = FlowContext::default();
-//! # Ok::<(), metaforge_domain::flow::TemplateError>(())
+//! assert_eq!(asked.questions[0].id, QuestionId::ManufacturingRoute);
+//!
+//! // The person's answer goes back by the same id, into the field the question names.
+//! let mut context = FlowContext::default();
+//! context.answer(QuestionId::ManufacturingRoute, &serde_json::json!("vendor"))?;
+//! assert!(context.route().is_some());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 pub mod context;
@@ -47,15 +53,16 @@ pub mod versions;
 use serde::Serialize;
 
 pub use context::{
-    FlowContext, ManufacturingContext, ManufacturingRoute, Question, TargetMaturity, required_questions,
+    ContextAnswerError, FlowContext, ManufacturingContext, ManufacturingRoute, Question, QuestionId,
+    TargetMaturity, UnknownQuestion, required_questions,
 };
 pub use diff::prose_diff;
 pub use document::{DocumentError, Syntax, parse_document};
 pub use freeze::{FreezeError, content_hash, freeze, sha256_hex, thaw};
 pub use generator::{
     AnswerError, AskedQuestion, GENERATOR_ROLE, GeneratedTailoring, GeneratorAnswer, GeneratorPrompt,
-    MAX_MODEL_QUESTIONS, ModelQuestion, PromptPurpose, QuestionSource, generator_prompt, parse_answer,
-    questions_to_ask, tailor_generated,
+    MAX_MODEL_QUESTIONS, MODEL_QUESTION_PREFIX, ModelQuestion, PromptPurpose, QuestionSource,
+    generator_prompt, parse_answer, questions_to_ask, tailor_generated,
 };
 pub use invariants::{RULES, Violation, execution_order, is_valid, uses_list_order, validate};
 pub use limits::{

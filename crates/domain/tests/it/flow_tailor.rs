@@ -30,7 +30,10 @@ fn op(kind: &str, phase: &str, value: serde_json::Value, rationale: Option<&str>
 }
 
 fn question_ids(context: Option<&FlowContext>) -> Vec<&'static str> {
-    required_questions(context).iter().map(|q| q.id).collect()
+    required_questions(context)
+        .iter()
+        .map(|q| q.id.as_str())
+        .collect()
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The domain's integration tests, one binary (each former `tests/*.rs` is a module here):
 //! flow rules and templates, the rule tables in `fixtures/rules/`, properties and snapshots.
 
+mod flow_answers;
 mod flow_diff;
 mod flow_graph_props;
 mod flow_invariants;

@@ -8,9 +8,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use metaforge_agent::{
-    Agent, AgentPorts, ModelProfile, ModelTarget, ProviderModels, ToolBoxes, ToolPolicy,
-};
+use metaforge_agent::{Agent, AgentPorts, ModelProfile, ModelTarget, ProviderModels, ToolBoxes, ToolPolicy};
 use metaforge_app::chat::{ChatService, ChatSettings};
 use metaforge_domain::approvals::ApproverPolicy;
 use metaforge_ports::{ApiFamily, Billing, CallerContext, Clock, SessionStore, ToolSource};
