@@ -14,6 +14,7 @@
 //! An entry is a stdio child (`command`, `args`, `env`) or streamable HTTP (`url`, `headers`);
 //! `type` (`stdio` | `http` | `streamable-http`) is optional and must agree with the fields.
 //! MetaForge's own optional extras per server: `include`/`exclude` (tool-name globs),
+//! `requires_approval` (tool-name globs held for a person on every call),
 //! `connect_timeout_secs`, `call_timeout_secs`, `protocol` (`2025-11-25` | `2026-07-28` | `auto`),
 //! `disabled`, and for domain scoping `domains` (the disciplines the server serves) and `core`
 //! (always visible, whatever the turn's disciplines). The older MetaForge shape
@@ -101,6 +102,9 @@ pub struct ServerConfig {
     /// `Some(true)`: always visible, like the seed's core servers; `Some(false)`: never core even
     /// when its name is a core name; `None`: core exactly when its name is a core name.
     pub core: Option<bool>,
+    /// Tool-name globs of this server whose every call is held for a person (the "ask" tier:
+    /// a server cannot declare it itself).
+    pub requires_approval: Vec<String>,
 }
 
 impl ServerConfig {
@@ -117,6 +121,7 @@ impl ServerConfig {
             disabled: false,
             domains: Vec::new(),
             core: None,
+            requires_approval: Vec::new(),
         }
     }
 }
@@ -144,6 +149,7 @@ const ENTRY_FIELDS: &[&str] = &[
     "disabled",
     "domains",
     "core",
+    "requires_approval",
 ];
 
 /// Why a servers file was refused.
@@ -595,6 +601,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
         ));
     }
     let core = f.bool("core")?;
+    let requires_approval = f.globs("requires_approval")?;
     if let Some(unknown) = f.fields.keys().next() {
         return Err(f.problem(
             unknown,
@@ -612,6 +619,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
         disabled,
         domains,
         core,
+        requires_approval,
     })
 }
 

@@ -46,7 +46,7 @@ impl AgentTool {
             origin: origin.as_string(),
             input_schema: Some(descriptor.input_schema.clone()),
             required_gates: policy.required_gates.get(&id).cloned().unwrap_or_default(),
-            requires_approval: policy.requires_approval.contains(&id),
+            requires_approval: policy.holds(&id),
             annotation: Annotation::from_hints(&descriptor.hints),
         };
         Self {
@@ -81,6 +81,19 @@ pub trait ToolBox: Send + Sync {
     async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
 }
 
+impl ToolPolicy {
+    /// True when every call of `id` is held for a person: an exact entry, or a glob entry that
+    /// matches it (an entry that is not a valid glob matches only itself).
+    pub fn holds(&self, id: &str) -> bool {
+        self.requires_approval.contains(id)
+            || self
+                .requires_approval
+                .iter()
+                .filter(|entry| entry.contains(['*', '?', '[']))
+                .any(|entry| glob::Pattern::new(entry).is_ok_and(|p| p.matches(id)))
+    }
+}
+
 /// Where a turn gets its [`ToolBox`]: the composition's central registry answers with a view for
 /// one turn — the native tools as `caller` may see them, the MCP tools of the servers in scope
 /// (every server when `domains` is `None`; core servers plus the named disciplines' otherwise),
@@ -94,7 +107,8 @@ pub trait ToolBoxes: Send + Sync {
 /// Declarations the servers cannot make themselves: the ask tier and static gates, by registry id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolPolicy {
-    /// Registry ids whose every call is held for a person (`requires_approval`).
+    /// Registry ids — or glob patterns over them (`parts.write_*`) — whose every call is held
+    /// for a person (`requires_approval`).
     pub requires_approval: BTreeSet<String>,
     /// Registry id → static gates it declares (`twin_write`, `project_write`).
     pub required_gates: BTreeMap<String, Vec<String>>,

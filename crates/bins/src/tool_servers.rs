@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_adapters_mcp::{ConfigError, McpToolServer, ServerConfig, load_servers_file};
+use metaforge_agent::ToolPolicy;
 use metaforge_app::flow_generator::ProposalGenerator;
 use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatuses, ToolRegistry};
 use metaforge_ports::approval_ledger::ApprovalLedger;
@@ -135,9 +136,15 @@ async fn compose_tools_from(
 ) -> Result<ComposedTools, ToolServersError> {
     let (servers_file, servers) = read_servers(explicit, home)?;
     let mut scope = DomainScope::seed();
+    let mut policy = ToolPolicy::default();
     let mut builder = ToolRegistry::builder().natives(natives);
     for config in servers {
         scope.add_server(&config.name, config.core, &config.domains);
+        for tools in &config.requires_approval {
+            policy
+                .requires_approval
+                .insert(format!("{}.{tools}", config.name));
+        }
         if config.disabled {
             builder = builder.disabled_server(config.name);
             continue;
@@ -149,6 +156,7 @@ async fn compose_tools_from(
     }
     let registry = builder
         .scope(scope)
+        .policy(policy)
         .build()
         .await
         .map_err(|source| ToolServersError::Registry {

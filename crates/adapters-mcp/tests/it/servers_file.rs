@@ -52,6 +52,9 @@ fn summary(server: &ServerConfig) -> Value {
         "domains": server.domains,
         "core": server.core,
     });
+    if !server.requires_approval.is_empty() {
+        out["requires_approval"] = json!(server.requires_approval);
+    }
     let transport = match &server.transport {
         ServerTransport::Stdio { command, args, env } => {
             json!({"transport": "stdio", "command": command, "args": args, "env": env})

@@ -8,5 +8,6 @@ mod holds;
 mod loop_setting;
 mod native;
 mod pge;
+mod policy;
 mod props;
 mod react;

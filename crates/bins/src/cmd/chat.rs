@@ -371,7 +371,6 @@ fn show(event: &ChatEvent) {
 }
 
 fn usage_line(usage: &Value) -> String {
-    let usage = &usage["total"];
     let count = |key: &str| match usage[key].as_u64() {
         Some(n) => n.to_string(),
         None => "unknown".to_owned(),

@@ -1,0 +1,246 @@
+//! Chat threads through the real binary: a gateway with its provider on aimock and
+//! server-everything configured in a servers file (the mcpServers shape), driven by
+//! `metaforge chat`, `metaforge sessions search` and plain HTTP as a second terminal would.
+
+#![expect(
+    clippy::expect_used,
+    clippy::unwrap_used,
+    reason = "process tests: a failure must stop the test loudly"
+)]
+
+#[expect(dead_code, reason = "shared process helpers; these tests start no sidecar")]
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{KEY, Process, http, metaforge, start_aimock, start_gateway};
+use metaforge_test_support::peers::{self, Peer};
+use serde_json::{Value, json};
+
+/// A gateway whose chat role is served by aimock and whose registry holds server-everything
+/// (stdio), `toggle-*` in the ask tier. `None` (skipped, the reason printed) without the peers.
+fn chat_gateway(home: &Path) -> Option<(Process, String, peers::Aimock)> {
+    let everything = peers::require(Peer::ServerEverything)?;
+    let (mock, port) = start_aimock("tests/fixtures/aimock_chat.json")?;
+    let servers = json!({"mcpServers": {"everything": {
+        "command": "node", "args": [everything, "stdio"], "requires_approval": ["toggle-*"]
+    }}});
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::write(home.join("mcp_servers.json"), servers.to_string()).unwrap();
+    let mut vars = common::aimock_provider_env(port, home);
+    vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
+    let (gateway, addr) = start_gateway(home, &vars);
+    Some((gateway, addr, mock))
+}
+
+/// `metaforge chat` against the gateway at `addr` with `args`, stdin closed.
+fn chat(addr: &str, args: &[&str]) -> std::process::Child {
+    metaforge()
+        .arg("chat")
+        .args(["--gateway", &format!("http://{addr}")])
+        .args(args)
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn metaforge chat")
+}
+
+fn finish(child: std::process::Child, within: Duration) -> (i32, String, String) {
+    let started = Instant::now();
+    let mut child = child;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut out = String::new();
+            let mut err = String::new();
+            child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            return (status.code().unwrap_or(-1), out, err);
+        }
+        if started.elapsed() > within {
+            let _ = child.kill();
+            panic!("metaforge chat did not finish within {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Reads `GET path` as SSE until `agent.done`, returning (event, data) pairs.
+fn read_sse(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Vec<(String, Value)> {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nX-API-Key: {KEY}\r\nAccept: text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut events = Vec::new();
+    let mut name = String::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        let text = line.trim_end();
+        if let Some(n) = text.strip_prefix("event: ") {
+            name = n.to_owned();
+        } else if let Some(data) = text.strip_prefix("data: ") {
+            events.push((name.clone(), serde_json::from_str(data).unwrap_or(Value::Null)));
+            if name == "agent.done" {
+                break;
+            }
+        }
+    }
+    events
+}
+
+#[test]
+fn metaforge_chat_streams_a_turn_that_calls_a_server_everything_tool_and_the_thread_is_searchable() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let (_, health) = http(&addr, "GET", "/health", None);
+    assert_eq!(
+        health["mcp_servers"]["servers"]["everything"]["status"], "ok",
+        "{health}"
+    );
+
+    let (code, out, err) = finish(chat(&addr, &["-m", "please echo hello"]), Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert_eq!(
+        out.trim(),
+        "The everything server echoed it back: hello from MetaForge."
+    );
+    assert!(err.contains("→ everything.echo"), "{err}");
+    assert!(
+        err.contains("← everything.echo: Echo: hello from MetaForge"),
+        "{err}"
+    );
+    assert!(err.contains("2 model call(s)"), "{err}");
+
+    let search = metaforge()
+        .args([
+            "sessions",
+            "search",
+            "echoed",
+            "HELLO",
+            "--json",
+            "--gateway",
+            &format!("http://{addr}"),
+        ])
+        .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{KEY}"))
+        .output()
+        .unwrap();
+    assert!(search.status.success());
+    let hits: Value = serde_json::from_slice(&search.stdout).unwrap();
+    assert!(
+        hits["hits"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("echoed it back"),
+        "{hits}"
+    );
+}
+
+#[test]
+fn a_thread_stream_carries_the_turn_to_agent_done_and_the_stored_thread_has_the_call() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let (status, thread) = http(&addr, "POST", "/v1/chat/threads", Some(&json!({"title": "echo"})));
+    assert_eq!(status, 201, "{thread}");
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let follower = {
+        let addr = addr.clone();
+        let id = id.clone();
+        std::thread::spawn(move || read_sse(&addr, "GET", &format!("/v1/chat/threads/{id}/stream"), None))
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let posted = read_sse(
+        &addr,
+        "POST",
+        &format!("/v1/chat/threads/{id}/messages"),
+        Some(&json!({"content": "echo this"})),
+    );
+    let followed = follower.join().unwrap();
+    for events in [&posted, &followed] {
+        let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["tool.call", "tool.result", "message.delta", "agent.done"],
+            "{events:?}"
+        );
+        assert_eq!(events[0].1["tool"], "everything.echo");
+        assert!(
+            events[3].1["usage"]["calls"].as_u64() == Some(2),
+            "{:?}",
+            events[3]
+        );
+    }
+    let (_, stored) = http(&addr, "GET", &format!("/v1/chat/threads/{id}"), None);
+    let roles: Vec<&str> = stored["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "tool", "assistant"]);
+}
+
+#[test]
+fn a_held_call_waits_for_a_decision_from_a_second_terminal_and_the_turn_continues() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let child = chat(&addr, &["-m", "turn on logging please"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hold = loop {
+        let (_, approvals) = http(&addr, "GET", "/v1/approvals", None);
+        if let Some(hold) = approvals["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["status"] == "awaiting_approval")
+        {
+            break hold.clone();
+        }
+        assert!(Instant::now() < deadline, "no hold appeared: {approvals}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(hold["tool"], "everything.toggle-simulated-logging");
+    assert_eq!(hold["kind"], "tool_call");
+    let (status, decided) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{}/decision", hold["id"].as_str().unwrap()),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["approver"], "ops");
+    let (code, out, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert!(
+        err.contains("⏸ held for a person: everything.toggle-simulated-logging"),
+        "{err}"
+    );
+    assert!(
+        err.contains("← everything.toggle-simulated-logging: Started simulated"),
+        "{err}"
+    );
+    assert_eq!(
+        out.trim(),
+        "Simulated logging is toggled on the everything server, after your approval."
+    );
+}
