@@ -69,7 +69,7 @@ pub use tools::{
 pub use twin_store::{
     EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,
     TwinEdge, TwinEdgeType, TwinNode, TwinNodeChange, TwinNodeQuery, TwinNodeType, TwinStore,
-    twin_content_hash,
+    WORK_PRODUCT_ARTIFACT, WORK_PRODUCT_PHASE, WORK_PRODUCT_RUN, run_branch, twin_content_hash,
 };
 pub use usage::{Billing, UsageEvent};
 pub use usage_store::UsageStore;
