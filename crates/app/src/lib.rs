@@ -17,5 +17,6 @@ pub mod pipeline;
 pub mod routing;
 pub mod tools;
 pub mod turn_model;
+pub mod twin;
 pub mod unreachable_holds;
 pub mod usage_metrics;

@@ -32,6 +32,17 @@ pub const MAX_CONTEXT_BYTES: usize = 65_536;
 pub const MAX_MESSAGE_CHARS: usize = 32_000;
 /// The durable model selection (`provider:model`, characters).
 pub const MAX_SELECTION_CHARS: usize = 200;
+/// A twin work product's title or a decision's statement (characters).
+pub const MAX_TWIN_TITLE_CHARS: usize = 500;
+/// A twin work product's text content, hashed and kept with it (characters): small enough that
+/// a held call's arguments stay within [`MAX_ARGUMENTS_BYTES`].
+pub const MAX_TWIN_CONTENT_CHARS: usize = 32_000;
+/// A twin work product's `uri` (characters).
+pub const MAX_TWIN_URI_CHARS: usize = 2_000;
+/// The extra properties of one twin node or edge, as JSON (bytes).
+pub const MAX_TWIN_PROPERTIES_BYTES: usize = 16_384;
+/// Most entries of a decision's `alternatives` or `about` list.
+pub const MAX_TWIN_LIST_ITEMS: usize = 50;
 
 /// How a field is measured.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +172,54 @@ const FIELD_LIMITS: &[FieldLimit] = &[
         "selection",
         Limit::Chars(MAX_SELECTION_CHARS),
     ),
+    // The twin's write tools (the MCP door's `twin.*`): what one commit may put into the twin.
+    limit(TWIN_COMMIT_TOOL, "artifact", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_COMMIT_TOOL, "title", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
+    limit(TWIN_COMMIT_TOOL, "content", Limit::Chars(MAX_TWIN_CONTENT_CHARS)),
+    limit(TWIN_COMMIT_TOOL, "content_hash", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_COMMIT_TOOL, "uri", Limit::Chars(MAX_TWIN_URI_CHARS)),
+    limit(TWIN_COMMIT_TOOL, "node_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        TWIN_COMMIT_TOOL,
+        "properties",
+        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
+    ),
+    limit(TWIN_GEOMETRY_TOOL, "artifact", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_GEOMETRY_TOOL, "title", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
+    limit(
+        TWIN_GEOMETRY_TOOL,
+        "content",
+        Limit::Chars(MAX_TWIN_CONTENT_CHARS),
+    ),
+    limit(TWIN_GEOMETRY_TOOL, "content_hash", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_GEOMETRY_TOOL, "uri", Limit::Chars(MAX_TWIN_URI_CHARS)),
+    limit(TWIN_GEOMETRY_TOOL, "node_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        TWIN_GEOMETRY_TOOL,
+        "properties",
+        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
+    ),
+    limit(TWIN_DECISION_TOOL, "decision", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
+    limit(TWIN_DECISION_TOOL, "rationale", Limit::Chars(MAX_NOTE_CHARS)),
+    limit(
+        TWIN_DECISION_TOOL,
+        "alternatives",
+        Limit::Items(MAX_TWIN_LIST_ITEMS),
+    ),
+    limit(
+        TWIN_DECISION_TOOL,
+        "alternatives[]",
+        Limit::Chars(MAX_RATIONALE_CHARS),
+    ),
+    limit(TWIN_DECISION_TOOL, "about", Limit::Items(MAX_TWIN_LIST_ITEMS)),
+    limit(TWIN_DECISION_TOOL, "about[]", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_LINK_TOOL, "from", Limit::Chars(MAX_NAME_CHARS)),
+    limit(TWIN_LINK_TOOL, "to", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        TWIN_LINK_TOOL,
+        "properties",
+        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
+    ),
     // The same proposal through the MCP door (the in-process sidecar's `flow.propose`).
     limit(FLOW_PROPOSE_TOOL, "intent", Limit::Chars(MAX_INTENT_CHARS)),
     limit(FLOW_PROPOSE_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
@@ -208,6 +267,11 @@ const FIELD_LIMITS: &[FieldLimit] = &[
 
 /// The MCP tool whose stored arguments are capped like the HTTP route's body.
 const FLOW_PROPOSE_TOOL: &str = "flow.propose";
+/// The twin's write tools, whose arguments become twin content (and a held call's record).
+const TWIN_COMMIT_TOOL: &str = "twin.commit_work_product";
+const TWIN_GEOMETRY_TOOL: &str = "twin.commit_geometry";
+const TWIN_DECISION_TOOL: &str = "twin.record_decision";
+const TWIN_LINK_TOOL: &str = "twin.link";
 
 /// A field over its limit: which one, its size and the limit (never its value).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

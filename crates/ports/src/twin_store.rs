@@ -27,6 +27,7 @@ pub fn run_branch(run_id: &str) -> String {
 
 /// What a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TwinNodeType {
     /// An engineering artefact (model, drawing, BOM, report…).
     WorkProduct,
@@ -38,16 +39,19 @@ pub enum TwinNodeType {
     Component,
     /// The agent that produced something.
     Agent,
+    /// A design decision and its rationale (`twin.record_decision`).
+    Decision,
 }
 
 impl TwinNodeType {
     /// Every node type, for engines that must enumerate them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::WorkProduct,
         Self::Constraint,
         Self::Version,
         Self::Component,
         Self::Agent,
+        Self::Decision,
     ];
 
     /// The label as the seed spells it (used in storage and as a Cypher label).
@@ -58,6 +62,7 @@ impl TwinNodeType {
             Self::Version => "Version",
             Self::Component => "Component",
             Self::Agent => "Agent",
+            Self::Decision => "Decision",
         }
     }
 
@@ -69,6 +74,7 @@ impl TwinNodeType {
 
 /// What an edge means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum TwinEdgeType {
     /// `from` needs `to`.
@@ -121,12 +127,14 @@ impl TwinEdgeType {
 /// A node on a branch. `content_hash` is derived from type and properties
 /// ([`twin_content_hash`]), so two branches holding the same node agree on it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinNode {
     /// uuid v7.
     pub id: String,
     /// What it is.
     pub node_type: TwinNodeType,
     /// Its properties (a JSON object).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub properties: serde_json::Map<String, serde_json::Value>,
     /// Lower-case hex SHA-256 of the canonical JSON of `{type, properties}`.
     pub content_hash: String,
@@ -151,6 +159,7 @@ impl TwinNode {
 
 /// A typed, directed edge on a branch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinEdge {
     /// uuid v7.
     pub id: String,
@@ -161,6 +170,7 @@ pub struct TwinEdge {
     /// Target node id.
     pub to: String,
     /// Its properties (a JSON object).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub properties: serde_json::Map<String, serde_json::Value>,
 }
 
@@ -210,6 +220,7 @@ pub struct TwinCommitRequest {
 
 /// A commit as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinCommit {
     /// Its id.
     pub id: String,
@@ -222,11 +233,13 @@ pub struct TwinCommit {
     /// Who.
     pub author: String,
     /// When.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
 }
 
 /// A branch and where it points.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinBranch {
     /// Its name.
     pub name: String,
@@ -236,6 +249,7 @@ pub struct TwinBranch {
 
 /// A node present on both sides with different content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinNodeChange {
     /// The node on the base side.
     pub before: TwinNode,
@@ -245,6 +259,7 @@ pub struct TwinNodeChange {
 
 /// What differs between two branches, read from `base` towards `head`; every list sorted by id.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TwinDiff {
     /// Nodes only on `head`.
     pub nodes_added: Vec<TwinNode>,
@@ -269,6 +284,7 @@ pub struct TwinNodeQuery {
 
 /// Which edges of a node to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeDirection {
     /// Edges leaving the node.

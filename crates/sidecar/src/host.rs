@@ -54,6 +54,19 @@ pub trait SidecarTool: Send + Sync {
         false
     }
 
+    /// Refuses a call whose arguments the tool cannot use, before any gate or hold
+    /// (FORGE-222: a person is never asked to approve a call that was always going to be
+    /// refused): `Some(answer)` ends the call with that answer, `None` lets it go on to the
+    /// gate. The default accepts whatever the schema accepted.
+    async fn preflight(
+        &self,
+        caller: &CallerContext,
+        arguments: &Map<String, Value>,
+    ) -> Result<Option<HostCallOutcome>, PortError> {
+        let _ = (caller, arguments);
+        Ok(None)
+    }
+
     /// Runs the call; arguments were validated against the descriptor's schema.
     async fn call(
         &self,
@@ -116,6 +129,17 @@ impl SidecarHost {
     pub fn all_tools(&self) -> Vec<ToolDescriptor> {
         self.tools.values().map(|t| t.descriptor()).collect()
     }
+
+    /// The static gates each tool declares (`twin_write` …), by tool id, for tools that declare
+    /// any: what a composition folds into the agent loop's `ToolPolicy::required_gates`, so the
+    /// grounding guard counts a twin write and a disabled gate refuses it in a turn too.
+    pub fn declared_gates(&self) -> BTreeMap<String, Vec<String>> {
+        self.tools
+            .iter()
+            .map(|(id, tool)| (id.clone(), tool.gate_spec().required_gates))
+            .filter(|(_, gates)| !gates.is_empty())
+            .collect()
+    }
 }
 
 #[async_trait::async_trait]
@@ -146,6 +170,9 @@ impl ToolHost for SidecarHost {
             return Ok(HostCallOutcome::Done(ToolOutput::error(
                 invalid_arguments_envelope(tool, &problems),
             )));
+        }
+        if let Some(refusal) = handler.preflight(caller, &arguments).await? {
+            return Ok(refusal);
         }
         if !handler.holds_its_own_effect() {
             let verdict = decide(&handler.gate_spec(), &Caller::from(caller.class), &as_value);

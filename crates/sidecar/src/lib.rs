@@ -10,7 +10,8 @@
 //! [`ArgError`]) · [`envelope`] (every answer shape, and the tool boundary) · [`bindings`] (the
 //! in-process [`FlowBindings`](metaforge_ports::FlowBindings)) · [`tools`] (one module per tool) ·
 //! [`host`] (the [`ToolHost`](metaforge_ports::ToolHost) and its gating) · [`held`] (where a held
-//! write waits).
+//! write waits) · [`tools::twin`] (the `twin.*` tools, registered by [`with_twin`] when a twin is
+//! composed).
 
 // A door names every variant of our own enums (issue 11, W4).
 #![deny(clippy::wildcard_enum_match_arm)]
@@ -30,6 +31,7 @@ pub use host::{SidecarHost, SidecarResource, SidecarTool};
 pub use tools::approvals_list::ApprovalsList;
 pub use tools::flow_read::{FlowList, FlowValidate};
 pub use tools::propose::FlowPropose;
+pub use tools::twin::SidecarTwin;
 pub use tools::version::{FlowVersion, FlowVersionResource};
 
 use std::sync::Arc;
@@ -47,6 +49,32 @@ pub fn host_with_stores(stores: FlowStores, policy: HoldPolicy) -> SidecarHost {
 /// as inside `metaforge up`): the flow reads, `flow.propose`, `flow.version`, `approvals.list`,
 /// the version resource, and held writes waiting in the same stores' approval ledger.
 pub fn host_in_process(bindings: InProcessFlowBindings, policy: HoldPolicy) -> SidecarHost {
+    host_in_process_with_twin(bindings, policy, None)
+}
+
+/// [`host_in_process`], plus the `twin.*` tools over `twin` when one is given (writes held in the
+/// same approval ledger as every other held write).
+pub fn host_in_process_with_twin(
+    bindings: InProcessFlowBindings,
+    policy: HoldPolicy,
+    twin: Option<SidecarTwin>,
+) -> SidecarHost {
+    let host = in_process(bindings, policy);
+    match twin {
+        Some(twin) => with_twin(host, &twin),
+        None => host,
+    }
+}
+
+/// `host` with the `twin.*` tools over `twin` added: `twin.commit_work_product`,
+/// `twin.commit_geometry`, `twin.record_decision`, `twin.link` (writes: `twin_write`, ask tier)
+/// and `twin.query`, `twin.get_node`, `twin.diff` (reads). A write that must be held waits in
+/// `host`'s held writes; a host without them refuses it (fail closed).
+pub fn with_twin(host: SidecarHost, twin: &SidecarTwin) -> SidecarHost {
+    twin.tools().into_iter().fold(host, SidecarHost::with_tool)
+}
+
+fn in_process(bindings: InProcessFlowBindings, policy: HoldPolicy) -> SidecarHost {
     let stores = bindings.stores().clone();
     let bindings = Arc::new(bindings);
     let shared: Arc<dyn FlowBindings> = bindings.clone();

@@ -1,5 +1,6 @@
 //! The sidecar's tools, one module per role: the flow reads (`flow.list`, `flow.validate`), the
-//! one `flow.propose`, `flow.version` with its markdown resource, and `approvals.list`.
+//! one `flow.propose`, `flow.version` with its markdown resource, `approvals.list`, and the
+//! `twin.*` family (writes and reads of the digital twin, sharing one module).
 //!
 //! Each tool parses its arguments into its type from [`crate::args`] and declares the schema
 //! generated from that type; its body returns [`crate::envelope::ToolError`], and
@@ -8,6 +9,7 @@
 pub mod approvals_list;
 pub mod flow_read;
 pub mod propose;
+pub mod twin;
 pub mod version;
 
 use std::sync::OnceLock;

@@ -1,0 +1,142 @@
+//! Where a caller's twin writes go: the run phase it works for, asked of the authority each time
+//! (the flow engine, the client-task store), never taken from a tool argument.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use metaforge_ports::{
+    CallerClass, CallerContext, ClientTaskStatus, ClientTaskStore, FlowEngine, PortError, PortErrorKind,
+    RunStatus, TWIN_MAIN_BRANCH, run_branch,
+};
+
+/// The run phase a writer works for: its writes go to the run's branch and carry both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunScope {
+    /// The run.
+    pub run_id: String,
+    /// The phase in flight.
+    pub phase: String,
+}
+
+/// Where one twin write goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteTarget {
+    /// `main`: a person's chat, a local client, anyone working for no run.
+    Main,
+    /// The run's branch `run/<id>`, the work product stamped with the run and phase.
+    Run(RunScope),
+}
+
+impl WriteTarget {
+    /// The branch written.
+    pub fn branch(&self) -> String {
+        match self {
+            Self::Main => TWIN_MAIN_BRANCH.to_owned(),
+            Self::Run(scope) => run_branch(&scope.run_id),
+        }
+    }
+
+    /// The run scope, when the write is a run's.
+    pub fn run(&self) -> Option<&RunScope> {
+        match self {
+            Self::Main => None,
+            Self::Run(scope) => Some(scope),
+        }
+    }
+}
+
+/// Which run phase, if any, a caller works for, confirmed with the authority at every call (so a
+/// phase that finished, a run that was cancelled or a claim that was withdrawn stops granting
+/// the run's branch at once).
+#[async_trait]
+pub trait RunScopes: Send + Sync {
+    /// The running phase `caller` works for; `Ok(None)` when it works for none (or it could not
+    /// be confirmed: a caller is never given a run's branch on a guess).
+    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError>;
+}
+
+/// No caller works for a run (a process with no run engine): service writes are refused by the
+/// door, everyone else's go to `main`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRunScopes;
+
+#[async_trait]
+impl RunScopes for NoRunScopes {
+    async fn scope_of(&self, _caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
+        Ok(None)
+    }
+}
+
+/// Run scopes confirmed with the flow engine and the client-task store:
+/// - a `service` caller (the design-flow worker) names its run by its session
+///   (`CallerContext::session` = the run id, as the engine's server brain sets it); the scope is
+///   that run's phase in flight, while the run is running;
+/// - any other caller is scoped by the client task its session claimed (`claimed_by` = the
+///   session): the task's run and phase, while the engine still has that phase in flight.
+///
+/// Anything that cannot be confirmed (no session, an unknown run, a parked or finished run, an
+/// engine that cannot be asked right now) is no scope.
+#[derive(Clone)]
+pub struct EngineRunScopes {
+    engine: Arc<dyn FlowEngine>,
+    tasks: Option<Arc<dyn ClientTaskStore>>,
+}
+
+impl EngineRunScopes {
+    /// Scopes over `engine`, with client-task claims read from `tasks` when given.
+    pub fn new(engine: Arc<dyn FlowEngine>, tasks: Option<Arc<dyn ClientTaskStore>>) -> Self {
+        Self { engine, tasks }
+    }
+
+    /// The phase in flight of `run_id`, when the engine confirms the run is running one now.
+    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError> {
+        let view = match self.engine.state(run_id).await {
+            Ok(view) => view,
+            Err(e) if e.kind == PortErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !view.live {
+            tracing::warn!(event = "twin_run_scope_unconfirmed", run_id, reason = ?view.reason, "the flow engine could not confirm the run's phase; the caller gets no run scope");
+            return Ok(None);
+        }
+        Ok(view
+            .state
+            .filter(|s| s.status == RunStatus::Running)
+            .and_then(|s| s.running_phase().map(|p| p.id.clone())))
+    }
+}
+
+#[async_trait]
+impl RunScopes for EngineRunScopes {
+    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
+        let Some(session) = caller.session.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+            return Ok(None);
+        };
+        match caller.class {
+            CallerClass::Service => Ok(self.running_phase(session).await?.map(|phase| RunScope {
+                run_id: session.to_owned(),
+                phase,
+            })),
+            CallerClass::ClientTask | CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {
+                let Some(tasks) = &self.tasks else {
+                    return Ok(None);
+                };
+                let claimed = tasks
+                    .list(None, Some(ClientTaskStatus::Claimed))
+                    .await?
+                    .into_iter()
+                    .filter(|t| t.claimed_by.as_deref() == Some(session))
+                    .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+                let Some(task) = claimed else {
+                    return Ok(None);
+                };
+                let in_flight = self.running_phase(&task.run_id).await?;
+                let confirmed = in_flight.as_deref() == Some(task.phase.as_str());
+                Ok(confirmed.then_some(RunScope {
+                    run_id: task.run_id,
+                    phase: task.phase,
+                }))
+            }
+        }
+    }
+}
