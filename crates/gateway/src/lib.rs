@@ -21,6 +21,7 @@ pub mod limits;
 mod models;
 pub mod providers;
 mod threads;
+mod twin;
 mod usage;
 
 use std::sync::Arc;
@@ -85,6 +86,10 @@ pub struct GatewayState {
     /// The MCP tool servers' live states, written by the tool registry and reported by
     /// `/health` (`ServerStatuses::none()` when no servers file is configured).
     pub mcp_servers: Arc<metaforge_app::tools::ServerStatuses>,
+    /// The digital twin the `/v1/twin` read routes serve (the same service the sidecar's
+    /// `twin.*` tools write through); `None` when this process composes none (the routes then
+    /// answer 503 naming why).
+    pub twin: Option<Arc<metaforge_app::twin::TwinService>>,
 }
 
 impl GatewayState {
@@ -99,7 +104,7 @@ impl GatewayState {
 /// The OpenAPI document's fixed parts; paths are added by the router as handlers register.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "MetaForge gateway", description = "Design flows, approvals, providers, usage."),
+    info(title = "MetaForge gateway", description = "Design flows, approvals, providers, usage, the digital twin."),
     components(schemas(ErrorBody, OpenAiErrorBody)),
     modifiers(&SecurityAddon)
 )]
@@ -207,6 +212,12 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(threads::cancel))
         .routes(routes!(threads::search))
         .routes(routes!(models::list))
+        .routes(routes!(twin::branches))
+        .routes(routes!(twin::nodes))
+        .routes(routes!(twin::node))
+        .routes(routes!(twin::edges))
+        .routes(routes!(twin::diff))
+        .routes(routes!(twin::log))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

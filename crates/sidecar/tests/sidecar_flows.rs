@@ -461,8 +461,17 @@ async fn tools_that_decide(w: &World, host: &SidecarHost) -> Vec<String> {
 #[tokio::test]
 async fn no_sidecar_tool_decides_an_approval_or_takes_an_approver() {
     let w = world();
-    let host = host_with_stores(w.stores.clone(), quick());
-    assert!(host.all_tools().len() >= 5);
+    // The twin's tools too: the run worker's writes are the ones that run without a hold.
+    let twin = metaforge_sidecar::SidecarTwin::new(
+        Arc::new(metaforge_app::twin::TwinService::new(
+            Arc::new(metaforge_test_support::doubles::MemoryTwinStore::new()),
+            w.stores.clock.clone(),
+            w.stores.ids.clone(),
+        )),
+        Arc::new(metaforge_app::twin::NoRunScopes),
+    );
+    let host = metaforge_sidecar::with_twin(host_with_stores(w.stores.clone(), quick()), &twin);
+    assert!(host.all_tools().len() >= 12);
     let offenders = tools_that_decide(&w, &host).await;
     assert!(offenders.is_empty(), "{offenders:?}");
 }
