@@ -6,7 +6,6 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::panic,
     reason = "test helpers and doubles outside #[test] fns: a surprise must fail the test loudly"
 )]
 
@@ -624,7 +623,7 @@ async fn decisions_and_links_are_recorded_and_read_back() {
             .edges("run/r1", &cad.node.id, EdgeDirection::Incoming, None)
             .await
             .unwrap();
-        assert_eq!(edges, [edge.edge.clone()], "{}", e.name);
+        assert_eq!(edges, std::slice::from_ref(&edge.edge), "{}", e.name);
         let again = e
             .service
             .check_link(&run("r1", "design"), &link)

@@ -151,7 +151,7 @@ pub(crate) struct NodesQuery {
     /// the text.
     value: Option<String>,
     /// At most this many nodes (1-500, default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     limit: Option<String>,
 }
 
@@ -380,7 +380,7 @@ pub(crate) struct LogQuery {
     /// The branch (default `main`).
     branch: Option<String>,
     /// At most this many commits, newest first (1-500, default 100).
-    #[param(value_type = Option<u32>)]
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 500)]
     limit: Option<String>,
 }
 

@@ -14,4 +14,5 @@ mod generator;
 mod hardening;
 mod harness;
 mod threads;
+mod twin;
 mod usage;
