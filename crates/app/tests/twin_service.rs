@@ -474,6 +474,53 @@ async fn bad_input_is_refused_naming_the_field_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_runs_own_run_and_phase_may_be_repeated_in_properties_but_never_changed() {
+    for e in engines().await {
+        let repeated = WorkProductInput {
+            properties: json!({"run_id": "r1", "phase": "design", "units": "mm"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            ..product("cad_model", "x")
+        };
+        let done = e
+            .service
+            .commit_work_product(&run("r1", "design"), "svc", &repeated)
+            .await
+            .unwrap();
+        assert_eq!(done.node.properties["units"], "mm");
+        assert_eq!(
+            recorded_deliverables(e.store.as_ref(), "r1", "design")
+                .await
+                .unwrap(),
+            ["cad_model"],
+            "{}",
+            e.name
+        );
+        let other_run = WorkProductInput {
+            properties: json!({"run_id": "r2"}).as_object().cloned().unwrap(),
+            ..product("cad_model", "x")
+        };
+        let err = e
+            .service
+            .check_work_product(&run("r1", "design"), &other_run)
+            .await
+            .unwrap_err();
+        assert_eq!(err.field(), Some("properties.run_id"));
+        let on_main = e
+            .service
+            .check_work_product(&WriteTarget::Main, &repeated)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            on_main.field(),
+            Some("properties.run_id"),
+            "a chat write names no run"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_content_hash_given_with_its_content_must_agree_and_is_kept_lower_case() {
     for e in engines().await {
         let hash = sha256_hex("step file").to_ascii_uppercase();

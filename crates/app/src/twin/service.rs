@@ -161,11 +161,35 @@ fn sha256_text(field: &str, value: &str) -> Result<String, TwinError> {
     }
 }
 
-/// The caller's extra properties, refused when one names what MetaForge sets itself.
-fn extra_properties(field: &str, properties: &Map<String, Value>) -> Result<Map<String, Value>, TwinError> {
-    for key in properties.keys() {
+/// The caller's extra properties, refused when one names what MetaForge sets itself. A run's
+/// `run_id` and `phase` may be repeated (a brief may tell a model to send them) only with the
+/// values the writer's run scope has; anywhere else they are refused, so no argument can move a
+/// work product into another run or phase.
+fn extra_properties(
+    field: &str,
+    target: &WriteTarget,
+    properties: &Map<String, Value>,
+) -> Result<Map<String, Value>, TwinError> {
+    let mut kept = Map::new();
+    for (key, value) in properties {
         if key.trim().is_empty() {
             return Err(TwinError::invalid(field, "a property name must not be empty"));
+        }
+        let scoped = match (key.as_str(), target.run()) {
+            (WORK_PRODUCT_RUN, Some(scope)) => Some(scope.run_id.as_str()),
+            (WORK_PRODUCT_PHASE, Some(scope)) => Some(scope.phase.as_str()),
+            _ => None,
+        };
+        if let Some(own) = scoped {
+            if value.as_str() == Some(own) {
+                continue;
+            }
+            return Err(TwinError::invalid(
+                format!("{field}.{key}"),
+                format!(
+                    "this write belongs to {key} '{own}' (from the caller's run, never from an argument); omit it"
+                ),
+            ));
         }
         if RESERVED_PROPERTIES.contains(&key.as_str()) {
             return Err(TwinError::invalid(
@@ -173,8 +197,9 @@ fn extra_properties(field: &str, properties: &Map<String, Value>) -> Result<Map<
                 "MetaForge sets this property itself (the run and phase come from the caller's run, never from an argument)",
             ));
         }
+        kept.insert(key.clone(), value.clone());
     }
-    Ok(properties.clone())
+    Ok(kept)
 }
 
 /// Stamps a run's write with its run and phase.
@@ -291,7 +316,7 @@ impl TwinService {
                 actual
             }
         };
-        let mut properties = extra_properties("properties", &input.properties)?;
+        let mut properties = extra_properties("properties", target, &input.properties)?;
         properties.insert(WORK_PRODUCT_ARTIFACT.to_owned(), Value::String(artifact));
         properties.insert(WORK_PRODUCT_TITLE.to_owned(), Value::String(title));
         properties.insert(WORK_PRODUCT_CONTENT_HASH.to_owned(), Value::String(content_hash));
@@ -367,7 +392,7 @@ impl TwinService {
             .enumerate()
             .map(|(i, a)| required_text(&format!("alternatives[{i}]"), a).map(Value::String))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut properties = extra_properties("properties", &input.properties)?;
+        let mut properties = extra_properties("properties", target, &input.properties)?;
         if !input.about.is_empty() {
             let branch = self.read_branch(target).await?;
             let mut seen = BTreeSet::new();
@@ -433,7 +458,7 @@ impl TwinService {
         if from == to {
             return Err(TwinError::invalid("to", "a node cannot be linked to itself"));
         }
-        let mut properties = extra_properties("properties", &input.properties)?;
+        let mut properties = extra_properties("properties", target, &input.properties)?;
         let branch = self.read_branch(target).await?;
         self.existing_node(&branch, "from", &from).await?;
         self.existing_node(&branch, "to", &to).await?;
