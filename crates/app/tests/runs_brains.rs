@@ -520,3 +520,36 @@ async fn recorded_deliverables_read_the_run_branch_only() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_phase_with_no_tools_fails_retryably_instead_of_running_toolless() {
+    let rig = server_rig(
+        &["planner", "phase_brain", "evaluator"],
+        vec![ScriptStep::text("1. plan")],
+        Vec::new(),
+    )
+    .await;
+    let empty: Arc<dyn ToolBox> =
+        Arc::new(PortToolBox::build(Vec::new(), None, &ToolPolicy::default()).await);
+    let boxes = Arc::new(RecordingToolBoxes {
+        tools: empty,
+        asked: Mutex::new(Vec::new()),
+    });
+    let clock = Arc::new(ManualClock::fixed());
+    let agent = Agent::new(AgentPorts {
+        model: Arc::new(ProviderModels::new(BTreeMap::from([
+            ("planner".to_owned(), vec![target("openai", &rig.worker)]),
+            ("phase_brain".to_owned(), vec![target("openai", &rig.worker)]),
+            ("evaluator".to_owned(), vec![target("openai", &rig.worker)]),
+        ]))),
+        tools: Arc::new(PortToolBox::build(Vec::new(), None, &ToolPolicy::default()).await),
+        approvals: None,
+        clock,
+        ids: Arc::new(SequentialIds::new("hold")),
+    });
+    let brain = ServerPhaseBrain::new(agent, boxes, Arc::new(MemoryTwinStore::new()));
+    let failure = brain.run_phase(brief("run-p", "design", 1)).await.unwrap_err();
+    assert_eq!(failure.kind, PhaseFailureKind::Retryable);
+    assert!(failure.reason.contains("no tools"), "{}", failure.reason);
+    assert!(rig.worker.requests().is_empty(), "nothing was sent");
+}

@@ -985,7 +985,7 @@ async fn a_stopped_engine_reads_its_runs_not_live_and_refuses_writes() {
 }
 
 #[tokio::test]
-async fn a_gate_whose_hold_could_not_be_parked_is_parked_when_the_effect_is_retried() {
+async fn holds_that_could_not_be_written_are_written_when_the_effects_are_retried() {
     let mut stores = Stores::memory();
     let flaky = Arc::new(FlakyApprovals {
         inner: stores.approvals.clone(),
@@ -1011,6 +1011,17 @@ async fn a_gate_whose_hold_could_not_be_parked_is_parked_when_the_effect_is_retr
         stores.approvals.get("gate:run-k:design:1").await.unwrap().status,
         ApprovalStatus::AwaitingApproval
     );
+    wait_for(
+        "the checkpoint's record, retried after the later transitions",
+        || async {
+            stores
+                .approvals
+                .get("gate:run-k:feasibility:1")
+                .await
+                .is_ok_and(|h| h.status == ApprovalStatus::Approved && h.approver.as_deref() == Some("auto"))
+        },
+    )
+    .await;
     assert!(
         stores.bus.notices().is_empty(),
         "the bus was down: the run went on regardless"

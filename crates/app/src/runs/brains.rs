@@ -174,7 +174,8 @@ impl Default for ServerBrainSettings {
 /// the task. The generator runs on `phase_brain` (the phase's pinned model when it has one) as
 /// the design-flow worker (caller class `service`, FORGE-487; forward approval mode, so held MCP
 /// calls go to their server's policy), with the tools [`ToolBoxes::for_turn`] gives the phase's
-/// disciplines; planner and evaluator keep their roles. Usage is attributed to the run and phase.
+/// disciplines (none at all fails the phase, retryably: it never runs toolless); planner and
+/// evaluator keep their roles. Usage is attributed to the run and phase.
 pub struct ServerPhaseBrain {
     agent: Agent,
     tools: Arc<dyn ToolBoxes>,
@@ -256,9 +257,16 @@ impl PhaseBrain for ServerPhaseBrain {
             session: Some(brief.run_id.clone()),
             input_channel: InputChannel::None,
         };
-        let agent = self
-            .agent
-            .with_tools(self.tools.for_turn(&caller, Some(&brief.disciplines)));
+        let tools = self.tools.for_turn(&caller, Some(&brief.disciplines));
+        // A phase never runs toolless (FORGE-475): its work is recorded through tools.
+        if tools.tools().is_empty() {
+            return Err(retryable(format!(
+                "no tools are available to phase '{}' (disciplines: {}): the MCP servers are unreachable or list none",
+                brief.phase,
+                brief.disciplines.join(", ")
+            )));
+        }
+        let agent = self.agent.with_tools(tools);
         let config = PgeConfig {
             turn: self.turn_config(&brief),
             max_iterations: self.settings.pge_rounds,

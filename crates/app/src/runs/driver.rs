@@ -58,8 +58,12 @@ enum Acting {
     /// After a restart: the last transition's effects again (phase start and gate park as the
     /// reducer's `resume` says), then its notices again (consumers drop duplicates).
     Resume,
-    /// Some effect failed a moment ago: the same as a resume, without the notices.
+    /// Some effect of the latest transition failed a moment ago: the same as a resume, without
+    /// the notices.
     Retry,
+    /// Some effect of an earlier transition failed: its event effects and its commands again,
+    /// except starting a phase or parking a gate (the current state decides those).
+    Older,
 }
 
 /// Why a step did not happen.
@@ -94,7 +98,8 @@ pub(crate) struct Driver {
     tx: mpsc::UnboundedSender<Msg>,
     rx: mpsc::UnboundedReceiver<Msg>,
     in_flight: Option<InFlight>,
-    unsettled: bool,
+    /// Transitions with an effect that failed, oldest first, tried again after `effect_retry`.
+    retry: Vec<RunTransition>,
     follow_ups: VecDeque<RunEvent>,
 }
 
@@ -143,7 +148,7 @@ impl Driver {
             tx,
             rx,
             in_flight: None,
-            unsettled: false,
+            retry: Vec::new(),
             follow_ups: VecDeque::new(),
         }
     }
@@ -162,7 +167,8 @@ impl Driver {
         self.drain_follow_ups().await;
         let stopping = self.shared.stopping.clone();
         loop {
-            if self.last.state.status.is_terminal() && !self.unsettled {
+            let unsettled = !self.retry.is_empty();
+            if self.last.state.status.is_terminal() && !unsettled {
                 break;
             }
             let deadline_armed = self
@@ -186,7 +192,7 @@ impl Driver {
                     None => return,
                 },
                 () = tokio::time::sleep(tick), if deadline_armed => self.check_deadline().await,
-                () = tokio::time::sleep(retry), if self.unsettled => self.act(Acting::Retry).await,
+                () = tokio::time::sleep(retry), if unsettled => self.retry_effects().await,
             }
             self.drain_follow_ups().await;
         }
@@ -309,7 +315,10 @@ impl Driver {
                     }
                     StepError::Persist(e) => {
                         tracing::error!(event = "run_transition_persist_failed", run_id = %self.record.id, error = %e, "a follow-up transition could not be persisted; its effect is re-acted later");
-                        self.unsettled = true;
+                        let last = self.last.clone();
+                        if !self.retry.iter().any(|t| t.seq == last.seq) {
+                            self.retry.push(last);
+                        }
                     }
                 }
             }
@@ -364,31 +373,7 @@ impl Driver {
     /// Carries out the latest transition's effects, then publishes its notices.
     async fn act(&mut self, acting: Acting) {
         let t = self.last.clone();
-        let mut ok = true;
-        if let Some(event) = &t.event {
-            ok &= self.event_effect(event, &t.state).await;
-        }
-        let commands = match acting {
-            Acting::Now => t.commands.clone(),
-            Acting::Resume | Acting::Retry => {
-                let mut commands: Vec<RunCommand> = t
-                    .commands
-                    .iter()
-                    .filter(|c| !matches!(c, RunCommand::StartPhase { .. } | RunCommand::OpenGate { .. }))
-                    .cloned()
-                    .collect();
-                match resume(&self.flow, &t.state) {
-                    Ok(again) => commands.extend(again),
-                    Err(e) => {
-                        tracing::error!(event = "run_resume_refused", run_id = %t.run_id, error = %e, "the reducer refused to resume the run");
-                    }
-                }
-                commands
-            }
-        };
-        for command in &commands {
-            ok &= self.command_effect(command, &t.state).await;
-        }
+        let ok = self.effects(&t, acting).await;
         if acting != Acting::Retry {
             for notice in notices_of(&t) {
                 let published = self.shared.publish(&notice).await;
@@ -399,14 +384,71 @@ impl Driver {
                 }
             }
         }
-        self.unsettled = !ok;
-        if ok && t.state.status.is_terminal() {
-            if let Err(e) = self.shared.ports.runs.mark_settled(&t.run_id, t.seq).await {
-                tracing::error!(event = "run_settle_failed", run_id = %t.run_id, seq = t.seq, error = %e, "the run's last effects are done but could not be marked; the next start-up re-acts them (idempotently)");
-            }
-        } else if !ok {
+        if !ok && !self.retry.iter().any(|r| r.seq == t.seq) {
             tracing::error!(event = "run_effects_failed", run_id = %t.run_id, seq = t.seq, "some effects of a persisted transition failed; they are tried again");
+            self.retry.push(t);
         }
+        self.settle_if_done().await;
+    }
+
+    /// Tries the failed effects again, oldest transition first.
+    async fn retry_effects(&mut self) {
+        let pending = std::mem::take(&mut self.retry);
+        for t in pending {
+            let acting = if t.seq == self.last.seq {
+                Acting::Retry
+            } else {
+                Acting::Older
+            };
+            if !self.effects(&t, acting).await {
+                self.retry.push(t);
+            }
+        }
+        self.settle_if_done().await;
+    }
+
+    /// A terminal run whose effects are all done is marked settled: the next start-up leaves it.
+    async fn settle_if_done(&self) {
+        let t = &self.last;
+        if !self.retry.is_empty() || !t.state.status.is_terminal() {
+            return;
+        }
+        if let Err(e) = self.shared.ports.runs.mark_settled(&t.run_id, t.seq).await {
+            tracing::error!(event = "run_settle_failed", run_id = %t.run_id, seq = t.seq, error = %e, "the run's last effects are done but could not be marked; the next start-up re-acts them (idempotently)");
+        }
+    }
+
+    /// The event's own effect, then the commands' (see [`Acting`]); true when all succeeded.
+    async fn effects(&mut self, t: &RunTransition, acting: Acting) -> bool {
+        let mut ok = true;
+        if let Some(event) = &t.event {
+            ok &= self.event_effect(event, &t.state).await;
+        }
+        let again = |t: &RunTransition| -> Vec<RunCommand> {
+            t.commands
+                .iter()
+                .filter(|c| !matches!(c, RunCommand::StartPhase { .. } | RunCommand::OpenGate { .. }))
+                .cloned()
+                .collect()
+        };
+        let commands = match acting {
+            Acting::Now => t.commands.clone(),
+            Acting::Older => again(t),
+            Acting::Resume | Acting::Retry => {
+                let mut commands = again(t);
+                match resume(&self.flow, &t.state) {
+                    Ok(next) => commands.extend(next),
+                    Err(e) => {
+                        tracing::error!(event = "run_resume_refused", run_id = %t.run_id, error = %e, "the reducer refused to resume the run");
+                    }
+                }
+                commands
+            }
+        };
+        for command in &commands {
+            ok &= self.command_effect(command, &t.state).await;
+        }
+        ok
     }
 
     fn hold_id(&self, state: &RunState, phase: &str) -> String {

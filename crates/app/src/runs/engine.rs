@@ -252,7 +252,8 @@ impl EmbeddedEngine {
     }
 
     /// Start-up: makes the engine drive runs and picks up every run the ledger says is unfinished
-    /// (on this engine): a phase in flight re-runs with the same `run:phase:attempt` key, a gate
+    /// (on this engine; a ledger that cannot be listed is an error and the engine stays not
+    /// started, a run that cannot be read back is reported in [`ResumeReport::failed`]): a phase in flight re-runs with the same `run:phase:attempt` key, a gate
     /// not yet parked is parked, a parked gate stays parked and answerable (its deadline, stored
     /// in the state, fires even if it passed while the engine was down), the last transition's
     /// notices are published again (consumers drop duplicates by run, seq and index), and a
@@ -260,26 +261,46 @@ impl EmbeddedEngine {
     /// gate holds no run waits at are closed. Call it once, before serving; a second call
     /// resumes nothing more.
     pub async fn resume_all(&self) -> Result<ResumeReport, PortError> {
+        let check = |lifecycle: Lifecycle| match lifecycle {
+            Lifecycle::Created => Ok(true),
+            Lifecycle::Running => Ok(false),
+            Lifecycle::Stopped => Err(unavailable("the embedded flow engine is stopped")),
+        };
+        if !check(self.shared.lifecycle())? {
+            return Ok(ResumeReport::default());
+        }
+        // Read before the engine counts as running: a ledger that cannot be read leaves the engine
+        // not started (and `resume_all` can be called again).
+        let unsettled = self.shared.ports.runs.unsettled().await?;
         {
             let mut lifecycle = lock(&self.shared.lifecycle);
-            match *lifecycle {
-                Lifecycle::Created => *lifecycle = Lifecycle::Running,
-                Lifecycle::Running => return Ok(ResumeReport::default()),
-                Lifecycle::Stopped => return Err(unavailable("the embedded flow engine is stopped")),
+            if !check(*lifecycle)? {
+                return Ok(ResumeReport::default());
             }
+            *lifecycle = Lifecycle::Running;
         }
         let mut report = ResumeReport::default();
         let mut parked: HashMap<String, Option<String>> = HashMap::new();
-        for record in self.shared.ports.runs.unsettled().await? {
+        for record in unsettled {
             match record.flow_engine {
                 FlowEngineKind::Embedded => {}
                 FlowEngineKind::Temporal | FlowEngineKind::InProcess => continue,
             }
-            let Some(latest) = self.shared.ports.runs.latest_transition(&record.id).await? else {
-                continue;
+            let latest = match self.shared.ports.runs.latest_transition(&record.id).await {
+                Ok(Some(latest)) => Ok(latest),
+                Ok(None) => continue,
+                Err(e) => Err(format!("its state cannot be read: {e}")),
             };
-            let flow = match self.shared.frozen_for(&latest.state).await {
-                Ok(flow) => flow,
+            let flow = match latest {
+                Ok(latest) => self
+                    .shared
+                    .frozen_for(&latest.state)
+                    .await
+                    .map(|flow| (flow, latest)),
+                Err(reason) => Err(reason),
+            };
+            let (flow, latest) = match flow {
+                Ok(found) => found,
                 Err(reason) => {
                     tracing::error!(event = "run_resume_failed", run_id = %record.id, reason = %reason, "a run could not be resumed; it reads live: false until its version is repaired");
                     lock(&self.shared.resume_failures).insert(record.id.clone(), reason.clone());
