@@ -567,8 +567,29 @@ async fn a_run_walks_the_flow_through_auto_and_human_gates_to_completion() {
     );
 
     // A late subscriber replays the whole run from the ledger, then the stream ends.
-    let replayed: Vec<RunNotice> = engine.subscribe("run-1", Some(0)).await.unwrap().collect().await;
+    let replayed: Vec<RunNotice> = engine
+        .subscribe("run-1", Some((0, 0)))
+        .await
+        .unwrap()
+        .collect()
+        .await;
     assert_eq!(replayed, notices, "the ledger replays exactly what was published");
+    let middle = notices.iter().find(|n| n.index == 1).unwrap().key();
+    let rest: Vec<RunNotice> = engine
+        .subscribe("run-1", Some(middle))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    assert_eq!(
+        rest,
+        notices
+            .iter()
+            .filter(|n| n.key() > middle)
+            .cloned()
+            .collect::<Vec<_>>(),
+        "a reconnecting watcher resumes right after the last notice it saw, mid-transition too"
+    );
     assert_eq!(
         engine.cancel("run-1", "ana", None).await.unwrap_err().kind,
         PortErrorKind::Conflict,
@@ -586,7 +607,7 @@ async fn a_live_subscription_sees_every_notice_once_in_order() {
         .start(start_request("run-s", &version, RunSettings::default()))
         .await
         .unwrap();
-    let mut events = engine.subscribe("run-s", Some(0)).await.unwrap();
+    let mut events = engine.subscribe("run-s", Some((0, 0))).await.unwrap();
     parked_at(&engine, "run-s", "design").await;
     engine
         .decide_gate("run-s", approve("design", "ana"))

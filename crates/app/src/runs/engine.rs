@@ -385,12 +385,12 @@ impl EmbeddedEngine {
         lock(&self.shared.subscribers).clear();
     }
 
-    /// A run's notices for one watcher (SSE): with `after_seq`, the notices of every persisted
-    /// transition after it first (replayed from the ledger, so a reconnecting client passes the
-    /// last `seq` it saw), then live ones as they happen, each once, in order; the stream ends when
-    /// the run ends (at once for a run already ended, after its backlog). `NotFound` for an
-    /// unknown run.
-    pub async fn subscribe(&self, run_id: &str, after_seq: Option<u64>) -> Result<RunEvents, PortError> {
+    /// A run's notices for one watcher (SSE). With `after` — the `(seq, index)` key of the last
+    /// notice the watcher has (an SSE `Last-Event-ID`; `(0, 0)` for everything) — the notices of
+    /// the persisted transitions after it come first, replayed from the ledger; then live ones
+    /// as they happen; each once, in order. Without it, live notices only. The stream ends when the
+    /// run ends (for a run already ended, after its backlog). `NotFound` for an unknown run.
+    pub async fn subscribe(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunEvents, PortError> {
         let record = self.shared.ports.runs.get(run_id).await?;
         let live = if record.status.is_terminal() {
             None
@@ -407,19 +407,19 @@ impl EmbeddedEngine {
             }
             Some(rx)
         };
-        let backlog = match after_seq {
-            Some(after) => self
+        let backlog = match after {
+            Some((seq, _)) => self
                 .shared
                 .ports
                 .runs
-                .transitions(run_id, after)
+                .transitions(run_id, seq.saturating_sub(1))
                 .await?
                 .iter()
                 .flat_map(notices_of)
                 .collect(),
             None => Vec::new(),
         };
-        Ok(RunEvents::new(backlog, live))
+        Ok(RunEvents::new(backlog, live, after))
     }
 
     /// Sends `msg` (built around a reply channel) to the run's task and waits for its answer; a

@@ -299,8 +299,9 @@ pub fn notices_of(transition: &RunTransition) -> Vec<RunNotice> {
 }
 
 /// A run's notices for one subscriber (the `GET /v1/runs/{id}/events` stream): the replayed
-/// backlog first (transitions after the sequence number asked for), then the live notices, each
-/// once and in `(seq, index)` order. The stream ends when the run has ended.
+/// backlog first (notices after the key asked for), then the live notices, each once and in
+/// `(seq, index)` order (an SSE event id of `seq.index` resumes exactly). The stream ends when
+/// the run has ended.
 pub struct RunEvents {
     backlog: VecDeque<RunNotice>,
     live: Option<UnboundedReceiver<RunNotice>>,
@@ -308,11 +309,15 @@ pub struct RunEvents {
 }
 
 impl RunEvents {
-    pub(crate) fn new(backlog: Vec<RunNotice>, live: Option<UnboundedReceiver<RunNotice>>) -> Self {
+    pub(crate) fn new(
+        backlog: Vec<RunNotice>,
+        live: Option<UnboundedReceiver<RunNotice>>,
+        after: Option<(u64, u32)>,
+    ) -> Self {
         Self {
             backlog: backlog.into(),
             live,
-            last: None,
+            last: after,
         }
     }
 }
