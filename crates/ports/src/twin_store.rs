@@ -10,6 +10,21 @@ use crate::error::PortError;
 /// The branch every twin starts with.
 pub const TWIN_MAIN_BRANCH: &str = "main";
 
+/// The property of a `WorkProduct` node naming the deliverable it records (`cad_model`,
+/// `drawing`, …): what a gate's readiness check counts (FORGE-495).
+pub const WORK_PRODUCT_ARTIFACT: &str = "artifact";
+/// The property of a `WorkProduct` node naming the phase that recorded it.
+pub const WORK_PRODUCT_PHASE: &str = "phase";
+/// The property of a `WorkProduct` node naming the run that recorded it.
+pub const WORK_PRODUCT_RUN: &str = "run_id";
+
+/// The branch a design-flow run's writes go to, `run/<id>` ("changes staged in a twin branch
+/// before approval"): its phases' work products are read from here, never from a brain's prose,
+/// and it is merged into `main` when the run completes past its release gate.
+pub fn run_branch(run_id: &str) -> String {
+    format!("run/{run_id}")
+}
+
 /// What a node is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum TwinNodeType {
