@@ -11,9 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metaforge_agent::{
-    Agent, AgentPorts, ModelProfile, ModelTarget, ProviderModels, ToolBox, ToolBoxes,
-};
+use metaforge_agent::{Agent, AgentPorts, ModelProfile, ModelTarget, ProviderModels, ToolBox, ToolBoxes};
 use metaforge_app::runs::{ClientPhaseBrain, PHASE_SYSTEM_PROMPT, ServerPhaseBrain, recorded_deliverables};
 use metaforge_ports::{
     ApiFamily, Billing, CallerClass, CallerContext, ClientTaskStatus, ClientTaskStore, Clock, ContentPart,
