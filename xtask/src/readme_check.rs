@@ -1,10 +1,13 @@
 //! `cargo xtask readme-check`: runs the README's walk-through, as written, against a real
 //! `metaforge up`, so the walk-through cannot drift from the binary again.
 //!
-//! Every ```` ```sh ```` block between the `## Walk-through` heading and the next `##` heading is
+//! Every ```` ```sh ```` block of the `## Walk-through` and `## Chat with the agent` sections is
 //! run, in order, as one bash script under `set -euo pipefail`, from the repository root, with
 //! the freshly built `metaforge` first on `PATH` (as `cargo install` would put it) and `metaforge
-//! up` listening on the README's own addresses over a scratch `METAFORGE_HOME`. The check fails
+//! up` listening on the README's own addresses over a scratch `METAFORGE_HOME`. The chat section
+//! needs a model and a tool server: the check gives `up` aimock (the fixtures of the chat process
+//! tests) as its OpenAI provider for the `chat` role and server-everything in the servers file,
+//! as the README tells a reader to configure their own. The check fails
 //! when a command fails, a command is not found, or a field the README selects with jq comes
 //! back `null` (the sign of a renamed field).
 
@@ -42,6 +45,7 @@ impl Drop for Server {
 pub(crate) fn run() -> Result<()> {
     let readme = std::fs::read_to_string("README.md").context("cannot read README.md")?;
     let script = walkthrough_script(&readme)?;
+    crate::setup::ensure()?;
     crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
     let target = MetadataCommand::new()
         .no_deps()
@@ -57,9 +61,12 @@ pub(crate) fn run() -> Result<()> {
     .context("PATH cannot be joined")?;
     let log = std::fs::File::create(std::env::temp_dir().join("metaforge-readme-up.log"))
         .context("cannot create the server log")?;
+    let (model, model_env) = start_model(&home)?;
+    let _model = Server(model);
     let mut child = Command::new(bin_dir.join("metaforge").as_std_path())
         .arg("up")
         .env("METAFORGE_HOME", &home)
+        .envs(model_env)
         .env_remove("METAFORGE_GATEWAY_API_KEY")
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
@@ -106,6 +113,59 @@ pub(crate) fn run() -> Result<()> {
     Ok(())
 }
 
+/// aimock serving the chat process tests' fixtures on a free port, server-everything written into
+/// `home`'s servers file, and the environment that points `up`'s chat role at them.
+fn start_model(home: &std::path::Path) -> Result<(Child, Vec<(String, String)>)> {
+    let node_dir = crate::setup::tool_env()
+        .iter()
+        .find(|(k, _)| k == "METAFORGE_NODE_DIR")
+        .map(|(_, v)| std::path::PathBuf::from(v))
+        .context("the test tools are not set up (cargo xtask setup)")?;
+    let modules = node_dir.join("node_modules");
+    let everything = modules.join("@modelcontextprotocol/server-everything/dist/index.js");
+    std::fs::create_dir_all(home).context("cannot create the scratch home")?;
+    let servers = serde_json::json!({"mcpServers": {"everything": {
+        "command": "node", "args": [everything, "stdio"], "requires_approval": ["toggle-*"]
+    }}});
+    std::fs::write(home.join("mcp_servers.json"), servers.to_string())
+        .context("cannot write the servers file")?;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = Command::new("node")
+        .arg(modules.join("@copilotkit/aimock/dist/cli.js"))
+        .args([
+            "-p",
+            &port.to_string(),
+            "-h",
+            "127.0.0.1",
+            "-f",
+            "crates/bins/tests/fixtures/aimock_chat.json",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start aimock")?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if std::time::Instant::now() > deadline {
+            bail!("aimock did not listen on 127.0.0.1:{port}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let env = vec![
+        ("OPENAI_API_KEY".to_owned(), "sk-readme-check".to_owned()),
+        (
+            "HARNESS_OPENAI_BASE_URL".to_owned(),
+            format!("http://127.0.0.1:{port}/v1"),
+        ),
+        ("METAFORGE_ROUTE_CHAT".to_owned(), "openai:gpt-4o-mini".to_owned()),
+        (
+            "METAFORGE_CREDENTIALS_PATH".to_owned(),
+            home.join("credentials.json").display().to_string(),
+        ),
+    ];
+    Ok((child, env))
+}
+
 /// The two banner lines of `metaforge up` (gateway, sidecar), or why they never came.
 fn read_banners(stdout: Option<std::process::ChildStdout>) -> Result<Vec<String>> {
     let stdout = stdout.context("metaforge up has no stdout")?;
@@ -132,7 +192,7 @@ fn walkthrough_script(readme: &str) -> Result<String> {
     let mut script = String::new();
     for line in readme.lines() {
         if line.starts_with("## ") {
-            in_section = line.starts_with("## Walk-through");
+            in_section = line.starts_with("## Walk-through") || line.starts_with("## Chat with the agent");
             continue;
         }
         if !in_section {
@@ -151,7 +211,7 @@ fn walkthrough_script(readme: &str) -> Result<String> {
         }
     }
     if script.trim().is_empty() {
-        bail!("README.md has no sh blocks under a '## Walk-through' heading");
+        bail!("README.md has no sh blocks under a '## Walk-through' or '## Chat with the agent' heading");
     }
     Ok(script)
 }
@@ -163,10 +223,11 @@ mod tests {
     #[test]
     fn only_the_sh_blocks_of_the_walkthrough_section_are_run() {
         let readme = "# T\n## On a fresh machine\n```sh\ncargo run\n```\n## Walk-through: x\ntext\n```sh\necho one\n```\n\
-                      ```json\n{}\n```\n```sh\necho two\n```\n## The CLI\n```sh\nmetaforge up\n```\n";
+                      ```json\n{}\n```\n```sh\necho two\n```\n## The CLI\n```sh\nmetaforge up\n```\n\
+                      ## Chat with the agent\n```sh\necho three\n```\n";
         assert_eq!(
             walkthrough_script(readme).ok().as_deref(),
-            Some("echo one\n\necho two\n\n")
+            Some("echo one\n\necho two\n\necho three\n\n")
         );
         assert!(walkthrough_script("# nothing\n").is_err());
     }

@@ -1,15 +1,20 @@
-//! The run ledger on SQLite (FORGE-485): a run's record and status history; a terminal run is
-//! never reopened (checked in the transaction and by a trigger).
+//! The run ledger on SQLite (FORGE-485): a run's record and status history, and the embedded
+//! engine's transition log (each transition's event, state and commands, appended with
+//! compare-and-set on the sequence in one `BEGIN IMMEDIATE` transaction with the record's status);
+//! a terminal run is never reopened (checked in the transaction and by a trigger).
 
 use std::path::Path;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange, Timestamp,
+    PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition, Timestamp,
+    check_settle, terminal_run_conflict,
 };
-use sqlx::SqlitePool;
+use sqlx::{Sqlite, SqlitePool, Transaction};
 
-use crate::sqlite::{begin_write, db_error, label, not_found, open_pool, parse_label, parse_ts, ts};
+use crate::sqlite::{
+    begin_write, db_error, label, not_found, open_pool, parse_json, parse_label, parse_ts, to_json, ts,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/runs");
 
@@ -42,33 +47,154 @@ struct HistoryRow {
     at: String,
 }
 
-/// The conflict for an attempt to move a terminal run.
-pub(crate) fn terminal_conflict(id: &str, from: RunStatus, to: RunStatus) -> PortError {
-    PortError::new(
-        PortErrorKind::Conflict,
-        format!(
-            "run {id} is {}, which is terminal; it cannot move to {}",
-            from.as_str(),
-            to.as_str()
-        ),
-    )
+#[derive(sqlx::FromRow)]
+struct TransitionRow {
+    run_id: String,
+    seq: i64,
+    event: Option<String>,
+    state: String,
+    commands: String,
+    reason: Option<String>,
+    at: String,
 }
 
-/// Refuses a run that cannot be created, naming the field.
-pub(crate) fn validate_new_run(record: &RunRecord) -> Result<(), PortError> {
-    for (field, value) in [
-        ("id", &record.id),
-        ("template_id", &record.template_id),
-        ("flow_version_id", &record.flow_version_id),
-        ("content_hash", &record.content_hash),
-    ] {
-        if value.trim().is_empty() {
-            return Err(PortError::new(
-                PortErrorKind::Invalid,
-                format!("run.{field}: must not be empty"),
-            ));
-        }
+impl TransitionRow {
+    fn into_transition(self) -> Result<RunTransition, PortError> {
+        Ok(RunTransition {
+            seq: u64::try_from(self.seq).map_err(|_| {
+                PortError::new(
+                    PortErrorKind::Corrupt,
+                    format!("stored run_transitions.seq {} is negative", self.seq),
+                )
+            })?,
+            event: self
+                .event
+                .as_deref()
+                .map(|e| parse_json("run_transitions.event", e))
+                .transpose()?,
+            state: parse_json("run_transitions.state", &self.state)?,
+            commands: parse_json("run_transitions.commands", &self.commands)?,
+            reason: self.reason,
+            at: parse_ts("run_transitions.at", &self.at)?,
+            run_id: self.run_id,
+        })
     }
+}
+
+fn seq_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+fn seq_u64(column: &str, seq: i64) -> Result<u64, PortError> {
+    u64::try_from(seq).map_err(|_| {
+        PortError::new(
+            PortErrorKind::Corrupt,
+            format!("stored {column} {seq} is negative"),
+        )
+    })
+}
+
+async fn insert_run(tx: &mut Transaction<'static, Sqlite>, record: &RunRecord) -> Result<(), PortError> {
+    let inserted = sqlx::query(
+        "INSERT INTO runs (id, project_id, flow_engine, intelligence, template_id, \
+         template_version, flow_version_id, content_hash, status, reason, created_at, updated_at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&record.id)
+    .bind(&record.project_id)
+    .bind(label(&record.flow_engine)?)
+    .bind(label(&record.intelligence)?)
+    .bind(&record.template_id)
+    .bind(&record.template_version)
+    .bind(&record.flow_version_id)
+    .bind(&record.content_hash)
+    .bind(label(&record.status)?)
+    .bind(&record.reason)
+    .bind(ts(record.created_at))
+    .bind(ts(record.created_at))
+    .execute(&mut **tx)
+    .await;
+    if let Err(e) = inserted {
+        let err = db_error("create a run", e);
+        return Err(if err.kind == PortErrorKind::Conflict {
+            PortError::new(
+                PortErrorKind::Conflict,
+                format!("run {} already exists", record.id),
+            )
+        } else {
+            err
+        });
+    }
+    record_history(
+        tx,
+        &record.id,
+        record.status,
+        record.reason.as_deref(),
+        record.created_at,
+    )
+    .await
+}
+
+async fn record_history(
+    tx: &mut Transaction<'static, Sqlite>,
+    id: &str,
+    status: RunStatus,
+    reason: Option<&str>,
+    at: Timestamp,
+) -> Result<(), PortError> {
+    sqlx::query("INSERT INTO run_status_history (run_id, status, reason, at) VALUES (?, ?, ?, ?)")
+        .bind(id)
+        .bind(label(&status)?)
+        .bind(reason)
+        .bind(ts(at))
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| db_error("record run history", e))?;
+    Ok(())
+}
+
+async fn insert_transition(
+    tx: &mut Transaction<'static, Sqlite>,
+    transition: &RunTransition,
+) -> Result<(), PortError> {
+    let event = transition
+        .event
+        .as_ref()
+        .map(|e| to_json("transition.event", e))
+        .transpose()?;
+    let inserted = sqlx::query(
+        "INSERT INTO run_transitions (run_id, seq, event, state, commands, reason, at) \
+         VALUES (?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(&transition.run_id)
+    .bind(seq_i64(transition.seq))
+    .bind(event)
+    .bind(to_json("transition.state", &transition.state)?)
+    .bind(to_json("transition.commands", &transition.commands)?)
+    .bind(&transition.reason)
+    .bind(ts(transition.at))
+    .execute(&mut **tx)
+    .await;
+    inserted.map_err(|e| {
+        let err = db_error("append a run transition", e);
+        if err.kind == PortErrorKind::Conflict {
+            PortError::new(
+                PortErrorKind::Conflict,
+                format!(
+                    "run {} already has transition {} (another writer moved the run)",
+                    transition.run_id, transition.seq
+                ),
+            )
+        } else {
+            err
+        }
+    })?;
+    sqlx::query("UPDATE runs SET last_seq = ? WHERE id = ?")
+        .bind(seq_i64(transition.seq))
+        .bind(&transition.run_id)
+        .execute(&mut **tx)
+        .await
+        .map_err(|e| db_error("advance a run's sequence", e))?;
     Ok(())
 }
 
@@ -129,46 +255,9 @@ impl SqliteRunLedger {
 #[async_trait]
 impl RunLedger for SqliteRunLedger {
     async fn create(&self, record: RunRecord) -> Result<RunRecord, PortError> {
-        validate_new_run(&record)?;
+        record.check_new()?;
         let mut tx = begin_write(&self.pool).await?;
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, project_id, flow_engine, intelligence, template_id, \
-             template_version, flow_version_id, content_hash, status, reason, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&record.id)
-        .bind(&record.project_id)
-        .bind(label(&record.flow_engine)?)
-        .bind(label(&record.intelligence)?)
-        .bind(&record.template_id)
-        .bind(&record.template_version)
-        .bind(&record.flow_version_id)
-        .bind(&record.content_hash)
-        .bind(label(&record.status)?)
-        .bind(&record.reason)
-        .bind(ts(record.created_at))
-        .bind(ts(record.created_at))
-        .execute(&mut *tx)
-        .await;
-        if let Err(e) = inserted {
-            let err = db_error("create a run", e);
-            return Err(if err.kind == PortErrorKind::Conflict {
-                PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("run {} already exists", record.id),
-                )
-            } else {
-                err
-            });
-        }
-        sqlx::query("INSERT INTO run_status_history (run_id, status, reason, at) VALUES (?, ?, ?, ?)")
-            .bind(&record.id)
-            .bind(label(&record.status)?)
-            .bind(&record.reason)
-            .bind(ts(record.created_at))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_error("record run history", e))?;
+        insert_run(&mut tx, &record).await?;
         tx.commit().await.map_err(|e| db_error("commit a run", e))?;
         self.get(&record.id).await
     }
@@ -217,7 +306,7 @@ impl RunLedger for SqliteRunLedger {
             return self.get(id).await;
         }
         if current_status.is_terminal() {
-            return Err(terminal_conflict(id, current_status, status));
+            return Err(terminal_run_conflict(id, current_status, status));
         }
         sqlx::query("UPDATE runs SET status = ?, reason = ?, updated_at = ? WHERE id = ?")
             .bind(label(&status)?)
@@ -227,17 +316,130 @@ impl RunLedger for SqliteRunLedger {
             .execute(&mut *tx)
             .await
             .map_err(|e| db_error("update a run", e))?;
-        sqlx::query("INSERT INTO run_status_history (run_id, status, reason, at) VALUES (?, ?, ?, ?)")
-            .bind(id)
-            .bind(label(&status)?)
-            .bind(&reason)
-            .bind(ts(at))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_error("record run history", e))?;
+        record_history(&mut tx, id, status, reason.as_deref(), at).await?;
         tx.commit()
             .await
             .map_err(|e| db_error("commit a run status", e))?;
         self.get(id).await
+    }
+
+    async fn create_started(&self, record: RunRecord, first: RunTransition) -> Result<RunRecord, PortError> {
+        record.check_new()?;
+        first.check_first_of(&record)?;
+        let mut tx = begin_write(&self.pool).await?;
+        insert_run(&mut tx, &record).await?;
+        insert_transition(&mut tx, &first).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db_error("commit a started run", e))?;
+        self.get(&record.id).await
+    }
+
+    async fn append_transition(&self, transition: RunTransition) -> Result<RunRecord, PortError> {
+        transition.check()?;
+        let id = transition.run_id.clone();
+        let mut tx = begin_write(&self.pool).await?;
+        let current: Option<(String, Option<String>, i64)> =
+            sqlx::query_as("SELECT status, reason, last_seq FROM runs WHERE id = ?")
+                .bind(&id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_error("read a run", e))?;
+        let (status, reason, last_seq) = current.ok_or_else(|| not_found("run", &id))?;
+        let status: RunStatus = parse_label("runs.status", &status)?;
+        transition.check_follows(seq_u64("runs.last_seq", last_seq)?, status)?;
+        insert_transition(&mut tx, &transition).await?;
+        let next_status = transition.state.status;
+        if next_status != status || transition.reason != reason {
+            sqlx::query("UPDATE runs SET status = ?, reason = ?, updated_at = ? WHERE id = ?")
+                .bind(label(&next_status)?)
+                .bind(&transition.reason)
+                .bind(ts(transition.at))
+                .bind(&id)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_error("update a run", e))?;
+            record_history(
+                &mut tx,
+                &id,
+                next_status,
+                transition.reason.as_deref(),
+                transition.at,
+            )
+            .await?;
+        }
+        tx.commit()
+            .await
+            .map_err(|e| db_error("commit a run transition", e))?;
+        self.get(&id).await
+    }
+
+    async fn latest_transition(&self, run_id: &str) -> Result<Option<RunTransition>, PortError> {
+        if self.row(run_id).await?.is_none() {
+            return Err(not_found("run", run_id));
+        }
+        let row: Option<TransitionRow> = sqlx::query_as(
+            "SELECT run_id, seq, event, state, commands, reason, at FROM run_transitions \
+             WHERE run_id = ? ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(|e| db_error("read a run's latest transition", e))?;
+        row.map(TransitionRow::into_transition).transpose()
+    }
+
+    async fn transitions(&self, run_id: &str, after_seq: u64) -> Result<Vec<RunTransition>, PortError> {
+        if self.row(run_id).await?.is_none() {
+            return Err(not_found("run", run_id));
+        }
+        let rows: Vec<TransitionRow> = sqlx::query_as(
+            "SELECT run_id, seq, event, state, commands, reason, at FROM run_transitions \
+             WHERE run_id = ? AND seq > ? ORDER BY seq",
+        )
+        .bind(run_id)
+        .bind(seq_i64(after_seq))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("read a run's transitions", e))?;
+        rows.into_iter().map(TransitionRow::into_transition).collect()
+    }
+
+    async fn mark_settled(&self, run_id: &str, seq: u64) -> Result<(), PortError> {
+        let mut tx = begin_write(&self.pool).await?;
+        let current: Option<(i64,)> = sqlx::query_as("SELECT last_seq FROM runs WHERE id = ?")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_error("read a run", e))?;
+        let (last_seq,) = current.ok_or_else(|| not_found("run", run_id))?;
+        check_settle(run_id, seq, seq_u64("runs.last_seq", last_seq)?)?;
+        sqlx::query("UPDATE runs SET settled_seq = MAX(settled_seq, ?) WHERE id = ?")
+            .bind(seq_i64(seq))
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_error("settle a run transition", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| db_error("commit a settled transition", e))?;
+        Ok(())
+    }
+
+    async fn unsettled(&self) -> Result<Vec<RunRecord>, PortError> {
+        let rows: Vec<RunRow> = sqlx::query_as(
+            "SELECT id, project_id, flow_engine, intelligence, template_id, template_version, \
+             flow_version_id, content_hash, status, reason, created_at, updated_at \
+             FROM runs WHERE last_seq > 0 AND (status NOT IN ('completed', 'failed', 'canceled') \
+             OR settled_seq < last_seq) ORDER BY created_at, id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("list unsettled runs", e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(self.load(row).await?);
+        }
+        Ok(out)
     }
 }

@@ -84,7 +84,8 @@ impl PgeOutcome {
 /// How a P→G→E run goes.
 #[derive(Debug, Clone)]
 pub struct PgeConfig {
-    /// The generator's turn settings (its role is set to `generator`).
+    /// The generator's turn settings (its role is set to `generator`, unless it is a
+    /// `phase_brain` role: a phase's generator runs on the phase's worker model).
     pub turn: TurnConfig,
     /// Most generator/evaluator rounds.
     pub max_iterations: usize,
@@ -198,7 +199,12 @@ impl Agent {
             .1;
         outcome.plan = Some(plan.clone());
         let mut generator = base.clone();
-        generator.role = ROLE_GENERATOR.to_owned();
+        // Inside a design-flow phase the generator is the phase's worker: it keeps the
+        // `phase_brain` role, which the phase's own model serves (FORGE-475); planner and
+        // evaluator stay on their own roles.
+        if !metaforge_domain::routing::is_phase_brain_role(&generator.role) {
+            generator.role = ROLE_GENERATOR.to_owned();
+        }
         let mut findings: Vec<String> = Vec::new();
         while outcome.iterations < config.max_iterations {
             outcome.iterations += 1;

@@ -133,8 +133,10 @@ impl ApprovalService {
         }
     }
 
-    /// A person decides. Deciding a decided hold is a `Conflict` naming its state and reason.
-    /// Approving a flow proposal or edit decides the version too, with the same approver.
+    /// A person decides. Deciding a decided hold is a `Conflict` naming its state and reason; a
+    /// run's gate hold is a `Conflict` whose source is `metaforge_ports::GateDecisionRefused`
+    /// (it is answered through the run). Approving a flow proposal or edit decides the version
+    /// too, with the same approver.
     pub async fn decide(
         &self,
         id: &str,
@@ -148,9 +150,16 @@ impl ApprovalService {
                 "a decision must name the person who made it",
             ));
         }
+        // Who asked and what the hold is about never change, so reading them before the
+        // conditional decide is race-free.
+        let record = self.ledger.get(id).await?;
+        // A run's gate is answered through its engine (which checks the decision against the
+        // gate), never by a generic approve/reject: a Conflict naming the run, for the door to
+        // redirect.
+        record.check_generic_decision().inspect_err(|_| {
+            tracing::warn!(event = "approval_gate_generic_decision_refused", approval_id = %id, approver, "a gate is decided through its run");
+        })?;
         if self.policy != ApproverPolicy::Any {
-            // Who asked never changes, so reading it before the conditional decide is race-free.
-            let record = self.ledger.get(id).await?;
             check_approver(&record, approver, self.policy).map_err(|e| {
                 tracing::warn!(event = "approval_same_approver_refused", approval_id = %id, approver, kind = record.kind.as_str(), "four eyes: the requester cannot decide");
                 refused(PortErrorKind::Invalid, e)

@@ -15,6 +15,7 @@ pub mod flows;
 pub mod limits;
 pub mod pipeline;
 pub mod routing;
+pub mod runs;
 pub mod tools;
 pub mod turn_model;
 pub mod twin;

@@ -6,6 +6,7 @@ mod chat_config;
 mod cmd;
 mod listen;
 mod providers_config;
+mod runs_config;
 mod system;
 mod tool_servers;
 

@@ -5,6 +5,7 @@
 #![expect(
     clippy::expect_used,
     clippy::unwrap_used,
+    clippy::panic,
     reason = "process tests: a failure must stop the test loudly"
 )]
 

@@ -93,11 +93,12 @@ pub fn check_approver(
 
 /// A waiter's resolve (`timed_out`/`canceled`) may close only a held tool call: a flow proposal
 /// or edit waits for a person, and closing it from the side would leave its version `proposed`
-/// forever with no approver.
+/// forever with no approver; a run's gate is closed only by its engine (a decision, an expiry,
+/// the run's cancel), never by a waiter from outside.
 pub fn check_waiter_may_resolve(record: &ApprovalRecord) -> Result<(), ApprovalError> {
     match record.kind {
         ApprovalKind::ToolCall => Ok(()),
-        ApprovalKind::DesignFlowProposal | ApprovalKind::DesignFlowVersion => {
+        ApprovalKind::DesignFlowProposal | ApprovalKind::DesignFlowVersion | ApprovalKind::Gate => {
             Err(ApprovalError::PersonDecisionRequired {
                 kind: record.kind.as_str().to_owned(),
             })

@@ -53,6 +53,11 @@ pub enum ApprovalKind {
     DesignFlowProposal,
     /// A saved flow edit; approving it approves the stored version.
     DesignFlowVersion,
+    /// A design-flow run parked at a gate (FORGE-401/489). Listed with every other hold, but
+    /// decided only through the run's engine (`FlowEngine::decide_gate`), which records the
+    /// decision here; a generic decision is refused ([`crate::approval_rules::GateDecisionRefused`]),
+    /// and a restart never orphans it (the engine resumes the run parked at it).
+    Gate,
 }
 
 impl ApprovalKind {
@@ -62,6 +67,7 @@ impl ApprovalKind {
             Self::ToolCall => "tool_call",
             Self::DesignFlowProposal => "design_flow_proposal",
             Self::DesignFlowVersion => "design_flow_version",
+            Self::Gate => "gate",
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use chrono::Duration;
 
-use crate::approval::{ApprovalRecord, ApprovalStatus};
+use crate::approval::{ApprovalKind, ApprovalRecord, ApprovalStatus};
 use crate::approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalTransition, ApprovalTrigger,
     ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
@@ -26,6 +26,35 @@ pub const MAX_HOLD_TIMEOUT_SECONDS: u64 = 604_800;
 
 /// The reason written on a hold a read found past its deadline.
 pub const DEADLINE_REASON: &str = "deadline passed: no waiter resolved this approval before its deadline";
+
+/// The stable code of [`GateDecisionRefused`], for a door's error body (the gateway's 409 answer
+/// that points the caller at the run's approval route).
+pub const GATE_DECISION_REFUSED_CODE: &str = "gate_decided_through_run";
+
+/// A gate hold was given a generic approval decision. A gate is answered only through its run's
+/// engine, which checks the decision against the gate (approve only when ready, retry and rework
+/// with a reason, the rework cap) and records it here; a plain approve/reject on the hold would
+/// skip all of that. Travels as the source of a `Conflict` [`PortError`], so a door can downcast it
+/// and redirect (HTTP: `POST /v1/runs/{run_id}/approval`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "approval {approval_id} is the gate of run {run_id} (phase '{phase}'): a gate is answered through its run's gate decision, not a generic approval decision"
+)]
+pub struct GateDecisionRefused {
+    /// The gate hold.
+    pub approval_id: String,
+    /// The run parked at it (empty when the hold does not name one).
+    pub run_id: String,
+    /// The gated phase (empty when the hold does not name one).
+    pub phase: String,
+}
+
+impl GateDecisionRefused {
+    /// [`GATE_DECISION_REFUSED_CODE`].
+    pub fn code(&self) -> &'static str {
+        GATE_DECISION_REFUSED_CODE
+    }
+}
 
 /// The deadline of a hold parked at `now` whose waiter waits `timeout_seconds`: the timeout plus
 /// [`APPROVAL_DEADLINE_GRACE_SECONDS`]; `None` waits for ever. Over a week is `Invalid`.
@@ -86,6 +115,37 @@ impl ApprovalRecord {
             return invalid("deadline", "must not be before created_at");
         }
         Ok(())
+    }
+
+    /// Refuses a generic (approve/reject) decision of a gate hold with a `Conflict` whose source is
+    /// [`GateDecisionRefused`]; every other kind may be decided generically. The approvals
+    /// service applies it to every decision a door relays; the run engine records a gate's
+    /// decision on the ledger directly, after the run's state machine accepted it.
+    pub fn check_generic_decision(&self) -> Result<(), PortError> {
+        match self.kind {
+            ApprovalKind::ToolCall | ApprovalKind::DesignFlowProposal | ApprovalKind::DesignFlowVersion => {
+                Ok(())
+            }
+            ApprovalKind::Gate => {
+                let text = |key: &str| {
+                    self.arguments
+                        .get(key)
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let refused = GateDecisionRefused {
+                    approval_id: self.id.clone(),
+                    run_id: text("run_id"),
+                    phase: text("phase"),
+                };
+                Err(PortError::with_source(
+                    PortErrorKind::Conflict,
+                    refused.to_string(),
+                    refused,
+                ))
+            }
+        }
     }
 
     /// True when the hold is open and `now` is past its deadline (at the deadline itself a
@@ -150,9 +210,16 @@ impl ApprovalRecord {
     }
 
     /// At start-up an open hold's waiter died with the process: it is failed as orphaned (kept for
-    /// audit, never actionable). `None` for a hold that is not open.
+    /// audit, never actionable). `None` for a hold that is not open, and for a gate hold: its
+    /// waiter is the run engine, which resumes the run still parked at the gate.
     pub fn orphaned(&self, now: Timestamp) -> Option<Self> {
-        (self.status == ApprovalStatus::AwaitingApproval).then(|| {
+        let waiter_died = match self.kind {
+            ApprovalKind::ToolCall | ApprovalKind::DesignFlowProposal | ApprovalKind::DesignFlowVersion => {
+                true
+            }
+            ApprovalKind::Gate => false,
+        };
+        (waiter_died && self.status == ApprovalStatus::AwaitingApproval).then(|| {
             self.closed(
                 ApprovalStatus::Failed,
                 Some(ORPHANED_APPROVAL_REASON.to_owned()),

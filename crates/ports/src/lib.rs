@@ -22,6 +22,7 @@ pub mod llm;
 pub mod phase_brain;
 pub mod provider;
 pub mod run_ledger;
+pub mod run_ledger_rules;
 pub mod run_state;
 pub mod selection_store;
 pub mod session_store;
@@ -36,7 +37,9 @@ pub use approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
     ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
 };
-pub use approval_rules::{DEADLINE_REASON, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline};
+pub use approval_rules::{
+    DEADLINE_REASON, GATE_DECISION_REFUSED_CODE, GateDecisionRefused, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline,
+};
 pub use canonical::{canonical_json, canonical_sha256, sha256_hex};
 pub use client_task_rules::client_task_key;
 pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
@@ -54,11 +57,14 @@ pub use llm::{
 };
 pub use phase_brain::{EarlierSummary, PhaseBrain, PhaseBrief, PhaseFailure, PhaseOutcome};
 pub use provider::ApiFamily;
-pub use run_ledger::{FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange};
+pub use run_ledger::{
+    FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition,
+};
+pub use run_ledger_rules::{check_settle, terminal_run_conflict};
 pub use run_state::{
     AUTO_APPROVER, DEADLINE_APPROVER, FeedbackSource, FlowRef, GateDecision, GateDecisionKind, GateRecord,
     OpenGate, PhaseFailureKind, PhaseFeedback, PhaseState, PhaseStatus, RunCommand, RunEvent, RunSettings,
-    RunState, phase_attempt_key,
+    RunState, gate_approval_id, phase_attempt_key,
 };
 pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore, TurnLimits};

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::PortError;
+use crate::run_state::{RunCommand, RunEvent, RunState};
 
 /// A run's status. Completed, failed and canceled are terminal and never reopened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -161,6 +162,28 @@ pub struct RunRecord {
     pub updated_at: Timestamp,
 }
 
+/// One step of a run as the engine persists it before acting on it: the event it applied, the
+/// reducer's resulting state and the commands that state asks for. Transitions of a run are
+/// numbered 1, 2, … without gaps; the log is append-only, so "what did the run do" is answered
+/// from it, and an engine restarting re-acts from the last one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTransition {
+    /// The run.
+    pub run_id: String,
+    /// Its sequence number (1 = the run's start). Appending is compare-and-set on it.
+    pub seq: u64,
+    /// The event applied; `None` only for the start (seq 1).
+    pub event: Option<RunEvent>,
+    /// The reducer's state after the event.
+    pub state: RunState,
+    /// What the state asks the engine to do, in order.
+    pub commands: Vec<RunCommand>,
+    /// The record's reason after this step (a gate's approval reason, a failure message).
+    pub reason: Option<String>,
+    /// When it happened.
+    pub at: Timestamp,
+}
+
 /// The run ledger.
 #[async_trait]
 pub trait RunLedger: Send + Sync {
@@ -183,4 +206,32 @@ pub trait RunLedger: Send + Sync {
         reason: Option<String>,
         at: Timestamp,
     ) -> Result<RunRecord, PortError>;
+
+    /// Records a new run together with its first transition (seq 1, no event), atomically: the
+    /// run's status is the first state's. An existing id is a `Conflict`, a record and a
+    /// transition that disagree (id, status, seq) are `Invalid`, and nothing is written.
+    async fn create_started(&self, record: RunRecord, first: RunTransition) -> Result<RunRecord, PortError>;
+
+    /// Appends the next transition of a run, compare-and-set on its sequence: `seq` must be
+    /// exactly one past the latest (another writer got there first: `Conflict`, nothing written).
+    /// The run's status and reason follow the transition's state in the same write (a status
+    /// change enters the history); a terminal run takes no further transition (`Conflict`).
+    async fn append_transition(&self, transition: RunTransition) -> Result<RunRecord, PortError>;
+
+    /// The run's latest transition (`NotFound` for an unknown run; `None` for a run recorded
+    /// without engine state, e.g. by [`RunLedger::create`]).
+    async fn latest_transition(&self, run_id: &str) -> Result<Option<RunTransition>, PortError>;
+
+    /// The run's transitions with a sequence number above `after_seq`, oldest first
+    /// (`NotFound` for an unknown run).
+    async fn transitions(&self, run_id: &str, after_seq: u64) -> Result<Vec<RunTransition>, PortError>;
+
+    /// The engine carried out every effect of transition `seq` and the run needs nothing more
+    /// until its next transition. Idempotent, never moves back; a `seq` past the latest is
+    /// `Invalid`.
+    async fn mark_settled(&self, run_id: &str, seq: u64) -> Result<(), PortError>;
+
+    /// Runs with engine state an engine must pick up at start-up, oldest first: every run that
+    /// is not terminal, and every terminal run whose last transition is not marked settled.
+    async fn unsettled(&self) -> Result<Vec<RunRecord>, PortError>;
 }

@@ -559,3 +559,10 @@ pub enum RunCommand {
 pub fn phase_attempt_key(run_id: &str, phase: &str, attempt: u32) -> String {
     client_task_id(run_id, phase, attempt)
 }
+
+/// The id of the gate hold the engine parks for `attempt` of `phase`'s gate in the one approval
+/// ledger: `gate:run:phase:attempt`. Deterministic, so an engine re-acting after a restart finds the
+/// hold it parked instead of parking a second one.
+pub fn gate_approval_id(run_id: &str, phase: &str, attempt: u32) -> String {
+    format!("gate:{}", phase_attempt_key(run_id, phase, attempt))
+}

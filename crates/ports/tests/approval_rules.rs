@@ -249,3 +249,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_gate_hold_survives_a_restart_and_refuses_a_generic_decision() {
+    let mut gate = parked(None);
+    gate.id = "gate:r-1:design:1".into();
+    gate.kind = ApprovalKind::Gate;
+    gate.arguments = json!({"run_id": "r-1", "phase": "design"});
+    assert_eq!(
+        gate.orphaned(t0()),
+        None,
+        "its engine resumes the run parked at it"
+    );
+    let refused = gate.check_generic_decision().unwrap_err();
+    assert_eq!(refused.kind, PortErrorKind::Conflict);
+    let source = refused
+        .source
+        .as_deref()
+        .and_then(|s| s.downcast_ref::<metaforge_ports::GateDecisionRefused>())
+        .unwrap();
+    assert_eq!(source.code(), metaforge_ports::GATE_DECISION_REFUSED_CODE);
+    assert_eq!((source.run_id.as_str(), source.phase.as_str()), ("r-1", "design"));
+    assert!(refused.message.contains("run r-1"), "{}", refused.message);
+
+    let tool_call = parked(None);
+    assert!(tool_call.check_generic_decision().is_ok());
+    assert!(
+        tool_call.orphaned(t0()).is_some(),
+        "other kinds are still orphaned"
+    );
+}

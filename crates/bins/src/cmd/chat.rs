@@ -376,7 +376,7 @@ fn usage_line(usage: &Value) -> String {
         None => "unknown".to_owned(),
     };
     let cost = match usage["cost_usd"].as_f64() {
-        Some(c) => format!("${c:.4}"),
+        Some(c) => format!("${c:.6}"),
         None => "cost unknown".to_owned(),
     };
     format!(

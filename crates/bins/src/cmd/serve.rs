@@ -73,6 +73,8 @@ pub(crate) struct Composition {
         reason = "only held: the servers and their refresh task live as long as the gateway"
     )]
     pub(crate) tools: crate::tool_servers::ComposedTools,
+    /// Design-flow runs: the engine, its stores and brains.
+    pub(crate) runs: crate::runs_config::ComposedRuns,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -182,7 +184,34 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     let tools = crate::tool_servers::compose_tools(&paths.home, Arc::clone(&natives))
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
-    let chat = compose_chat(&paths, pipeline.clone(), &harness, &tools, &ledger, &clock, &ids).await?;
+    let chat_settings = crate::chat_config::chat_settings(&|name| env(name)).map_err(StartError::Config)?;
+    let chat_settings_loop_mode = chat_settings.loop_mode;
+    let agent = compose_agent(
+        pipeline.clone(),
+        &harness,
+        &tools,
+        &ledger,
+        &clock,
+        &ids,
+        chat_settings.loop_mode,
+    );
+    let chat = compose_chat(&paths, agent.clone(), &tools, &clock, &ids, chat_settings).await?;
+    let runs = crate::runs_config::compose_runs(crate::runs_config::RunInputs {
+        runs_path: &paths
+            .runs
+            .clone()
+            .unwrap_or_else(|| scratch_path("runs_ledger.db")),
+        tasks_path: &paths.client_tasks,
+        twin_path: &paths.twin,
+        agent,
+        tools: Arc::clone(&tools.registry) as _,
+        approvals: Arc::clone(&ledger),
+        versions: Arc::clone(&versions),
+        clock: Arc::clone(&clock),
+        ids: Arc::clone(&ids),
+        loop_mode: chat_settings_loop_mode,
+    })
+    .await?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
         approvals,
@@ -202,42 +231,54 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         usage_sink,
         natives,
         tools,
+        runs,
         _scratch: scratch,
     })
 }
 
-/// Chat threads: the session ledger, the agent loop over the provider pipeline (every model call
-/// routed, retried, accounted) and the central tool registry, holds in the one approval ledger.
-async fn compose_chat(
-    paths: &StorePaths,
+/// The agent loop every turn runs on — chat threads and server-intelligence phases: the provider
+/// pipeline (every model call routed, retried, accounted), the central tool registry, holds in the
+/// one approval ledger. One agent, so one set of session write-locks.
+fn compose_agent(
     pipeline: Option<Arc<ProviderPipeline>>,
     routes: &Arc<metaforge_app::routing::RouteResolver>,
     tools: &crate::tool_servers::ComposedTools,
     ledger: &Arc<dyn ApprovalLedger>,
     clock: &Arc<dyn Clock>,
     ids: &Arc<dyn IdGen>,
-) -> Result<Arc<metaforge_app::chat::ChatService>, StartError> {
+    loop_mode: metaforge_agent::LoopMode,
+) -> metaforge_agent::Agent {
     use metaforge_agent::{Agent, AgentPorts, ToolBoxes as _};
-    let settings = crate::chat_config::chat_settings(&|name| env(name)).map_err(StartError::Config)?;
-    let sessions = Arc::new(
-        metaforge_adapters_store::SqliteSessionStore::open(&paths.sessions)
-            .await
-            .map_err(|e| StartError::Runtime(format!("{}: {e}", paths.sessions.display())))?,
-    );
     let model = metaforge_app::turn_model::PipelineTurnModel::new(pipeline, Arc::clone(routes))
-        .with_loop_mode(settings.loop_mode);
+        .with_loop_mode(loop_mode);
     let local = metaforge_ports::CallerContext {
         class: metaforge_ports::CallerClass::Local,
         session: None,
         input_channel: metaforge_ports::InputChannel::None,
     };
-    let agent = Agent::new(AgentPorts {
+    Agent::new(AgentPorts {
         model: Arc::new(model),
         tools: tools.registry.for_turn(&local, None),
         approvals: Some(Arc::clone(ledger)),
         clock: Arc::clone(clock),
         ids: Arc::clone(ids),
-    });
+    })
+}
+
+/// Chat threads: the session ledger and the agent loop.
+async fn compose_chat(
+    paths: &StorePaths,
+    agent: metaforge_agent::Agent,
+    tools: &crate::tool_servers::ComposedTools,
+    clock: &Arc<dyn Clock>,
+    ids: &Arc<dyn IdGen>,
+    settings: metaforge_app::chat::ChatSettings,
+) -> Result<Arc<metaforge_app::chat::ChatService>, StartError> {
+    let sessions = Arc::new(
+        metaforge_adapters_store::SqliteSessionStore::open(&paths.sessions)
+            .await
+            .map_err(|e| StartError::Runtime(format!("{}: {e}", paths.sessions.display())))?,
+    );
     tracing::info!(
         event = "chat_composed",
         sessions = %paths.sessions.display(),
@@ -462,6 +503,7 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
     let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
+    composition.runs.shutdown().await;
     flush_usage(&composition).await;
     served.map_err(|e| StartError::Runtime(format!("server error: {e}")))
 }
@@ -568,6 +610,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
             cancel.cancel();
             result
         });
+    composition.runs.shutdown().await;
     flush_usage(&composition).await;
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
     sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))

@@ -294,4 +294,32 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     let recent = ledger.list_recent(2).await.expect("recent");
     assert_eq!(recent.len(), 2, "list_recent honours its limit");
     assert_eq!(recent[0].id, "a-6", "newest first");
+
+    // A run's gate hold is listed with the others and survives a restart: its waiter is the run
+    // engine, which resumes the run parked at it; the engine records the decision on it.
+    clock.advance(chrono::Duration::seconds(1));
+    let mut gate = hold("gate:r-1:design:1", clock);
+    gate.kind = ApprovalKind::Gate;
+    gate.tool = "run.gate".to_owned();
+    gate.arguments = serde_json::json!({"run_id": "r-1", "phase": "design"});
+    ledger.park(gate).await.expect("park a gate hold");
+    assert!(
+        ledger.restore().await.expect("restore with a gate").is_empty(),
+        "a restart never orphans a gate hold"
+    );
+    let pending = ledger.list_pending().await.expect("pending");
+    assert_eq!(
+        pending
+            .iter()
+            .map(|r| (r.id.as_str(), r.kind))
+            .collect::<Vec<_>>(),
+        vec![("gate:r-1:design:1", ApprovalKind::Gate)],
+        "a parked gate is listed with kind gate"
+    );
+    let decided = ledger
+        .decide("gate:r-1:design:1", approve("ana"))
+        .await
+        .expect("the engine records a gate's decision");
+    assert_eq!(decided.status, ApprovalStatus::Approved);
+    assert_eq!(decided.approver.as_deref(), Some("ana"));
 }

@@ -15,7 +15,7 @@ pub use approvals::approval_ledger_contract;
 pub use client_tasks::client_task_store_contract;
 pub use event_bus::event_bus_contract;
 pub use flow_versions::{Tamper, flow_version_store_contract, frozen_version};
-pub use runs::{run_ledger_contract, sample_run};
+pub use runs::{run_ledger_contract, sample_run, sample_state, transition};
 pub use sessions::session_store_contract;
 pub use twin::twin_store_contract;
 pub use usage::usage_store_contract;

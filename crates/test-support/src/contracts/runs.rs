@@ -1,6 +1,9 @@
 //! The run ledger contract (FORGE-485).
 
-use metaforge_ports::{FlowEngineKind, IntelligenceMode, PortErrorKind, RunLedger, RunRecord, RunStatus};
+use metaforge_ports::{
+    FlowEngineKind, FlowRef, IntelligenceMode, PhaseState, PhaseStatus, PortErrorKind, RunCommand, RunEvent,
+    RunLedger, RunRecord, RunSettings, RunState, RunStatus, RunTransition,
+};
 
 use super::{kind_of, t};
 
@@ -113,4 +116,304 @@ pub async fn run_ledger_contract(ledger: &dyn RunLedger) {
         .collect();
     assert_eq!(queued, vec!["r-2"]);
     assert_eq!(ledger.list(None).await.expect("list").len(), 2);
+    assert_eq!(
+        ledger
+            .latest_transition("r-2")
+            .await
+            .expect("latest of a plain run"),
+        None,
+        "a run recorded without engine state has no transition"
+    );
+    assert_eq!(
+        kind_of(
+            &ledger
+                .append_transition(transition("r-2", 2, RunStatus::Running, 8))
+                .await
+        ),
+        Some(PortErrorKind::Conflict),
+        "a run without engine state takes no transition"
+    );
+
+    transition_log_contract(ledger).await;
+}
+
+/// A two-phase run's state in `status` at `at_secs`.
+pub fn sample_state(run_id: &str, status: RunStatus, at_secs: i64) -> RunState {
+    let mut phases = vec![PhaseState::pending("design"), PhaseState::pending("release")];
+    if let Some(first) = phases.first_mut() {
+        first.status = PhaseStatus::Running;
+        first.attempt = 1;
+        first.started_at = Some(t(0));
+    }
+    RunState {
+        run_id: run_id.to_owned(),
+        flow: FlowRef {
+            version_id: "v-1".into(),
+            content_hash: "ab".repeat(32),
+        },
+        status,
+        settings: RunSettings::default(),
+        phases,
+        gate: None,
+        reworks_used: 0,
+        decisions: Vec::new(),
+        error: None,
+        started_at: t(0),
+        updated_at: t(at_secs),
+    }
+}
+
+/// Transition `seq` of `run_id` into a state in `status` (the start when `seq` is 1).
+pub fn transition(run_id: &str, seq: u64, status: RunStatus, at_secs: i64) -> RunTransition {
+    let event = (seq > 1).then(|| RunEvent::PhaseFinished {
+        flow_version_id: "v-1".into(),
+        phase: "design".into(),
+        attempt: 1,
+        summary: format!("step {seq}"),
+        deliverables: vec!["cad_model".into()],
+        at: t(at_secs),
+    });
+    RunTransition {
+        run_id: run_id.to_owned(),
+        seq,
+        event,
+        state: sample_state(run_id, status, at_secs),
+        commands: vec![RunCommand::StartPhase {
+            run_id: run_id.to_owned(),
+            flow_version_id: "v-1".into(),
+            content_hash: "ab".repeat(32),
+            phase: "design".into(),
+            attempt: 1,
+            key: format!("{run_id}:design:1"),
+            feedback: None,
+        }],
+        reason: (status == RunStatus::AwaitingApproval)
+            .then(|| "G6 Design Review: ready for review".to_owned()),
+        at: t(at_secs),
+    }
+}
+
+fn started(id: &str, at_secs: i64) -> RunRecord {
+    let mut record = sample_run(id, IntelligenceMode::Server, at_secs);
+    record.status = RunStatus::Running;
+    record
+}
+
+/// The transition log: created atomically with the run, appended with compare-and-set on the
+/// sequence, the record's status following each state, terminal runs final, settling.
+async fn transition_log_contract(ledger: &dyn RunLedger) {
+    let first = transition("t-1", 1, RunStatus::Running, 10);
+    let created = ledger
+        .create_started(started("t-1", 10), first.clone())
+        .await
+        .expect("create_started");
+    assert_eq!(created.status, RunStatus::Running);
+    assert_eq!(created.history.len(), 1);
+    assert_eq!(
+        ledger.latest_transition("t-1").await.expect("latest"),
+        Some(first.clone()),
+        "the first transition reads back exactly (event, state, commands)"
+    );
+    assert_eq!(
+        kind_of(&ledger.create_started(started("t-1", 10), first.clone()).await),
+        Some(PortErrorKind::Conflict)
+    );
+
+    // Bad input writes nothing.
+    let mut queued = started("t-bad", 10);
+    queued.status = RunStatus::Queued;
+    assert_eq!(
+        kind_of(
+            &ledger
+                .create_started(queued, transition("t-bad", 1, RunStatus::Running, 10))
+                .await
+        ),
+        Some(PortErrorKind::Invalid),
+        "the record's status must be the first state's"
+    );
+    let mut second_first = transition("t-bad", 1, RunStatus::Running, 10);
+    second_first.seq = 2;
+    assert_eq!(
+        kind_of(&ledger.create_started(started("t-bad", 10), second_first).await),
+        Some(PortErrorKind::Invalid),
+        "a run starts at seq 1"
+    );
+    let mut with_event = transition("t-bad", 2, RunStatus::Running, 10);
+    with_event.seq = 1;
+    assert_eq!(
+        kind_of(&ledger.create_started(started("t-bad", 10), with_event).await),
+        Some(PortErrorKind::Invalid),
+        "the start has no event"
+    );
+    assert_eq!(
+        kind_of(
+            &ledger
+                .create_started(
+                    started("t-bad", 10),
+                    transition("t-other", 1, RunStatus::Running, 10)
+                )
+                .await
+        ),
+        Some(PortErrorKind::Invalid),
+        "the first transition is the new run's"
+    );
+    assert_eq!(kind_of(&ledger.get("t-bad").await), Some(PortErrorKind::NotFound));
+
+    // Appending: the record follows the state; the history gains an entry per status change.
+    let gate = ledger
+        .append_transition(transition("t-1", 2, RunStatus::AwaitingApproval, 11))
+        .await
+        .expect("append 2");
+    assert_eq!(gate.status, RunStatus::AwaitingApproval);
+    assert_eq!(gate.reason.as_deref(), Some("G6 Design Review: ready for review"));
+    assert_eq!(gate.updated_at, t(11));
+    assert_eq!(gate.history.len(), 2);
+    let mut same_status = transition("t-1", 3, RunStatus::AwaitingApproval, 12);
+    same_status.reason = gate.reason.clone();
+    let same = ledger.append_transition(same_status).await.expect("append 3");
+    assert_eq!(
+        same.history.len(),
+        2,
+        "an unchanged status and reason add no history"
+    );
+
+    // Compare-and-set on the sequence: a racing writer of the same seq, or a gap, is a conflict.
+    let (a, b) = futures::join!(
+        ledger.append_transition(transition("t-1", 4, RunStatus::Running, 13)),
+        ledger.append_transition(transition("t-1", 4, RunStatus::Running, 14)),
+    );
+    assert_eq!(
+        [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one of two writers of seq 4 wins"
+    );
+    assert!(
+        [kind_of(&a), kind_of(&b)].contains(&Some(PortErrorKind::Conflict)),
+        "the loser gets a conflict"
+    );
+    assert_eq!(
+        kind_of(
+            &ledger
+                .append_transition(transition("t-1", 4, RunStatus::Running, 15))
+                .await
+        ),
+        Some(PortErrorKind::Conflict),
+        "a transition that exists is never overwritten"
+    );
+    assert_eq!(
+        kind_of(
+            &ledger
+                .append_transition(transition("t-1", 6, RunStatus::Running, 15))
+                .await
+        ),
+        Some(PortErrorKind::Conflict),
+        "a gap in the sequence is a conflict"
+    );
+    let mut no_event = transition("t-1", 5, RunStatus::Running, 15);
+    no_event.event = None;
+    assert_eq!(
+        kind_of(&ledger.append_transition(no_event).await),
+        Some(PortErrorKind::Invalid)
+    );
+    let mut foreign = transition("t-1", 5, RunStatus::Running, 15);
+    foreign.state.run_id = "t-2".into();
+    assert_eq!(
+        kind_of(&ledger.append_transition(foreign).await),
+        Some(PortErrorKind::Invalid)
+    );
+    assert_eq!(
+        kind_of(
+            &ledger
+                .append_transition(transition("nope", 2, RunStatus::Running, 15))
+                .await
+        ),
+        Some(PortErrorKind::NotFound)
+    );
+    let log = ledger.transitions("t-1", 0).await.expect("log");
+    assert_eq!(
+        log.iter().map(|t| t.seq).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4],
+        "the log holds every acknowledged transition once, in order"
+    );
+    assert_eq!(log.first(), Some(&first));
+    assert_eq!(
+        ledger
+            .transitions("t-1", 2)
+            .await
+            .expect("log after 2")
+            .iter()
+            .map(|t| t.seq)
+            .collect::<Vec<_>>(),
+        vec![3, 4]
+    );
+    assert_eq!(
+        kind_of(&ledger.transitions("nope", 0).await),
+        Some(PortErrorKind::NotFound)
+    );
+    assert_eq!(
+        kind_of(&ledger.latest_transition("nope").await),
+        Some(PortErrorKind::NotFound)
+    );
+
+    // Unsettled: every non-terminal run with state; a terminal one until it is settled.
+    ledger
+        .create_started(started("t-2", 20), transition("t-2", 1, RunStatus::Running, 20))
+        .await
+        .expect("create t-2");
+    assert_eq!(unsettled(ledger).await, vec!["t-1", "t-2"]);
+    ledger.mark_settled("t-2", 1).await.expect("settle a running run");
+    assert_eq!(
+        unsettled(ledger).await,
+        vec!["t-1", "t-2"],
+        "a run that is not terminal is always picked up"
+    );
+    let mut done = transition("t-1", 5, RunStatus::Completed, 16);
+    done.commands = vec![RunCommand::CompleteRun { run_id: "t-1".into() }];
+    let completed = ledger.append_transition(done).await.expect("complete");
+    assert_eq!(completed.status, RunStatus::Completed);
+    assert_eq!(completed.reason, None);
+    assert_eq!(
+        unsettled(ledger).await,
+        vec!["t-1", "t-2"],
+        "effects not yet confirmed"
+    );
+    assert_eq!(
+        kind_of(&ledger.mark_settled("t-1", 6).await),
+        Some(PortErrorKind::Invalid),
+        "a transition that has not happened cannot be settled"
+    );
+    ledger.mark_settled("t-1", 5).await.expect("settle");
+    ledger
+        .mark_settled("t-1", 5)
+        .await
+        .expect("settling again changes nothing");
+    ledger
+        .mark_settled("t-1", 2)
+        .await
+        .expect("settling never moves back");
+    assert_eq!(unsettled(ledger).await, vec!["t-2"]);
+    assert_eq!(
+        kind_of(&ledger.mark_settled("nope", 1).await),
+        Some(PortErrorKind::NotFound)
+    );
+
+    // A terminal run takes no further transition.
+    let reopen = ledger
+        .append_transition(transition("t-1", 6, RunStatus::Running, 17))
+        .await;
+    assert_eq!(kind_of(&reopen), Some(PortErrorKind::Conflict));
+    assert!(reopen.err().is_some_and(|e| e.message.contains("terminal")));
+    assert_eq!(ledger.get("t-1").await.expect("get").status, RunStatus::Completed);
+    assert_eq!(ledger.transitions("t-1", 0).await.expect("log").len(), 5);
+}
+
+async fn unsettled(ledger: &dyn RunLedger) -> Vec<String> {
+    ledger
+        .unsettled()
+        .await
+        .expect("unsettled")
+        .into_iter()
+        .map(|r| r.id)
+        .filter(|id| id.starts_with("t-"))
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! In-memory doubles of every store port, behaving as the contract suites require.
 
 mod approvals;
+mod brain;
 mod client_tasks;
 mod flow_versions;
 mod llm;
@@ -11,6 +12,7 @@ mod twin;
 mod usage;
 
 pub use approvals::MemoryApprovalLedger;
+pub use brain::{BrainStep, ScriptedPhaseBrain};
 pub use client_tasks::MemoryClientTaskStore;
 pub use flow_versions::MemoryFlowVersionStore;
 pub use llm::{ScriptStep, ScriptedLlm};

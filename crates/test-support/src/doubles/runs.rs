@@ -5,15 +5,29 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange, Timestamp,
+    PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition, Timestamp,
+    check_settle, terminal_run_conflict,
 };
 
 use super::{err, lock};
 
+/// One run: its record, its transition log and the last settled transition.
+struct Entry {
+    record: RunRecord,
+    log: Vec<RunTransition>,
+    settled: u64,
+}
+
+impl Entry {
+    fn last_seq(&self) -> u64 {
+        self.log.last().map_or(0, |t| t.seq)
+    }
+}
+
 /// A run ledger in memory (unit tests only).
 #[derive(Default)]
 pub struct MemoryRunLedger {
-    runs: Mutex<BTreeMap<String, RunRecord>>,
+    runs: Mutex<BTreeMap<String, Entry>>,
 }
 
 impl MemoryRunLedger {
@@ -23,22 +37,39 @@ impl MemoryRunLedger {
     }
 }
 
+fn missing(id: &str) -> PortError {
+    err(PortErrorKind::NotFound, format!("run {id:?} does not exist"))
+}
+
+fn new_entry(mut record: RunRecord) -> Entry {
+    record.history = vec![RunStatusChange {
+        status: record.status,
+        reason: record.reason.clone(),
+        at: record.created_at,
+    }];
+    record.updated_at = record.created_at;
+    Entry {
+        record,
+        log: Vec::new(),
+        settled: 0,
+    }
+}
+
+/// Moves the record to `status`/`reason`, entering the history when either changes.
+fn move_record(record: &mut RunRecord, status: RunStatus, reason: Option<String>, at: Timestamp) {
+    if record.status == status && record.reason == reason {
+        return;
+    }
+    record.status = status;
+    record.reason = reason.clone();
+    record.updated_at = at;
+    record.history.push(RunStatusChange { status, reason, at });
+}
+
 #[async_trait]
 impl RunLedger for MemoryRunLedger {
-    async fn create(&self, mut record: RunRecord) -> Result<RunRecord, PortError> {
-        for (field, value) in [
-            ("id", &record.id),
-            ("template_id", &record.template_id),
-            ("flow_version_id", &record.flow_version_id),
-            ("content_hash", &record.content_hash),
-        ] {
-            if value.trim().is_empty() {
-                return Err(err(
-                    PortErrorKind::Invalid,
-                    format!("run.{field}: must not be empty"),
-                ));
-            }
-        }
+    async fn create(&self, record: RunRecord) -> Result<RunRecord, PortError> {
+        record.check_new()?;
         let mut runs = lock(&self.runs);
         if runs.contains_key(&record.id) {
             return Err(err(
@@ -46,26 +77,23 @@ impl RunLedger for MemoryRunLedger {
                 format!("run {} already exists", record.id),
             ));
         }
-        record.history = vec![RunStatusChange {
-            status: record.status,
-            reason: record.reason.clone(),
-            at: record.created_at,
-        }];
-        record.updated_at = record.created_at;
-        runs.insert(record.id.clone(), record.clone());
-        Ok(record)
+        let entry = new_entry(record);
+        let out = entry.record.clone();
+        runs.insert(out.id.clone(), entry);
+        Ok(out)
     }
 
     async fn get(&self, id: &str) -> Result<RunRecord, PortError> {
         lock(&self.runs)
             .get(id)
-            .cloned()
-            .ok_or_else(|| err(PortErrorKind::NotFound, format!("run {id:?} does not exist")))
+            .map(|e| e.record.clone())
+            .ok_or_else(|| missing(id))
     }
 
     async fn list(&self, status: Option<RunStatus>) -> Result<Vec<RunRecord>, PortError> {
         let mut v: Vec<RunRecord> = lock(&self.runs)
             .values()
+            .map(|e| &e.record)
             .filter(|r| status.is_none_or(|s| r.status == s))
             .cloned()
             .collect();
@@ -81,26 +109,78 @@ impl RunLedger for MemoryRunLedger {
         at: Timestamp,
     ) -> Result<RunRecord, PortError> {
         let mut runs = lock(&self.runs);
-        let r = runs
-            .get_mut(id)
-            .ok_or_else(|| err(PortErrorKind::NotFound, format!("run {id:?} does not exist")))?;
+        let r = &mut runs.get_mut(id).ok_or_else(|| missing(id))?.record;
         if r.status == status && r.reason == reason {
             return Ok(r.clone());
         }
         if r.status.is_terminal() {
+            return Err(terminal_run_conflict(id, r.status, status));
+        }
+        move_record(r, status, reason, at);
+        Ok(r.clone())
+    }
+
+    async fn create_started(&self, record: RunRecord, first: RunTransition) -> Result<RunRecord, PortError> {
+        record.check_new()?;
+        first.check_first_of(&record)?;
+        let mut runs = lock(&self.runs);
+        if runs.contains_key(&record.id) {
             return Err(err(
                 PortErrorKind::Conflict,
-                format!(
-                    "run {id} is {}, which is terminal; it cannot move to {}",
-                    r.status.as_str(),
-                    status.as_str()
-                ),
+                format!("run {} already exists", record.id),
             ));
         }
-        r.status = status;
-        r.reason = reason.clone();
-        r.updated_at = at;
-        r.history.push(RunStatusChange { status, reason, at });
-        Ok(r.clone())
+        let mut entry = new_entry(record);
+        entry.log.push(first);
+        let out = entry.record.clone();
+        runs.insert(out.id.clone(), entry);
+        Ok(out)
+    }
+
+    async fn append_transition(&self, transition: RunTransition) -> Result<RunRecord, PortError> {
+        transition.check()?;
+        let mut runs = lock(&self.runs);
+        let entry = runs
+            .get_mut(&transition.run_id)
+            .ok_or_else(|| missing(&transition.run_id))?;
+        transition.check_follows(entry.last_seq(), entry.record.status)?;
+        move_record(
+            &mut entry.record,
+            transition.state.status,
+            transition.reason.clone(),
+            transition.at,
+        );
+        entry.log.push(transition);
+        Ok(entry.record.clone())
+    }
+
+    async fn latest_transition(&self, run_id: &str) -> Result<Option<RunTransition>, PortError> {
+        let runs = lock(&self.runs);
+        let entry = runs.get(run_id).ok_or_else(|| missing(run_id))?;
+        Ok(entry.log.last().cloned())
+    }
+
+    async fn transitions(&self, run_id: &str, after_seq: u64) -> Result<Vec<RunTransition>, PortError> {
+        let runs = lock(&self.runs);
+        let entry = runs.get(run_id).ok_or_else(|| missing(run_id))?;
+        Ok(entry.log.iter().filter(|t| t.seq > after_seq).cloned().collect())
+    }
+
+    async fn mark_settled(&self, run_id: &str, seq: u64) -> Result<(), PortError> {
+        let mut runs = lock(&self.runs);
+        let entry = runs.get_mut(run_id).ok_or_else(|| missing(run_id))?;
+        check_settle(run_id, seq, entry.last_seq())?;
+        entry.settled = entry.settled.max(seq);
+        Ok(())
+    }
+
+    async fn unsettled(&self) -> Result<Vec<RunRecord>, PortError> {
+        let mut v: Vec<RunRecord> = lock(&self.runs)
+            .values()
+            .filter(|e| e.last_seq() > 0 && (!e.record.status.is_terminal() || e.settled < e.last_seq()))
+            .map(|e| e.record.clone())
+            .collect();
+        v.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(v)
     }
 }

@@ -1,0 +1,197 @@
+//! Design-flow runs as the binary composes them: the run ledger, the client-task store, the twin
+//! and the event bus, the two phase brains and the engine `METAFORGE_FLOW_ENGINE` selects —
+//! never a silent fall-through from one engine to another.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger, SqliteTwinStore};
+use metaforge_agent::{Agent, LoopMode, ToolBoxes};
+use metaforge_app::runs::{
+    ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ServerBrainSettings,
+    ServerPhaseBrain, UnavailableEngine, parse_flow_engine, parse_intelligence,
+};
+use metaforge_ports::{
+    ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
+    IntelligenceMode, RunLedger, TwinStore,
+};
+
+use crate::cmd::serve::StartError;
+use crate::system::env;
+
+/// Where the event bus persists events, when set (a Kafka-protocol broker).
+pub(crate) const KAFKA_BOOTSTRAP_SERVERS_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
+
+/// What the runs composition hands the gateway and the sidecar.
+#[expect(
+    dead_code,
+    reason = "the runs routes and MCP run tools (issue 16 items 6, 7) read these; until then the engine only resumes"
+)]
+pub(crate) struct ComposedRuns {
+    /// The engine runs are started on (the embedded one, or the unavailable Temporal one).
+    pub(crate) engine: Arc<dyn FlowEngine>,
+    /// The embedded engine, when it is the one selected (events, shutdown).
+    pub(crate) embedded: Option<Arc<EmbeddedEngine>>,
+    /// The run ledger.
+    pub(crate) runs: Arc<dyn RunLedger>,
+    /// Client tasks.
+    pub(crate) tasks: Arc<dyn ClientTaskStore>,
+    /// The twin.
+    pub(crate) twin: Arc<dyn TwinStore>,
+    /// The event bus every run transition is published on.
+    pub(crate) bus: Arc<dyn EventBus>,
+    /// Who does phase work when a run request names nobody (`METAFORGE_INTELLIGENCE`).
+    pub(crate) default_intelligence: IntelligenceMode,
+}
+
+impl ComposedRuns {
+    /// Stops the embedded engine's run tasks on a graceful stop (nothing is written: every
+    /// transition is already in the ledger, and the next start resumes at the last boundary).
+    pub(crate) async fn shutdown(&self) {
+        if let Some(engine) = &self.embedded {
+            engine.shutdown().await;
+            tracing::info!(
+                event = "flow_engine_stopped",
+                "run tasks stopped; runs resume at the next start"
+            );
+        }
+    }
+}
+
+/// The ports the runs composition shares with the rest of the gateway.
+pub(crate) struct RunInputs<'a> {
+    /// The run ledger's file.
+    pub(crate) runs_path: &'a Path,
+    /// The client-task store's file.
+    pub(crate) tasks_path: &'a Path,
+    /// The embedded twin's file.
+    pub(crate) twin_path: &'a Path,
+    /// The agent loop (server intelligence).
+    pub(crate) agent: Agent,
+    /// The central tool registry.
+    pub(crate) tools: Arc<dyn ToolBoxes>,
+    /// The one approval ledger (gates are holds of kind `gate`).
+    pub(crate) approvals: Arc<dyn ApprovalLedger>,
+    /// Flow versions.
+    pub(crate) versions: Arc<dyn FlowVersionStore>,
+    /// Time.
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Ids.
+    pub(crate) ids: Arc<dyn IdGen>,
+    /// The agent loop's protocol (`METAFORGE_AGENT_LOOP`).
+    pub(crate) loop_mode: LoopMode,
+}
+
+/// Opens the run stores, builds the brains and the selected engine, and resumes every run that
+/// was not finished when the process last stopped.
+pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, StartError> {
+    let kind = parse_flow_engine(env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref())
+        .map_err(|e| StartError::Config(e.to_string()))?;
+    let default_intelligence =
+        parse_intelligence(env(metaforge_app::runs::settings::INTELLIGENCE_ENV).as_deref())
+            .map_err(|e| StartError::Config(e.to_string()))?;
+    let open = |what: &str, path: &Path, e: metaforge_ports::PortError| {
+        StartError::Runtime(format!("{what} {}: {e}", path.display()))
+    };
+    let runs: Arc<dyn RunLedger> = Arc::new(
+        SqliteRunLedger::open(inputs.runs_path)
+            .await
+            .map_err(|e| open("run ledger", inputs.runs_path, e))?,
+    );
+    let tasks: Arc<dyn ClientTaskStore> = Arc::new(
+        SqliteClientTaskStore::open(inputs.tasks_path, Arc::clone(&runs))
+            .await
+            .map_err(|e| open("client tasks", inputs.tasks_path, e))?,
+    );
+    let twin: Arc<dyn TwinStore> = Arc::new(
+        SqliteTwinStore::open(inputs.twin_path)
+            .await
+            .map_err(|e| open("twin", inputs.twin_path, e))?,
+    );
+    let bus = event_bus().await?;
+    let (engine, embedded): (Arc<dyn FlowEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
+        FlowEngineKind::Embedded => {
+            let server = Arc::new(
+                ServerPhaseBrain::new(inputs.agent, inputs.tools, Arc::clone(&twin)).with_settings(
+                    ServerBrainSettings {
+                        loop_mode: inputs.loop_mode,
+                        ..ServerBrainSettings::default()
+                    },
+                ),
+            );
+            let client = Arc::new(ClientPhaseBrain::new(
+                Arc::clone(&tasks),
+                Arc::clone(&twin),
+                Arc::clone(&inputs.clock),
+            ));
+            let engine = Arc::new(EmbeddedEngine::new(
+                EnginePorts {
+                    runs: Arc::clone(&runs),
+                    versions: inputs.versions,
+                    approvals: inputs.approvals,
+                    tasks: Arc::clone(&tasks),
+                    twin: Arc::clone(&twin),
+                    bus: Arc::clone(&bus),
+                    clock: inputs.clock,
+                    ids: inputs.ids,
+                },
+                PhaseBrains { server, client },
+                EngineOptions::default(),
+            ));
+            let report = engine
+                .resume_all()
+                .await
+                .map_err(|e| StartError::Runtime(format!("resuming runs: {e}")))?;
+            tracing::info!(
+                event = "flow_engine_started",
+                engine = "embedded",
+                resumed = report.resumed.len(),
+                settled = report.settled.len(),
+                unresumable = report.failed.len(),
+                default_intelligence = default_intelligence.as_str(),
+                "design-flow runs resume at their last boundary"
+            );
+            for (run, reason) in &report.failed {
+                tracing::error!(event = "run_not_resumed", run_id = %run, reason = %reason, "a run could not be resumed; it reads live: false");
+            }
+            (Arc::clone(&engine) as Arc<dyn FlowEngine>, Some(engine))
+        }
+        FlowEngineKind::Temporal => (
+            Arc::new(UnavailableEngine::temporal_not_built(Arc::clone(&runs))) as Arc<dyn FlowEngine>,
+            None,
+        ),
+        FlowEngineKind::InProcess => {
+            return Err(StartError::Config(format!(
+                "{}=in_process names the test engine, which the binary does not run; use embedded",
+                metaforge_app::runs::settings::FLOW_ENGINE_ENV
+            )));
+        }
+    };
+    Ok(ComposedRuns {
+        engine,
+        embedded,
+        runs,
+        tasks,
+        twin,
+        bus,
+        default_intelligence,
+    })
+}
+
+/// The event bus: in-process, or Kafka when `KAFKA_BOOTSTRAP_SERVERS` is set (an unreachable
+/// broker falls back loudly to the in-process bus, as the seed's tier does).
+async fn event_bus() -> Result<Arc<dyn EventBus>, StartError> {
+    let bootstrap = env(KAFKA_BOOTSTRAP_SERVERS_ENV);
+    #[cfg(feature = "kafka")]
+    {
+        Ok(metaforge_adapters_store::start_event_bus(bootstrap.as_deref()).await)
+    }
+    #[cfg(not(feature = "kafka"))]
+    match bootstrap {
+        None => Ok(Arc::new(metaforge_adapters_store::InProcessEventBus::new())),
+        Some(servers) => Err(StartError::Config(format!(
+            "{KAFKA_BOOTSTRAP_SERVERS_ENV}={servers}: this metaforge was built without Kafka; build it with \
+             `cargo build --release -p metaforge-bins --features kafka` or unset the variable"
+        ))),
+    }
+}
