@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use metaforge_adapters_store::SqliteTwinStore;
 use metaforge_app::twin::{
-    DecisionInput, EngineRunScopes, LinkInput, NodeFilter, RunMerge, RunScope, RunScopes, TwinError,
-    TwinService, WorkProductInput, WriteTarget, merge_run_branch, recorded_deliverables,
+    DecisionInput, EngineRunScopes, LateRunScopes, LinkInput, NodeFilter, RunMerge, RunScope, RunScopes,
+    TwinError, TwinService, WorkProductInput, WriteTarget, merge_run_branch, recorded_deliverables,
 };
 use metaforge_ports::{
     CallerClass, CallerContext, ClientTaskStore, EdgeDirection, FlowEngine, FlowEngineKind, FlowRef,
@@ -945,4 +945,20 @@ async fn a_session_that_claimed_a_client_task_is_scoped_to_its_phase_while_the_e
         None,
         "the claimed phase is no longer in flight"
     );
+}
+
+#[tokio::test]
+async fn late_scopes_grant_nothing_until_the_engine_is_set_then_ask_it() {
+    let engine = Arc::new(TableEngine::default());
+    engine.set("r1", view("r1", RunStatus::Running, Some("design"), true));
+    let late = LateRunScopes::new();
+    let worker = caller(CallerClass::Service, Some("r1"));
+    assert_eq!(late.scope_of(&worker).await.unwrap(), None);
+    assert!(late.set(Arc::new(EngineRunScopes::new(engine, None))));
+    assert_eq!(
+        late.scope_of(&worker).await.unwrap().map(|s| s.phase),
+        Some("design".to_owned())
+    );
+    assert!(!late.set(Arc::new(metaforge_app::twin::NoRunScopes)), "set once");
+    assert!(late.scope_of(&worker).await.unwrap().is_some());
 }

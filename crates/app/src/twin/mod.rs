@@ -20,7 +20,7 @@
 pub mod scope;
 pub mod service;
 
-pub use scope::{EngineRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget};
+pub use scope::{EngineRunScopes, LateRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget};
 pub use service::{
     CommittedEdge, CommittedNode, DecisionInput, FoundNodes, LinkInput, NodeFilter, TwinService,
     WorkProductInput,

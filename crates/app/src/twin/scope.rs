@@ -1,7 +1,7 @@
 //! Where a caller's twin writes go: the run phase it works for, asked of the authority each time
 //! (the flow engine, the client-task store), never taken from a tool argument.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use metaforge_ports::{
@@ -64,6 +64,37 @@ pub struct NoRunScopes;
 impl RunScopes for NoRunScopes {
     async fn scope_of(&self, _caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
         Ok(None)
+    }
+}
+
+/// Run scopes that exist before the engine they ask: a composition builds the sidecar's tools
+/// (which the agent loop, and so the engine's server brain, needs) before the engine, then
+/// [`set`](Self::set)s the real scopes once the engine exists. Until then no caller has a run
+/// scope (fail closed: a service write is refused, never sent to `main`).
+#[derive(Default)]
+pub struct LateRunScopes {
+    inner: OnceLock<Arc<dyn RunScopes>>,
+}
+
+impl LateRunScopes {
+    /// Scopes not set yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the scopes every later call asks; `false` (and no change) when they were set already.
+    pub fn set(&self, scopes: Arc<dyn RunScopes>) -> bool {
+        self.inner.set(scopes).is_ok()
+    }
+}
+
+#[async_trait]
+impl RunScopes for LateRunScopes {
+    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
+        match self.inner.get() {
+            Some(scopes) => scopes.scope_of(caller).await,
+            None => Ok(None),
+        }
     }
 }
 
