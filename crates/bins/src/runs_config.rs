@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger, SqliteTwinStore};
+use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger};
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ServerBrainSettings,
@@ -64,8 +64,10 @@ pub(crate) struct RunInputs<'a> {
     pub(crate) runs_path: &'a Path,
     /// The client-task store's file.
     pub(crate) tasks_path: &'a Path,
-    /// The embedded twin's file.
-    pub(crate) twin_path: &'a Path,
+    /// The twin (the same store the twin tools and routes use).
+    pub(crate) twin: Arc<dyn TwinStore>,
+    /// Where the twin tools ask which run a write belongs to; set here once the engine exists.
+    pub(crate) run_scopes: Arc<metaforge_app::twin::LateRunScopes>,
     /// The agent loop (server intelligence).
     pub(crate) agent: Agent,
     /// The central tool registry.
@@ -103,11 +105,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             .await
             .map_err(|e| open("client tasks", inputs.tasks_path, e))?,
     );
-    let twin: Arc<dyn TwinStore> = Arc::new(
-        SqliteTwinStore::open(inputs.twin_path)
-            .await
-            .map_err(|e| open("twin", inputs.twin_path, e))?,
-    );
+    let twin = inputs.twin;
     let bus = event_bus().await?;
     let (engine, embedded): (Arc<dyn FlowEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
@@ -138,6 +136,12 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                 PhaseBrains { server, client },
                 EngineOptions::default(),
             ));
+            inputs
+                .run_scopes
+                .set(Arc::new(metaforge_app::twin::EngineRunScopes::new(
+                    Arc::clone(&engine) as Arc<dyn FlowEngine>,
+                    Some(Arc::clone(&tasks)),
+                )));
             let report = engine
                 .resume_all()
                 .await

@@ -21,7 +21,7 @@ use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatu
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
 use metaforge_ports::{Clock, IdGen, ToolHost};
-use metaforge_sidecar::{FlowStores, HoldPolicy, InProcessFlowBindings, host_in_process};
+use metaforge_sidecar::{FlowStores, HoldPolicy, InProcessFlowBindings};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
 
@@ -100,7 +100,8 @@ pub(crate) fn sidecar_natives(
     clock: &Arc<dyn Clock>,
     ids: &Arc<dyn IdGen>,
     generator: Arc<dyn ProposalGenerator>,
-) -> Arc<dyn ToolHost> {
+    twin: Option<metaforge_sidecar::SidecarTwin>,
+) -> Natives {
     let stores = FlowStores {
         approvals: Arc::clone(approvals),
         versions: Arc::clone(versions),
@@ -109,21 +110,32 @@ pub(crate) fn sidecar_natives(
     };
     // flow.propose without operations runs the gateway's own generator: one pipeline, one
     // routing table, one ledger, whichever door the proposal came through.
-    Arc::new(host_in_process(
+    let host = metaforge_sidecar::host_in_process_with_twin(
         InProcessFlowBindings::new(stores).with_generator(generator),
         HoldPolicy {
             timeout: HOLD_TIMEOUT,
             poll: HOLD_POLL,
         },
-    ))
+        twin,
+    );
+    Natives {
+        gates: host.declared_gates(),
+        host: Arc::new(host),
+    }
+}
+
+/// The sidecar's host and the static gates its tools declare (the twin writes' `twin_write`),
+/// which the agent loop's gating and grounding must know.
+pub(crate) struct Natives {
+    /// The host.
+    pub(crate) host: Arc<dyn ToolHost>,
+    /// Tool id → the gates it declares.
+    pub(crate) gates: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
 /// and lists every enabled server concurrently, and builds the registry over them and `natives`.
-pub(crate) async fn compose_tools(
-    home: &Path,
-    natives: Arc<dyn ToolHost>,
-) -> Result<ComposedTools, ToolServersError> {
+pub(crate) async fn compose_tools(home: &Path, natives: &Natives) -> Result<ComposedTools, ToolServersError> {
     let explicit = crate::system::env(SERVERS_PATH_ENV).map(PathBuf::from);
     compose_tools_from(explicit, home, natives).await
 }
@@ -132,12 +144,15 @@ pub(crate) async fn compose_tools(
 async fn compose_tools_from(
     explicit: Option<PathBuf>,
     home: &Path,
-    natives: Arc<dyn ToolHost>,
+    natives: &Natives,
 ) -> Result<ComposedTools, ToolServersError> {
     let (servers_file, servers) = read_servers(explicit, home)?;
     let mut scope = DomainScope::seed();
-    let mut policy = ToolPolicy::default();
-    let mut builder = ToolRegistry::builder().natives(natives);
+    let mut policy = ToolPolicy {
+        required_gates: natives.gates.clone(),
+        ..ToolPolicy::default()
+    };
+    let mut builder = ToolRegistry::builder().natives(Arc::clone(&natives.host));
     for config in servers {
         scope.add_server(&config.name, config.core, &config.domains);
         for tools in &config.requires_approval {

@@ -3,7 +3,6 @@
 //! what the twin RECORDS on the run's branch `run/<id>` — work-product nodes naming the phase —
 //! never what a summary claims, so a deliverable described but not recorded fails the gate.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +15,8 @@ use metaforge_agent::{
 use metaforge_domain::tool_gating::Caller;
 use metaforge_ports::{
     CallerClass, CallerContext, ClientTask, ClientTaskStatus, ClientTaskStore, Clock, FeedbackSource,
-    InputChannel, PhaseBrain, PhaseBrief, PhaseFailure, PhaseFailureKind, PhaseOutcome, PortError,
-    PortErrorKind, TwinNodeQuery, TwinNodeType, TwinStore, WORK_PRODUCT_ARTIFACT, WORK_PRODUCT_PHASE,
-    WORK_PRODUCT_RUN, run_branch,
+    InputChannel, PhaseBrain, PhaseBrief, PhaseFailure, PhaseFailureKind, PhaseOutcome, PortErrorKind,
+    TwinNodeType, TwinStore, WORK_PRODUCT_ARTIFACT, WORK_PRODUCT_PHASE, WORK_PRODUCT_RUN, run_branch,
 };
 use serde_json::Value;
 
@@ -46,37 +44,9 @@ fn configuration(reason: impl Into<String>) -> PhaseFailure {
     }
 }
 
-/// The deliverables recorded for `phase` on the run's twin branch `run/<id>`: the `artifact` of
-/// every `WorkProduct` node whose `phase` is the phase (and whose `run_id`, when set, is the
-/// run), sorted and once each. A branch that does not exist yet holds nothing.
-pub async fn recorded_deliverables(
-    twin: &dyn TwinStore,
-    run_id: &str,
-    phase: &str,
-) -> Result<Vec<String>, PortError> {
-    let query = TwinNodeQuery {
-        node_type: Some(TwinNodeType::WorkProduct),
-        property: Some((WORK_PRODUCT_PHASE.to_owned(), Value::String(phase.to_owned()))),
-    };
-    let nodes = match twin.find_nodes(&run_branch(run_id), &query).await {
-        Ok(nodes) => nodes,
-        Err(e) if e.kind == PortErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    let recorded: BTreeSet<String> = nodes
-        .iter()
-        .filter(|n| {
-            n.properties
-                .get(WORK_PRODUCT_RUN)
-                .is_none_or(|r| r.as_str() == Some(run_id))
-        })
-        .filter_map(|n| n.properties.get(WORK_PRODUCT_ARTIFACT).and_then(Value::as_str))
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .map(str::to_owned)
-        .collect();
-    Ok(recorded.into_iter().collect())
-}
+/// The deliverables recorded for a phase on the run's twin branch: the twin's own rule
+/// ([`crate::twin::recorded_deliverables`]), which the gate's check reads too.
+pub use crate::twin::recorded_deliverables;
 
 /// The brief as a server phase turn reads it: retry or rework feedback first, then the goal, the
 /// deliverables and slots, where to record them, the flow context and the earlier summaries.

@@ -668,28 +668,27 @@ impl Driver {
 
     /// The completed run's twin branch is merged into `main` (fast-forward only).
     async fn merge_twin(&self) -> bool {
-        let branch = run_branch(self.run_id());
-        match self
-            .shared
-            .ports
-            .twin
-            .merge_fast_forward(&branch, TWIN_MAIN_BRANCH)
-            .await
-        {
-            Ok(head) => {
-                tracing::info!(event = "run_twin_merged", run_id = %self.record.id, branch = %branch, head = ?head.head, "the completed run's twin branch was merged into main");
+        use crate::twin::{RunMerge, TwinError, merge_run_branch};
+        match merge_run_branch(self.shared.ports.twin.as_ref(), self.run_id()).await {
+            Ok(RunMerge::Merged { head }) => {
+                tracing::info!(event = "run_twin_merged", run_id = %self.record.id, head = ?head, "the completed run's twin branch was merged into main");
                 true
             }
-            Err(e) if e.kind == PortErrorKind::NotFound => {
-                tracing::info!(event = "run_twin_merge_skipped", run_id = %self.record.id, branch = %branch, "the run has no twin branch to merge");
+            Ok(RunMerge::NothingRecorded) => {
+                tracing::info!(event = "run_twin_merge_skipped", run_id = %self.record.id, "the run has no twin branch to merge");
                 true
             }
-            Err(e) if e.kind == PortErrorKind::Conflict => {
-                tracing::error!(event = "run_twin_merge_refused", run_id = %self.record.id, branch = %branch, error = %e, "the completed run's twin branch could not be fast-forwarded into main (main moved); merge it by hand");
+            Err(e @ TwinError::MainMoved { .. }) => {
+                tracing::error!(event = "run_twin_merge_refused", run_id = %self.record.id, error = %e, "the completed run's twin branch could not be fast-forwarded into main (main moved); merge it by hand");
                 true
             }
-            Err(e) => {
-                tracing::error!(event = "run_twin_merge_failed", run_id = %self.record.id, branch = %branch, error = %e, "the completed run's twin branch could not be merged; trying again");
+            Err(
+                e @ (TwinError::Store(_)
+                | TwinError::Invalid { .. }
+                | TwinError::UnknownBranch { .. }
+                | TwinError::UnknownNode { .. }),
+            ) => {
+                tracing::error!(event = "run_twin_merge_failed", run_id = %self.record.id, error = %e, "the completed run's twin branch could not be merged; trying again");
                 false
             }
         }

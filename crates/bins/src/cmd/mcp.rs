@@ -223,19 +223,33 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
     );
     // No approver is known to reach this process (it is not the gateway): every hold it parks is
     // logged and counted so the ApprovalHoldWithNoApprover alert can say so.
+    let twin_store = metaforge_adapters_store::SqliteTwinStore::open(&paths.twin)
+        .await
+        .map_err(|e| format!("twin {}: {e}", paths.twin.display()))?;
+    let ids: Arc<dyn metaforge_ports::IdGen> = Arc::new(UuidV7Ids);
+    // No run engine runs in a standalone sidecar: every twin write here goes to `main`.
+    let twin = metaforge_sidecar::SidecarTwin::new(
+        Arc::new(metaforge_app::twin::TwinService::new(
+            Arc::new(twin_store),
+            Arc::clone(&clock),
+            Arc::clone(&ids),
+        )),
+        Arc::new(metaforge_app::twin::NoRunScopes),
+    );
     let stores = FlowStores {
         approvals: Arc::new(UnreachableApproverLedger::new(Arc::new(approvals))),
         versions: Arc::new(versions),
         clock,
-        ids: Arc::new(UuidV7Ids),
+        ids,
     };
-    Ok(Arc::new(host_with_stores(
+    let host = host_with_stores(
         stores,
         HoldPolicy {
             timeout: HOLD_TIMEOUT,
             poll: HOLD_POLL,
         },
-    )))
+    );
+    Ok(Arc::new(metaforge_sidecar::with_twin(host, &twin)))
 }
 
 async fn serve_http(

@@ -180,8 +180,30 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         Arc::clone(&harness),
         Arc::clone(&flows),
     ));
-    let natives = crate::tool_servers::sidecar_natives(&ledger, &versions, &clock, &ids, generator.clone());
-    let tools = crate::tool_servers::compose_tools(&paths.home, Arc::clone(&natives))
+    let twin_store: Arc<dyn metaforge_ports::TwinStore> = Arc::new(
+        metaforge_adapters_store::SqliteTwinStore::open(&paths.twin)
+            .await
+            .map_err(|e| StartError::Runtime(format!("twin {}: {e}", paths.twin.display())))?,
+    );
+    let twin = Arc::new(metaforge_app::twin::TwinService::new(
+        Arc::clone(&twin_store),
+        Arc::clone(&clock),
+        Arc::clone(&ids),
+    ));
+    // Which run a twin write belongs to is asked of the engine, which is built after the tools.
+    let run_scopes = Arc::new(metaforge_app::twin::LateRunScopes::new());
+    let natives = crate::tool_servers::sidecar_natives(
+        &ledger,
+        &versions,
+        &clock,
+        &ids,
+        generator.clone(),
+        Some(metaforge_sidecar::SidecarTwin::new(
+            Arc::clone(&twin),
+            run_scopes.clone() as _,
+        )),
+    );
+    let tools = crate::tool_servers::compose_tools(&paths.home, &natives)
         .await
         .map_err(|e| StartError::Config(e.to_string()))?;
     let chat_settings = crate::chat_config::chat_settings(&|name| env(name)).map_err(StartError::Config)?;
@@ -202,7 +224,8 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
             .clone()
             .unwrap_or_else(|| scratch_path("runs_ledger.db")),
         tasks_path: &paths.client_tasks,
-        twin_path: &paths.twin,
+        twin: twin_store,
+        run_scopes,
         agent,
         tools: Arc::clone(&tools.registry) as _,
         approvals: Arc::clone(&ledger),
@@ -224,12 +247,13 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         providers: rows,
         pipeline,
         mcp_servers: Arc::clone(&tools.statuses),
+        twin: Some(twin),
     });
     Ok(Composition {
         state,
         auth,
         usage_sink,
-        natives,
+        natives: natives.host,
         tools,
         runs,
         _scratch: scratch,

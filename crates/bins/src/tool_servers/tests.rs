@@ -18,14 +18,14 @@ use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, P
 use metaforge_app::tools::{SEARCH_TOOLS_ID, ServerStatus};
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
-use metaforge_ports::{ApiFamily, Billing, CallerClass, CallerContext, Clock, IdGen, InputChannel, ToolHost};
+use metaforge_ports::{ApiFamily, Billing, CallerClass, CallerContext, Clock, IdGen, InputChannel};
 use metaforge_test_support::doubles::{
     MemoryApprovalLedger, MemoryFlowVersionStore, ScriptStep, ScriptedLlm,
 };
 use metaforge_test_support::{ChildGuard, ManualClock, Peer, SequentialIds, net, require};
 use serde_json::{Value, json};
 
-use super::{ComposedTools, SERVERS_FILE, ToolServersError, compose_tools_from, sidecar_natives};
+use super::{ComposedTools, Natives, SERVERS_FILE, ToolServersError, compose_tools_from, sidecar_natives};
 
 fn local(session: Option<&str>) -> CallerContext {
     CallerContext {
@@ -35,8 +35,11 @@ fn local(session: Option<&str>) -> CallerContext {
     }
 }
 
-fn read_only_natives() -> Arc<dyn ToolHost> {
-    Arc::new(metaforge_sidecar::read_only_host())
+fn read_only_natives() -> Natives {
+    Natives {
+        host: Arc::new(metaforge_sidecar::read_only_host()),
+        gates: std::collections::BTreeMap::new(),
+    }
 }
 
 fn ids(composed: &ComposedTools, domains: Option<&[String]>) -> Vec<String> {
@@ -58,7 +61,7 @@ fn write(dir: &std::path::Path, name: &str, doc: &Value) -> std::path::PathBuf {
 #[tokio::test]
 async fn no_file_at_the_default_place_means_the_native_tools_only() {
     let home = tempfile::tempdir().unwrap();
-    let composed = compose_tools_from(None, home.path(), read_only_natives())
+    let composed = compose_tools_from(None, home.path(), &read_only_natives())
         .await
         .unwrap();
     assert_eq!(composed.servers_file, None);
@@ -70,7 +73,7 @@ async fn no_file_at_the_default_place_means_the_native_tools_only() {
 async fn a_missing_file_at_an_explicitly_set_path_refuses_start_naming_the_variable() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("nope.json");
-    let err = compose_tools_from(Some(path.clone()), home.path(), read_only_natives())
+    let err = compose_tools_from(Some(path.clone()), home.path(), &read_only_natives())
         .await
         .unwrap_err();
     assert!(matches!(err, ToolServersError::MissingExplicit { .. }), "{err}");
@@ -92,7 +95,7 @@ async fn a_bad_servers_file_refuses_start_naming_the_path_and_the_field() {
         SERVERS_FILE,
         &json!({"mcpServers": {"good": {"command": "true"}, "cad": {"url": "ftp://cad"}}}),
     );
-    let err = compose_tools_from(None, home.path(), read_only_natives())
+    let err = compose_tools_from(None, home.path(), &read_only_natives())
         .await
         .unwrap_err();
     let shown = err.to_string();
@@ -105,7 +108,7 @@ async fn a_bad_servers_file_refuses_start_naming_the_path_and_the_field() {
     );
     let syntax = write(home.path(), "syntax.json", &json!(null));
     std::fs::write(&syntax, "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}").unwrap();
-    let err = compose_tools_from(Some(syntax.clone()), home.path(), read_only_natives())
+    let err = compose_tools_from(Some(syntax.clone()), home.path(), &read_only_natives())
         .await
         .unwrap_err();
     assert!(
@@ -130,9 +133,9 @@ async fn the_native_tools_are_the_sidecars_flow_and_approval_tools() {
     let ledger: Arc<dyn ApprovalLedger> = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let versions: Arc<dyn FlowVersionStore> = Arc::new(MemoryFlowVersionStore::new());
     let ids_gen: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
-    let natives = sidecar_natives(&ledger, &versions, &clock, &ids_gen, Arc::new(NoGenerator));
+    let natives = sidecar_natives(&ledger, &versions, &clock, &ids_gen, Arc::new(NoGenerator), None);
     let home = tempfile::tempdir().unwrap();
-    let composed = compose_tools_from(None, home.path(), natives).await.unwrap();
+    let composed = compose_tools_from(None, home.path(), &natives).await.unwrap();
     assert_eq!(
         ids(&composed, None),
         [
@@ -187,7 +190,7 @@ impl HttpEverything {
 /// MCP adapter, as `metaforge mcp serve --http` serves it; stops when the token is cancelled.
 async fn sidecar_over_http(stop: &tokio_util::sync::CancellationToken) -> String {
     let sidecar = metaforge_adapters_mcp::bind_http(
-        read_only_natives(),
+        read_only_natives().host,
         "127.0.0.1:0".parse().unwrap(),
         None,
         stop.clone(),
@@ -268,7 +271,7 @@ async fn one_registry_over_server_everything_on_stdio_the_sidecar_a_broken_and_a
             "off": {"command": "node", "args": [js, "stdio"], "disabled": true}
         }}),
     );
-    let composed = compose_tools_from(None, home.path(), read_only_natives())
+    let composed = compose_tools_from(None, home.path(), &read_only_natives())
         .await
         .unwrap();
     assert_eq!(composed.servers_file, Some(home.path().join(SERVERS_FILE)));
@@ -432,7 +435,7 @@ async fn a_scripted_model_calls_server_everything_and_the_sidecar_through_the_re
             "metaforge": {"url": sidecar_url}
         }}),
     );
-    let composed = compose_tools_from(None, home.path(), read_only_natives())
+    let composed = compose_tools_from(None, home.path(), &read_only_natives())
         .await
         .unwrap();
     let (outcome, llm) = run_turn(
@@ -505,7 +508,7 @@ async fn a_server_killed_mid_turn_answers_error_envelopes_and_turns_unavailable(
                        "connect_timeout_secs": 5, "call_timeout_secs": 3}
         }}),
     );
-    let composed = compose_tools_from(None, home.path(), read_only_natives())
+    let composed = compose_tools_from(None, home.path(), &read_only_natives())
         .await
         .unwrap();
     assert!(matches!(
