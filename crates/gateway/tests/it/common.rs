@@ -131,6 +131,7 @@ pub(crate) fn state_from(
         chat,
         pipeline,
         mcp_servers: Arc::new(metaforge_app::tools::ServerStatuses::none()),
+        runs: None,
     })
 }
 

@@ -13,5 +13,6 @@ mod flows;
 mod generator;
 mod hardening;
 mod harness;
+mod runs;
 mod threads;
 mod usage;
