@@ -166,7 +166,11 @@ const FIELD_LIMITS: &[FieldLimit] = &[
     limit("/v1/runs", "intelligence", Limit::Chars(MAX_NAME_CHARS)),
     limit("/v1/runs/{id}/approval", "reason", Limit::Chars(MAX_NOTE_CHARS)),
     limit("/v1/runs/{id}/approval", "phase", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/runs/{id}/approval", "gate_phase", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        "/v1/runs/{id}/approval",
+        "gate_phase",
+        Limit::Chars(MAX_NAME_CHARS),
+    ),
     limit("/v1/runs/{id}/cancel", "reason", Limit::Chars(MAX_NOTE_CHARS)),
     limit(
         "/v1/client-tasks/{id}/submit",

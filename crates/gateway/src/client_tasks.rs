@@ -63,7 +63,10 @@ pub(crate) async fn list(
     let status = match query.status.as_deref().map(str::trim) {
         None | Some("") => None,
         Some(text) => Some(ClientTaskStatus::parse(text).ok_or_else(|| {
-            ApiError::bad_request("status", "status must be one of open, claimed, submitted, withdrawn")
+            ApiError::bad_request(
+                "status",
+                "status must be one of open, claimed, submitted, withdrawn",
+            )
         })?),
     };
     let run_id = query.run_id.filter(|r| !r.trim().is_empty());

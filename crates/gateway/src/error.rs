@@ -230,12 +230,14 @@ impl From<metaforge_ports::PortError> for ApiError {
             .as_deref()
             .and_then(|s| s.downcast_ref::<metaforge_ports::GateDecisionRefused>())
         {
-            return Self::new(StatusCode::CONFLICT, refused.code(), err.message.clone()).with_details(serde_json::json!({
-                "approval_id": refused.approval_id,
-                "run_id": refused.run_id,
-                "phase": refused.phase,
-                "route": format!("/v1/runs/{}/approval", refused.run_id),
-            }));
+            return Self::new(StatusCode::CONFLICT, refused.code(), err.message.clone()).with_details(
+                serde_json::json!({
+                    "approval_id": refused.approval_id,
+                    "run_id": refused.run_id,
+                    "phase": refused.phase,
+                    "route": format!("/v1/runs/{}/approval", refused.run_id),
+                }),
+            );
         }
         // The run state machine's refusal, wherever it surfaces: its own code and class.
         if let Some(refusal) = err
@@ -287,16 +289,12 @@ impl From<metaforge_app::runs::RunServiceError> for ApiError {
     fn from(err: metaforge_app::runs::RunServiceError) -> Self {
         use metaforge_app::runs::RunServiceError;
         use metaforge_ports::PortErrorKind as K;
-        let code = match (&err, err.code()) {
-            (RunServiceError::Port(_), _) | (_, None) => None,
-            (_, Some(code)) => Some(code),
-        };
-        let Some(code) = code else {
-            return match err {
-                RunServiceError::Port(e) => e.into(),
-                other => Self::internal(other.to_string()),
-            };
-        };
+        if let RunServiceError::Port(e) = err {
+            return e.into();
+        }
+        // Every other variant has a code (`RunServiceError::code`); "refused" only guards a
+        // future variant without one.
+        let code = err.code().unwrap_or("refused");
         let status = match err.kind() {
             K::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             K::Conflict | K::Corrupt => StatusCode::CONFLICT,

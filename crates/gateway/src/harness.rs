@@ -73,7 +73,10 @@ pub(crate) async fn routing(
 
 /// The routing view as a call scoped to `project_id` resolves it: the one computation behind
 /// `GET /v1/harness/routing` and `/health`'s `model_routing`.
-pub(crate) async fn routing_view(state: &GatewayState, project_id: Option<String>) -> Result<RoutingView, ApiError> {
+pub(crate) async fn routing_view(
+    state: &GatewayState,
+    project_id: Option<String>,
+) -> Result<RoutingView, ApiError> {
     let harness = &state.harness;
     let (selection, ignored) = harness.usable_selection().await?;
     let inputs = harness.inputs(selection.as_deref());

@@ -185,7 +185,9 @@ pub(crate) async fn health(
             WorkerHealthReport {
                 status: "absent".to_owned(),
                 engine: None,
-                reason: Some("this process serves no design-flow runs (no flow engine is composed)".to_owned()),
+                reason: Some(
+                    "this process serves no design-flow runs (no flow engine is composed)".to_owned(),
+                ),
             },
             true,
         ),

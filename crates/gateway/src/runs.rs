@@ -30,9 +30,7 @@ use super::extract::{ApiJson, ApiQuery};
 /// The run service, or 503 naming why this process has none.
 pub(crate) fn service(state: &GatewayState) -> Result<&Arc<RunService>, ApiError> {
     state.runs.as_ref().ok_or_else(|| {
-        ApiError::unavailable(
-            "design-flow runs are not served by this process (no flow engine is composed)",
-        )
+        ApiError::unavailable("design-flow runs are not served by this process (no flow engine is composed)")
     })
 }
 

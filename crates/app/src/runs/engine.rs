@@ -429,7 +429,8 @@ impl EmbeddedEngine {
         match self.shared.lifecycle() {
             Lifecycle::Running => WorkerHealth::Ok,
             Lifecycle::Created => WorkerHealth::Absent {
-                reason: "the embedded flow engine has not started yet (resume_all is called at start-up)".to_owned(),
+                reason: "the embedded flow engine has not started yet (resume_all is called at start-up)"
+                    .to_owned(),
             },
             Lifecycle::Stopped => WorkerHealth::Absent {
                 reason: "the embedded flow engine is stopped".to_owned(),

@@ -29,9 +29,10 @@ pub use brains::{
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
-pub use settings::{RunSettingError, parse_flow_engine, parse_intelligence, resolve_intelligence};
 pub use service::{
-    ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService, RunServiceError,
-    RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id, parse_event_id,
+    ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,
+    RunServiceError, RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id,
+    parse_event_id,
 };
+pub use settings::{RunSettingError, parse_flow_engine, parse_intelligence, resolve_intelligence};
 pub use unavailable::UnavailableEngine;

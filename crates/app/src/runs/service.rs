@@ -13,13 +13,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use metaforge_domain::flow::{DEFAULT_TEMPLATE_ID, TemplateError, VersionError, Violation, template, template_version};
+use metaforge_domain::flow::{
+    DEFAULT_TEMPLATE_ID, TemplateError, VersionError, Violation, template, template_version,
+};
 use metaforge_domain::run::{FrozenFlow, RunRefusal};
 use metaforge_domain::usage::UsageTotals;
 use metaforge_ports::{
-    ClientTaskStatus, ClientTaskStore, Clock, FlowEngine, FlowEngineKind, FlowVersionRecord, FlowVersionStore,
-    GateAnswer, GateDecision, GateDecisionKind, IdGen, IntelligenceMode, OpenGate, PortError, PortErrorKind,
-    RunLedger, RunRecord, RunSettings, RunStatus, RunView, StartRun, UsageStore,
+    ClientTaskStatus, ClientTaskStore, Clock, FlowEngine, FlowEngineKind, FlowVersionRecord,
+    FlowVersionStore, GateAnswer, GateDecision, GateDecisionKind, IdGen, IntelligenceMode, OpenGate,
+    PortError, PortErrorKind, RunLedger, RunRecord, RunSettings, RunStatus, RunView, StartRun, UsageStore,
 };
 use serde_json::{Value, json};
 
@@ -222,7 +224,7 @@ pub enum RunServiceError {
         /// The reducer's refusal.
         refusal: RunRefusal,
         /// The run's open gate as it stands, with the decisions it allows (decisions only).
-        gate: Option<GateView>,
+        gate: Option<Box<GateView>>,
     },
     /// A ledger or the engine failed (`Unavailable`: 503), or the record does not exist.
     #[error(transparent)]
@@ -247,7 +249,9 @@ impl RunServiceError {
     /// port error's own kind.
     pub fn kind(&self) -> PortErrorKind {
         match self {
-            Self::Field { .. } | Self::UnknownTemplate(_) | Self::UnknownVersion { .. } => PortErrorKind::Invalid,
+            Self::Field { .. } | Self::UnknownTemplate(_) | Self::UnknownVersion { .. } => {
+                PortErrorKind::Invalid
+            }
             Self::Unstartable { .. } => PortErrorKind::Conflict,
             Self::Refused { refusal, .. } => refusal.port_kind(),
             Self::Port(e) => e.kind,
@@ -268,7 +272,11 @@ impl RunServiceError {
                 violations,
                 ..
             } => Some(json!({ "template_id": template_id, "violations": violations })),
-            Self::Refused { run_id, refusal, gate } => Some(refusal_details(run_id.as_deref(), refusal, gate.as_ref())),
+            Self::Refused {
+                run_id,
+                refusal,
+                gate,
+            } => Some(refusal_details(run_id.as_deref(), refusal, gate.as_deref())),
             Self::Port(_) => None,
         }
     }
@@ -407,11 +415,14 @@ impl RunService {
     /// that cannot run anything now is `Unavailable` (503) before anything is written. A refused
     /// start records no run and no hold.
     pub async fn start(&self, request: StartRunRequest) -> Result<RunDetail, RunServiceError> {
-        let intelligence = resolve_intelligence(request.intelligence.as_deref(), self.settings.default_intelligence)
-            .map_err(|e| RunServiceError::Field {
-                field: e.name,
-                message: e.to_string(),
-            })?;
+        let intelligence = resolve_intelligence(
+            request.intelligence.as_deref(),
+            self.settings.default_intelligence,
+        )
+        .map_err(|e| RunServiceError::Field {
+            field: e.name,
+            message: e.to_string(),
+        })?;
         let project_id = given("project_id", request.project_id)?;
         let flow_version_id = given("flow_version_id", request.flow_version_id)?;
         let template_id = given("template_id", request.template_id)?;
@@ -441,14 +452,18 @@ impl RunService {
             version,
             settings: self.settings.run,
         };
-        let state = self.engine.start(request).await.map_err(|e| match refusal_of(&e) {
-            Some(refusal) => RunServiceError::Refused {
-                run_id: None,
-                refusal,
-                gate: None,
-            },
-            None => RunServiceError::Port(e),
-        })?;
+        let state = self
+            .engine
+            .start(request)
+            .await
+            .map_err(|e| match refusal_of(&e) {
+                Some(refusal) => RunServiceError::Refused {
+                    run_id: None,
+                    refusal,
+                    gate: None,
+                },
+                None => RunServiceError::Port(e),
+            })?;
         self.get(&state.run_id).await
     }
 
@@ -477,11 +492,13 @@ impl RunService {
     async fn template_version(&self, template_id: &str) -> Result<FlowVersionRecord, RunServiceError> {
         let flow = template(template_id).map_err(|e| match e {
             TemplateError::Unknown(_) => RunServiceError::UnknownTemplate(e),
-            TemplateError::Unparseable { .. } | TemplateError::IdMismatch { .. } => RunServiceError::Unstartable {
-                template_id: template_id.to_owned(),
-                reason: e.to_string(),
-                violations: Vec::new(),
-            },
+            TemplateError::Unparseable { .. } | TemplateError::IdMismatch { .. } => {
+                RunServiceError::Unstartable {
+                    template_id: template_id.to_owned(),
+                    reason: e.to_string(),
+                    violations: Vec::new(),
+                }
+            }
         })?;
         let record = template_version(&flow, self.ports.clock.now()).map_err(|e| match e {
             VersionError::Invalid { violations } => RunServiceError::Unstartable {
@@ -582,7 +599,10 @@ impl RunService {
             Err(e) => RunView {
                 engine: record.flow_engine,
                 live: false,
-                reason: Some(format!("the {} engine could not be asked: {e}", self.engine.kind().as_str())),
+                reason: Some(format!(
+                    "the {} engine could not be asked: {e}",
+                    self.engine.kind().as_str()
+                )),
                 state: None,
             },
         };
@@ -621,7 +641,8 @@ impl RunService {
                         PhaseView {
                             id: phase.id.clone(),
                             title: phase.title.clone(),
-                            status: state.map_or_else(|| UNKNOWN_STATUS.to_owned(), |p| p.status.as_str().to_owned()),
+                            status: state
+                                .map_or_else(|| UNKNOWN_STATUS.to_owned(), |p| p.status.as_str().to_owned()),
                             attempt: state.map(|p| p.attempt),
                             gate: phase.gate.as_ref().map(|g| g.name.clone()),
                             auto_approve: phase.gate.as_ref().is_some_and(|g| g.auto_approve),
@@ -685,7 +706,7 @@ impl RunService {
             return RunServiceError::Refused {
                 run_id: Some(run_id.to_owned()),
                 refusal,
-                gate: gate.as_ref().map(GateView::from),
+                gate: gate.as_ref().map(|g| Box::new(GateView::from(g))),
             };
         }
         if err.kind == PortErrorKind::Conflict
@@ -728,7 +749,10 @@ impl RunService {
                 phase: phase.unwrap_or_default().trim().to_owned(),
                 reason: reason.unwrap_or_default(),
             },
-            (kind @ (GateDecisionKind::Approve | GateDecisionKind::Reject | GateDecisionKind::Retry), Some(_)) => {
+            (
+                kind @ (GateDecisionKind::Approve | GateDecisionKind::Reject | GateDecisionKind::Retry),
+                Some(_),
+            ) => {
                 return Err(not_rework(kind));
             }
             (GateDecisionKind::Approve, None) => GateDecision::Approve { reason },
@@ -793,7 +817,11 @@ impl RunService {
     /// The run's notices (FORGE-396/489) after the key `after` (`seq.index`, see
     /// [`parse_event_id`]); `None`: from the run's start. Replayed from the ledger, then live,
     /// each once; the stream ends when the run does. `NotFound` for an unknown run.
-    pub async fn events(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, RunServiceError> {
+    pub async fn events(
+        &self,
+        run_id: &str,
+        after: Option<(u64, u32)>,
+    ) -> Result<RunNoticeStream, RunServiceError> {
         Ok(self.engine.notices(run_id, Some(after.unwrap_or((0, 0)))).await?)
     }
 
@@ -814,8 +842,16 @@ impl RunService {
 
     /// `claimant` (the authenticated identity) takes an open task; one that is not open is a
     /// `Conflict` naming its state (exactly one of two racers wins).
-    pub async fn claim_client_task(&self, id: &str, claimant: &str) -> Result<ClientTaskView, RunServiceError> {
-        let task = self.ports.tasks.claim(id, claimant, self.ports.clock.now()).await?;
+    pub async fn claim_client_task(
+        &self,
+        id: &str,
+        claimant: &str,
+    ) -> Result<ClientTaskView, RunServiceError> {
+        let task = self
+            .ports
+            .tasks
+            .claim(id, claimant, self.ports.clock.now())
+            .await?;
         tracing::info!(event = "client_task_claimed", task_id = %task.id, claimant, "a client took a phase");
         Ok(task.into())
     }

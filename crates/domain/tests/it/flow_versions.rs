@@ -204,7 +204,10 @@ fn a_shipped_template_freezes_into_one_approved_template_version_that_verifies()
     assert_eq!(verify_version(&first).unwrap(), design);
     // An edited template (new text) is another version.
     let other = template_version(&edited(), at(0)).unwrap();
-    assert_ne!(other.id, template_version(&template("mech_v1").unwrap(), at(0)).unwrap().id);
+    assert_ne!(
+        other.id,
+        template_version(&template("mech_v1").unwrap(), at(0)).unwrap().id
+    );
 }
 
 #[test]

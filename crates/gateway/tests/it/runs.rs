@@ -156,10 +156,7 @@ impl Rig {
             mcp_servers: Arc::new(metaforge_app::tools::ServerStatuses::none()),
             runs: Some(Arc::new(service)),
         };
-        let auth = AuthState::new(
-            parse_api_keys(&format!("ana:{ANA},bob:{BOB}")).unwrap(),
-            None,
-        );
+        let auth = AuthState::new(parse_api_keys(&format!("ana:{ANA},bob:{BOB}")).unwrap(), None);
         Self {
             app: gateway::build(Arc::new(state), Arc::new(auth), 1 << 20),
             engine,
@@ -290,7 +287,8 @@ impl Rig {
 
     /// No run and no gate hold was recorded.
     async fn nothing_recorded(&self) -> bool {
-        self.runs.list(None).await.unwrap().is_empty() && self.holds().await.iter().all(|h| h["kind"] != "gate")
+        self.runs.list(None).await.unwrap().is_empty()
+            && self.holds().await.iter().all(|h| h["kind"] != "gate")
     }
 }
 
@@ -348,7 +346,10 @@ async fn a_run_from_a_template_pins_one_approved_template_version_shared_by_ever
     let (_, run) = rig.get(&format!("/v1/runs/{first}")).await;
     assert_eq!(run["flow_template_id"], "design_v1", "design_v1 is the default");
     let version_id = run["flow_version_id"].as_str().unwrap().to_owned();
-    assert!(version_id.starts_with("template-design_v1-1.1.0-"), "{version_id}");
+    assert!(
+        version_id.starts_with("template-design_v1-1.1.0-"),
+        "{version_id}"
+    );
     let (status, version) = rig.get(&format!("/v1/design-flows/versions/{version_id}")).await;
     assert_eq!(status, StatusCode::OK, "{version}");
     assert_eq!(version["version"]["origin"], "template");
@@ -359,9 +360,7 @@ async fn a_run_from_a_template_pins_one_approved_template_version_shared_by_ever
     let second = rig.start(&json!({"template_id": "design_v1"})).await;
     let (_, again) = rig.get(&format!("/v1/runs/{second}")).await;
     assert_eq!(again["flow_version_id"], version_id.as_str());
-    let (_, mech) = rig
-        .post("/v1/runs", &json!({"template_id": "mech_v1"}))
-        .await;
+    let (_, mech) = rig.post("/v1/runs", &json!({"template_id": "mech_v1"})).await;
     assert_eq!(mech["flow_template_id"], "mech_v1");
     assert_ne!(mech["flow_version_id"], version_id.as_str());
 }
@@ -370,9 +369,7 @@ async fn a_run_from_a_template_pins_one_approved_template_version_shared_by_ever
 async fn an_unapproved_or_corrupt_version_is_refused_409_and_nothing_is_recorded() {
     let rig = Rig::new().await;
     let (proposed, _) = rig.proposed_version().await;
-    let (status, err) = rig
-        .post("/v1/runs", &json!({"flow_version_id": proposed}))
-        .await;
+    let (status, err) = rig.post("/v1/runs", &json!({"flow_version_id": proposed})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
     assert_eq!(err["error"], "not_approved");
     assert_eq!(err["details"]["flow_version_id"], proposed.as_str());
@@ -380,9 +377,7 @@ async fn an_unapproved_or_corrupt_version_is_refused_409_and_nothing_is_recorded
 
     let approved = rig.approved_version().await;
     rig.versions.corrupt(&approved, r#"{"id":"tampered"}"#);
-    let (status, err) = rig
-        .post("/v1/runs", &json!({"flow_version_id": approved}))
-        .await;
+    let (status, err) = rig.post("/v1/runs", &json!({"flow_version_id": approved})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{err}");
     assert_eq!(err["error"], "corrupt");
     assert!(rig.nothing_recorded().await);
@@ -408,7 +403,10 @@ async fn a_bad_intelligence_is_422_naming_the_field_and_nothing_is_recorded() {
     let rig = Rig::new().await;
     for bad in ["model", "Server", "llm"] {
         let (status, err) = rig
-            .post("/v1/runs", &json!({"template_id": "design_v1", "intelligence": bad}))
+            .post(
+                "/v1/runs",
+                &json!({"template_id": "design_v1", "intelligence": bad}),
+            )
             .await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {err}");
         assert_eq!(err["error"], "invalid_field");
@@ -494,7 +492,12 @@ async fn retry_takes_a_reason_to_the_phase_and_rework_reruns_the_phase_it_names(
         .await;
     assert_eq!(status, StatusCode::OK);
     let state = rig.parked_at(&run_id, "design").await;
-    let design = state["phases"].as_array().unwrap().iter().find(|p| p["id"] == "design").unwrap();
+    let design = state["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "design")
+        .unwrap();
     assert_eq!(design["attempt"], 2, "{design}");
     let retried = rig
         .brain
@@ -508,20 +511,35 @@ async fn retry_takes_a_reason_to_the_phase_and_rework_reruns_the_phase_it_names(
 
     // A rework must name an earlier phase; naming one re-runs it and every later phase.
     let (status, err) = rig
-        .post(&path, &json!({"decision": "rework", "reason": "loads changed", "phase": "release"}))
+        .post(
+            &path,
+            &json!({"decision": "rework", "reason": "loads changed", "phase": "release"}),
+        )
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert_eq!(err["details"]["field"], "phase");
     let (status, err) = rig
         .post(&path, &json!({"decision": "approve", "phase": "feasibility"}))
         .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "only a rework takes a phase: {err}");
+    assert_eq!(
+        status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "only a rework takes a phase: {err}"
+    );
     let (status, body) = rig
-        .post(&path, &json!({"decision": "rework", "reason": "loads changed", "phase": "feasibility"}))
+        .post(
+            &path,
+            &json!({"decision": "rework", "reason": "loads changed", "phase": "feasibility"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let state = rig.parked_at(&run_id, "feasibility").await;
-    let feasibility = state["phases"].as_array().unwrap().iter().find(|p| p["id"] == "feasibility").unwrap();
+    let feasibility = state["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "feasibility")
+        .unwrap();
     assert_eq!(feasibility["attempt"], 2, "{feasibility}");
     let reworked = rig
         .brain
@@ -530,7 +548,12 @@ async fn retry_takes_a_reason_to_the_phase_and_rework_reruns_the_phase_it_names(
         .rfind(|b| b.phase == "feasibility")
         .unwrap();
     assert_eq!(reworked.feedback.unwrap().reason, "loads changed");
-    let design = state["phases"].as_array().unwrap().iter().find(|p| p["id"] == "design").unwrap();
+    let design = state["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "design")
+        .unwrap();
     assert_eq!(design["status"], "pending", "later phases run again: {design}");
 }
 
@@ -606,10 +629,7 @@ async fn a_gate_is_listed_as_kind_gate_and_its_generic_decision_points_at_the_ru
     assert_eq!(err["error"], "gate_decided_through_run");
     assert_eq!(err["details"]["run_id"], run_id.as_str());
     assert_eq!(err["details"]["phase"], "feasibility");
-    assert_eq!(
-        err["details"]["route"],
-        format!("/v1/runs/{run_id}/approval")
-    );
+    assert_eq!(err["details"]["route"], format!("/v1/runs/{run_id}/approval"));
     let (_, still) = rig.get(&format!("/v1/approvals/{approval_id}")).await;
     assert_eq!(still["status"], "awaiting_approval", "{still}");
 }
@@ -622,10 +642,7 @@ async fn flow_state_with_the_engine_stopped_reads_not_live_and_every_status_unkn
     rig.engine.shutdown().await;
     let state = rig.flow_state(&run_id).await;
     assert_eq!(state["live"], false, "{state}");
-    assert!(
-        state["reason"].as_str().unwrap().contains("stopped"),
-        "{state}"
-    );
+    assert!(state["reason"].as_str().unwrap().contains("stopped"), "{state}");
     assert_eq!(state["status"], "unknown");
     assert!(state["gate"].is_null());
     let phases = state["phases"].as_array().unwrap();
@@ -717,11 +734,9 @@ async fn sse(rig: &Rig, run_id: &str, last_event_id: Option<&str>) -> Vec<(Strin
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    let body = tokio::time::timeout(WAIT, response.into_body().collect())
-        .await
-        .expect("the stream ends when the run has ended")
-        .unwrap()
-        .to_bytes();
+    let collected = tokio::time::timeout(WAIT, response.into_body().collect()).await;
+    assert!(collected.is_ok(), "the stream ends when the run has ended");
+    let body = collected.unwrap().unwrap().to_bytes();
     let text = String::from_utf8(body.to_vec()).unwrap();
     text.split("\n\n")
         .filter(|frame| frame.contains("data:"))
@@ -755,7 +770,10 @@ async fn the_runs_events_stream_in_order_with_seq_index_ids_and_resume_after_las
         .iter()
         .map(|(id, _, _)| metaforge_app::runs::parse_event_id(id).unwrap())
         .collect();
-    assert!(keys.windows(2).all(|w| w[0] < w[1]), "in order, each once: {keys:?}");
+    assert!(
+        keys.windows(2).all(|w| w[0] < w[1]),
+        "in order, each once: {keys:?}"
+    );
     for (id, event, data) in &all {
         assert_eq!(data["kind"], event.as_str());
         assert_eq!(format!("{}.{}", data["seq"], data["index"]), *id);
@@ -888,7 +906,12 @@ async fn a_client_mode_runs_tasks_are_listed_claimed_and_submitted_over_client_t
     // The gate checks what the twin recorded: the feasibility report is there, so it is ready.
     let parked = rig.parked_at(&run_id, "feasibility").await;
     assert_eq!(parked["gate"]["ready"], true, "{parked}");
-    let feasibility = parked["phases"].as_array().unwrap().iter().find(|p| p["id"] == "feasibility").unwrap();
+    let feasibility = parked["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "feasibility")
+        .unwrap();
     assert_eq!(feasibility["deliverables"], json!(["feasibility_report"]));
     assert_eq!(feasibility["summary"], "feasibility done");
     let (status, _) = rig.get("/v1/client-tasks?status=lost").await;
@@ -919,7 +942,13 @@ async fn a_runs_usage_is_totalled_by_phase_role_and_model_from_the_events_carryi
     let other = rig.start(&json!({})).await;
     for event in [
         usage_event(&run_id, "feasibility", "phase_brain", "claude-opus-4-8", 100),
-        usage_event(&run_id, "feasibility", "evaluator", "claude-haiku-4-5-20251001", 40),
+        usage_event(
+            &run_id,
+            "feasibility",
+            "evaluator",
+            "claude-haiku-4-5-20251001",
+            40,
+        ),
         usage_event(&run_id, "design", "phase_brain", "claude-opus-4-8", 200),
         usage_event(&other, "design", "phase_brain", "claude-opus-4-8", 9_999),
     ] {
@@ -934,7 +963,10 @@ async fn a_runs_usage_is_totalled_by_phase_role_and_model_from_the_events_carryi
     assert_eq!(usage["by_phase"]["design"]["prompt_tokens"], 200);
     assert_eq!(usage["by_role"]["phase_brain"]["calls"], 2);
     assert_eq!(usage["by_role"]["evaluator"]["calls"], 1);
-    assert_eq!(usage["by_model"]["anthropic:claude-opus-4-8"]["prompt_tokens"], 300);
+    assert_eq!(
+        usage["by_model"]["anthropic:claude-opus-4-8"]["prompt_tokens"],
+        300
+    );
     assert!(run["usage_unavailable"].is_null());
     let state = rig.flow_state(&run_id).await;
     assert_eq!(state["usage"], *usage, "flow-state carries the same totals");
@@ -990,4 +1022,61 @@ async fn without_a_run_service_the_run_routes_answer_503_naming_why() {
     }
     let (_, _, health) = send(&app, get("/health", Some(ANA))).await;
     assert_eq!(health["design_flow_worker"]["status"], "absent");
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_every_run_and_client_task_route_with_what_it_answers() {
+    let app = super::common::app_with("", None);
+    let (_, _, doc) = send(&app, get("/openapi.json", None)).await;
+    for (path, method, codes) in [
+        (
+            "/v1/runs",
+            "post",
+            &["201", "400", "401", "409", "422", "503"][..],
+        ),
+        ("/v1/runs", "get", &["200", "400", "401", "503"][..]),
+        ("/v1/runs/{id}", "get", &["200", "401", "404", "503"][..]),
+        (
+            "/v1/runs/{id}/flow-state",
+            "get",
+            &["200", "401", "404", "503"][..],
+        ),
+        (
+            "/v1/runs/{id}/approval",
+            "post",
+            &["200", "400", "401", "404", "409", "422", "503"][..],
+        ),
+        (
+            "/v1/runs/{id}/cancel",
+            "post",
+            &["200", "400", "401", "404", "409", "503"][..],
+        ),
+        (
+            "/v1/runs/{id}/events",
+            "get",
+            &["200", "400", "401", "404", "503"][..],
+        ),
+        ("/v1/client-tasks", "get", &["200", "400", "401", "503"][..]),
+        ("/v1/client-tasks/{id}", "get", &["200", "401", "404", "503"][..]),
+        (
+            "/v1/client-tasks/{id}/claim",
+            "post",
+            &["200", "401", "404", "409", "503"][..],
+        ),
+        (
+            "/v1/client-tasks/{id}/submit",
+            "post",
+            &["200", "400", "401", "404", "409", "422", "503"][..],
+        ),
+    ] {
+        let responses = &doc["paths"][path][method]["responses"];
+        for code in codes {
+            assert!(
+                responses[*code].is_object(),
+                "{method} {path} documents {code}: {responses}"
+            );
+        }
+    }
+    let detail = &doc["components"]["schemas"]["RunDetail"];
+    assert!(detail.is_object(), "RunDetail is a component");
 }
