@@ -761,7 +761,7 @@ impl RunService {
                 reason: reason.unwrap_or_default(),
             },
         };
-        let gate_phase = match request.gate_phase {
+        let gate_phase = match request.gate_phase.filter(|p| !p.trim().is_empty()) {
             Some(phase) => phase.trim().to_owned(),
             None => {
                 let (gate, running) = self.open_gate(run_id).await;
