@@ -43,6 +43,10 @@ pub const MAX_TWIN_URI_CHARS: usize = 2_000;
 pub const MAX_TWIN_PROPERTIES_BYTES: usize = 16_384;
 /// Most entries of a decision's `alternatives` or `about` list.
 pub const MAX_TWIN_LIST_ITEMS: usize = 50;
+/// A client's summary of the phase it did (characters): what the gate's reviewer reads.
+pub const MAX_SUMMARY_CHARS: usize = 32_000;
+/// What a client hands back beside its summary, as JSON (bytes).
+pub const MAX_SUBMISSION_DETAILS_BYTES: usize = 65_536;
 
 /// How a field is measured.
 #[derive(Debug, Clone, Copy)]
@@ -165,6 +169,29 @@ const FIELD_LIMITS: &[FieldLimit] = &[
         "/v1/design-flows/validate",
         "context.loadsAndUse",
         Limit::Chars(MAX_LOADS_AND_USE_CHARS),
+    ),
+    // Design-flow runs: a start, a gate decision's or a cancel's reason, a client's hand-back.
+    limit("/v1/runs", "flow_version_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/runs", "template_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/runs", "project_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/runs", "intelligence", Limit::Chars(MAX_NAME_CHARS)),
+    limit("/v1/runs/{id}/approval", "reason", Limit::Chars(MAX_NOTE_CHARS)),
+    limit("/v1/runs/{id}/approval", "phase", Limit::Chars(MAX_NAME_CHARS)),
+    limit(
+        "/v1/runs/{id}/approval",
+        "gate_phase",
+        Limit::Chars(MAX_NAME_CHARS),
+    ),
+    limit("/v1/runs/{id}/cancel", "reason", Limit::Chars(MAX_NOTE_CHARS)),
+    limit(
+        "/v1/client-tasks/{id}/submit",
+        "summary",
+        Limit::Chars(MAX_SUMMARY_CHARS),
+    ),
+    limit(
+        "/v1/client-tasks/{id}/submit",
+        "details",
+        Limit::JsonBytes(MAX_SUBMISSION_DETAILS_BYTES),
     ),
     // The durable selection.
     limit(
@@ -405,6 +432,21 @@ mod tests {
         let err = check(PROPOSE, &body).unwrap_err();
         assert_eq!(err.field, "operations[1].rationale");
         assert!(!err.to_string().contains("xxxx"));
+    }
+
+    #[test]
+    fn run_reasons_and_a_clients_summary_are_capped_on_their_routes() {
+        let reason = json!({"decision": "retry", "reason": "r".repeat(MAX_NOTE_CHARS + 1)});
+        let err = check("/v1/runs/run-1/approval", &reason).unwrap_err();
+        assert_eq!((err.field.as_str(), err.max), ("reason", MAX_NOTE_CHARS));
+        let cancel = json!({"reason": "r".repeat(MAX_NOTE_CHARS + 1)});
+        assert!(check("/v1/runs/run-1/cancel", &cancel).is_err());
+        let summary = json!({"summary": "s".repeat(MAX_SUMMARY_CHARS + 1)});
+        let err = check("/v1/client-tasks/r:p:1/submit", &summary).unwrap_err();
+        assert_eq!(err.field, "summary");
+        let start = json!({"template_id": "t".repeat(MAX_NAME_CHARS + 1)});
+        assert_eq!(check("/v1/runs", &start).unwrap_err().field, "template_id");
+        assert!(check("/v1/runs", &json!({"template_id": "design_v1"})).is_ok());
     }
 
     #[test]

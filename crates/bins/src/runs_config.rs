@@ -8,12 +8,13 @@ use std::sync::Arc;
 use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger};
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
-    ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ServerBrainSettings,
-    ServerPhaseBrain, UnavailableEngine, parse_flow_engine, parse_intelligence,
+    ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
+    RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain, UnavailableEngine,
+    parse_flow_engine, parse_intelligence,
 };
 use metaforge_ports::{
     ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
-    IntelligenceMode, RunLedger, TwinStore,
+    IntelligenceMode, RunLedger, TwinStore, UsageStore,
 };
 
 use crate::cmd::serve::StartError;
@@ -25,9 +26,11 @@ pub(crate) const KAFKA_BOOTSTRAP_SERVERS_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
 /// What the runs composition hands the gateway and the sidecar.
 #[expect(
     dead_code,
-    reason = "the runs routes and MCP run tools (issue 16 items 6, 7) read these; until then the engine only resumes"
+    reason = "the MCP run tools (issue 16 item 7) read the stores and the bus next"
 )]
 pub(crate) struct ComposedRuns {
+    /// The run use cases both doors call.
+    pub(crate) service: Arc<RunService>,
     /// The engine runs are started on (the embedded one, or the unavailable Temporal one).
     pub(crate) engine: Arc<dyn FlowEngine>,
     /// The embedded engine, when it is the one selected (events, shutdown).
@@ -82,6 +85,8 @@ pub(crate) struct RunInputs<'a> {
     pub(crate) ids: Arc<dyn IdGen>,
     /// The agent loop's protocol (`METAFORGE_AGENT_LOOP`).
     pub(crate) loop_mode: LoopMode,
+    /// Model-call usage (a run's totals by phase, role and model).
+    pub(crate) usage: Arc<dyn UsageStore>,
 }
 
 /// Opens the run stores, builds the brains and the selected engine, and resumes every run that
@@ -107,7 +112,15 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     );
     let twin = inputs.twin;
     let bus = event_bus().await?;
-    let (engine, embedded): (Arc<dyn FlowEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
+    let service_ports = RunServicePorts {
+        runs: Arc::clone(&runs),
+        versions: Arc::clone(&inputs.versions),
+        tasks: Arc::clone(&tasks),
+        usage: inputs.usage,
+        clock: Arc::clone(&inputs.clock),
+        ids: Arc::clone(&inputs.ids),
+    };
+    let (engine, embedded): (Arc<dyn RunEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
             let server = Arc::new(
                 ServerPhaseBrain::new(inputs.agent, inputs.tools, Arc::clone(&twin)).with_settings(
@@ -158,10 +171,10 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             for (run, reason) in &report.failed {
                 tracing::error!(event = "run_not_resumed", run_id = %run, reason = %reason, "a run could not be resumed; it reads live: false");
             }
-            (Arc::clone(&engine) as Arc<dyn FlowEngine>, Some(engine))
+            (Arc::clone(&engine) as Arc<dyn RunEngine>, Some(engine))
         }
         FlowEngineKind::Temporal => (
-            Arc::new(UnavailableEngine::temporal_not_built(Arc::clone(&runs))) as Arc<dyn FlowEngine>,
+            Arc::new(UnavailableEngine::temporal_not_built(Arc::clone(&runs))) as Arc<dyn RunEngine>,
             None,
         ),
         FlowEngineKind::InProcess => {
@@ -171,7 +184,17 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             )));
         }
     };
+    let service = Arc::new(RunService::new(
+        Arc::clone(&engine),
+        service_ports,
+        RunServiceSettings {
+            default_intelligence,
+            ..RunServiceSettings::default()
+        },
+    ));
+    let engine: Arc<dyn FlowEngine> = engine;
     Ok(ComposedRuns {
+        service,
         engine,
         embedded,
         runs,

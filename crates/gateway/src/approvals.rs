@@ -269,12 +269,15 @@ pub(crate) async fn get_approval(
     Ok(Json(state.approvals.get(&id).await?))
 }
 
-/// Decides an approval of any kind; the approver is the authenticated identity.
+/// Decides an approval of any kind; the approver is the authenticated identity. A run's gate
+/// (kind `gate`) is answered through its run instead: 409 `gate_decided_through_run` naming the
+/// run, the phase and `POST /v1/runs/{run_id}/approval`.
 #[utoipa::path(post, path = "/v1/approvals/{id}/decision", tag = "approvals", request_body = DecisionRequest,
     params(("id" = String, Path, description = "Approval id")),
     responses((status = 200, body = ApprovalRecord), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "Four eyes: the requester cannot decide (separate_approver_required)", body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "Already decided or closed", body = ErrorBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "Already decided or closed, or a run's gate (gate_decided_through_run: answer it at /v1/runs/{run_id}/approval)", body = ErrorBody),
         (status = 422, description = "A field over its size limit", body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn decide_approval(

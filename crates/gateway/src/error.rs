@@ -224,6 +224,34 @@ impl From<metaforge_ports::PortError> for ApiError {
     fn from(err: metaforge_ports::PortError) -> Self {
         use metaforge_domain::approvals::ApprovalError;
         use metaforge_ports::PortErrorKind as K;
+        // A run's gate hold decided generically: point at the run's own approval route.
+        if let Some(refused) = err
+            .source
+            .as_deref()
+            .and_then(|s| s.downcast_ref::<metaforge_ports::GateDecisionRefused>())
+        {
+            return Self::new(StatusCode::CONFLICT, refused.code(), err.message.clone()).with_details(
+                serde_json::json!({
+                    "approval_id": refused.approval_id,
+                    "run_id": refused.run_id,
+                    "phase": refused.phase,
+                    "route": format!("/v1/runs/{}/approval", refused.run_id),
+                }),
+            );
+        }
+        // The run state machine's refusal, wherever it surfaces: its own code and class.
+        if let Some(refusal) = err
+            .source
+            .as_deref()
+            .and_then(|s| s.downcast_ref::<metaforge_domain::run::RunRefusal>())
+        {
+            return metaforge_app::runs::RunServiceError::Refused {
+                run_id: None,
+                refusal: refusal.clone(),
+                gate: None,
+            }
+            .into();
+        }
         // A domain approval rule travels as the source: answer its own status and code.
         match err
             .source
@@ -250,6 +278,34 @@ impl From<metaforge_ports::PortError> for ApiError {
                 tracing::error!(event = "gateway_port_error", error = %err, "ledger error");
                 Self::internal(err.message)
             }
+        }
+    }
+}
+
+impl From<metaforge_app::runs::RunServiceError> for ApiError {
+    /// The run service's one code table: its code, its class as a status (`Invalid` 422,
+    /// `Conflict`/`Corrupt` 409) and its details (the field, the decisions the open gate allows, the
+    /// findings, the violations); a port failure maps like any other.
+    fn from(err: metaforge_app::runs::RunServiceError) -> Self {
+        use metaforge_app::runs::RunServiceError;
+        use metaforge_ports::PortErrorKind as K;
+        if let RunServiceError::Port(e) = err {
+            return e.into();
+        }
+        // Every other variant has a code (`RunServiceError::code`); "refused" only guards a
+        // future variant without one.
+        let code = err.code().unwrap_or("refused");
+        let status = match err.kind() {
+            K::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            K::Conflict | K::Corrupt => StatusCode::CONFLICT,
+            K::NotFound => StatusCode::NOT_FOUND,
+            K::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            K::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let error = Self::new(status, code, err.to_string());
+        match err.details() {
+            Some(details) => error.with_details(details),
+            None => error,
         }
     }
 }

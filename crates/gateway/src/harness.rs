@@ -45,11 +45,11 @@ pub(crate) struct RoleRoute {
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct RoutingView {
     /// `ok`, or `degraded` when any role has a problem.
-    status: String,
+    pub(crate) status: String,
     /// Every role, in the table's and the seed's order.
     roles: Vec<RoleRoute>,
     /// Every problem, one line each.
-    problems: Vec<String>,
+    pub(crate) problems: Vec<String>,
 }
 
 /// The durable selection.
@@ -68,6 +68,15 @@ pub(crate) async fn routing(
     State(state): State<Arc<GatewayState>>,
     ApiQuery(query): ApiQuery<RoutingQuery>,
 ) -> Result<Json<RoutingView>, ApiError> {
+    Ok(Json(routing_view(&state, query.project_id).await?))
+}
+
+/// The routing view as a call scoped to `project_id` resolves it: the one computation behind
+/// `GET /v1/harness/routing` and `/health`'s `model_routing`.
+pub(crate) async fn routing_view(
+    state: &GatewayState,
+    project_id: Option<String>,
+) -> Result<RoutingView, ApiError> {
     let harness = &state.harness;
     let (selection, ignored) = harness.usable_selection().await?;
     let inputs = harness.inputs(selection.as_deref());
@@ -77,7 +86,7 @@ pub(crate) async fn routing(
     for role in role_names {
         let call = RouteCall {
             role: role.clone(),
-            project_id: query.project_id.clone(),
+            project_id: project_id.clone(),
             ..RouteCall::default()
         };
         match resolve_route(&inputs, &call) {
@@ -101,11 +110,11 @@ pub(crate) async fn routing(
         }
     }
     let status = if problems.is_empty() { "ok" } else { "degraded" };
-    Ok(Json(RoutingView {
+    Ok(RoutingView {
         status: status.to_owned(),
         roles,
         problems,
-    }))
+    })
 }
 
 /// The durable provider selection used by roles without a route.

@@ -6,7 +6,12 @@
 //! detail (reasons, version, `llm_usage_24h` costs by model, role and phase) needs a key (an open
 //! loopback gateway's `local` caller sees it, as it sees every route). The MCP tool servers
 //! the agent loop reaches are one component, `mcp_servers`: degraded when any is unavailable,
-//! each server's state and reason in the keyed detail.
+//! each server's state and reason in the keyed detail. `design_flow_worker` says whether the flow
+//! engine drives runs (`ok`, `absent`, `unknown`; it degrades the report when this process serves
+//! runs and they cannot run). `model_routing` is the routing view's verdict (`ok`/`degraded` with
+//! its problems, computed once by `harness::routing_view`); it is reported beside the others but
+//! does not flip the overall status, because a deployment without model keys (client
+//! intelligence) is a supported configuration, not an outage.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -70,6 +75,31 @@ pub(crate) struct McpServersHealth {
     servers: Option<BTreeMap<String, McpServerHealth>>,
 }
 
+/// The design-flow engine's worker (FORGE-401).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct WorkerHealthReport {
+    /// `ok` (runs are driven), `absent` (nothing drives them: the engine has not started, was
+    /// stopped, is not built here, or this process serves no runs) or `unknown` (it could not be
+    /// asked).
+    status: String,
+    /// The engine: `embedded`, `temporal` (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    engine: Option<String>,
+    /// Why it is not ok (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+/// The per-role model routes (FORGE-477), as `GET /v1/harness/routing` computes them.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct RoutingHealth {
+    /// `ok`, or `degraded` when any role's route would be refused at call time.
+    status: String,
+    /// Every problem, one line each (with a key only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    problems: Option<Vec<String>>,
+}
+
 /// The health report: overall status plus one entry per dependency.
 #[derive(Debug, Serialize, ToSchema)]
 pub(crate) struct HealthReport {
@@ -84,6 +114,10 @@ pub(crate) struct HealthReport {
     usage: CheckResult,
     /// The MCP tool servers (each server's state with a key only).
     mcp_servers: McpServersHealth,
+    /// Whether the design-flow engine drives runs (the engine and reason with a key only).
+    design_flow_worker: WorkerHealthReport,
+    /// The model routes' verdict (the problems with a key only); informational.
+    model_routing: RoutingHealth,
     /// Model usage over the last 24 hours (with a key only).
     #[serde(skip_serializing_if = "Option::is_none")]
     llm_usage_24h: Option<UsageHealth>,
@@ -136,7 +170,39 @@ pub(crate) async fn health(
     };
     let servers_ok = !state.mcp_servers.any_unavailable();
     let mcp_status = if servers_ok { "ok" } else { "degraded" }.to_owned();
-    let ok = ledgers.status == "ok" && llm_usage_24h.available && servers_ok;
+    let (worker, worker_ok) = match state.runs.as_ref() {
+        Some(runs) => {
+            let health = runs.worker_health().await;
+            let ok = health.as_str() == "ok";
+            let report = WorkerHealthReport {
+                status: health.as_str().to_owned(),
+                engine: Some(runs.engine_kind().as_str().to_owned()),
+                reason: health.reason().map(str::to_owned),
+            };
+            (report, ok)
+        }
+        None => (
+            WorkerHealthReport {
+                status: "absent".to_owned(),
+                engine: None,
+                reason: Some(
+                    "this process serves no design-flow runs (no flow engine is composed)".to_owned(),
+                ),
+            },
+            true,
+        ),
+    };
+    let routing = match super::harness::routing_view(&state, None).await {
+        Ok(view) => RoutingHealth {
+            status: view.status,
+            problems: Some(view.problems),
+        },
+        Err(e) => RoutingHealth {
+            status: "degraded".to_owned(),
+            problems: Some(vec![format!("the routes cannot be resolved: {}", e.body.message)]),
+        },
+    };
+    let ok = ledgers.status == "ok" && llm_usage_24h.available && servers_ok && worker_ok;
     let usage = check(if llm_usage_24h.available {
         Ok(())
     } else {
@@ -156,6 +222,15 @@ pub(crate) async fn health(
             mcp_servers: McpServersHealth {
                 status: mcp_status,
                 servers: None,
+            },
+            design_flow_worker: WorkerHealthReport {
+                status: worker.status,
+                engine: None,
+                reason: None,
+            },
+            model_routing: RoutingHealth {
+                status: routing.status,
+                problems: None,
             },
             llm_usage_24h: None,
         });
@@ -187,6 +262,8 @@ pub(crate) async fn health(
             status: mcp_status,
             servers: Some(servers),
         },
+        design_flow_worker: worker,
+        model_routing: routing,
         llm_usage_24h: Some(llm_usage_24h),
     })
 }

@@ -12,6 +12,7 @@ mod approvals;
 pub mod auth;
 pub mod chat;
 mod chat_request;
+mod client_tasks;
 pub mod error;
 pub mod extract;
 mod flows;
@@ -20,6 +21,7 @@ mod health;
 pub mod limits;
 mod models;
 pub mod providers;
+mod runs;
 mod threads;
 mod twin;
 mod usage;
@@ -90,6 +92,10 @@ pub struct GatewayState {
     /// `twin.*` tools write through); `None` when this process composes none (the routes then
     /// answer 503 naming why).
     pub twin: Option<Arc<metaforge_app::twin::TwinService>>,
+    /// Design-flow runs and client tasks (`app::runs::RunService` over the flow engine); `None`
+    /// when this process serves none (the run and client-task routes then answer 503 naming why,
+    /// and `/health` reports `design_flow_worker` absent).
+    pub runs: Option<Arc<metaforge_app::runs::RunService>>,
 }
 
 impl GatewayState {
@@ -104,7 +110,7 @@ impl GatewayState {
 /// The OpenAPI document's fixed parts; paths are added by the router as handlers register.
 #[derive(utoipa::OpenApi)]
 #[openapi(
-    info(title = "MetaForge gateway", description = "Design flows, approvals, providers, usage, the digital twin."),
+    info(title = "MetaForge gateway", description = "Design flows and their runs, approvals, client tasks, chat threads, providers, usage, the digital twin."),
     components(schemas(ErrorBody, OpenAiErrorBody)),
     modifiers(&SecurityAddon)
 )]
@@ -218,6 +224,16 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         .routes(routes!(twin::edges))
         .routes(routes!(twin::diff))
         .routes(routes!(twin::log))
+        .routes(routes!(runs::start, runs::list))
+        .routes(routes!(runs::get))
+        .routes(routes!(runs::flow_state))
+        .routes(routes!(runs::answer_gate))
+        .routes(routes!(runs::cancel))
+        .routes(routes!(runs::events))
+        .routes(routes!(client_tasks::list))
+        .routes(routes!(client_tasks::get))
+        .routes(routes!(client_tasks::claim))
+        .routes(routes!(client_tasks::submit))
         .with_state(Arc::clone(&state))
         .split_for_parts();
     api.info.version = env!("CARGO_PKG_VERSION").to_owned();

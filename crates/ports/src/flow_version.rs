@@ -33,6 +33,9 @@ pub enum FlowVersionOrigin {
     Server,
     /// The caller's model proposed the operations (caller-proposed tailoring).
     Caller,
+    /// A shipped template run as it is: frozen into an approved version the first time a run
+    /// starts from it, so every run pins a stored, hash-verified version (issue 16).
+    Template,
 }
 
 /// One immutable flow version. `frozen` is the canonical JSON whose SHA-256 is `content_hash`.

@@ -24,6 +24,7 @@ use tokio::task::JoinHandle;
 
 use super::driver::{Driver, Msg, Opening};
 use super::notices::{RunEvents, RunNotice, notices_of};
+use super::service::{RunEngine, RunNoticeStream, WorkerHealth};
 
 /// The ports the engine runs over. The binary passes the same ledgers the gateway serves, so a
 /// gate the engine parks is the hold `GET /v1/approvals` lists.
@@ -422,6 +423,21 @@ impl EmbeddedEngine {
         Ok(RunEvents::new(backlog, live, after))
     }
 
+    /// Whether this engine drives runs now (`/health`'s `design_flow_worker`): `ok` once
+    /// [`EmbeddedEngine::resume_all`] ran, `absent` before it and after [`EmbeddedEngine::shutdown`].
+    pub fn worker_health(&self) -> WorkerHealth {
+        match self.shared.lifecycle() {
+            Lifecycle::Running => WorkerHealth::Ok,
+            Lifecycle::Created => WorkerHealth::Absent {
+                reason: "the embedded flow engine has not started yet (resume_all is called at start-up)"
+                    .to_owned(),
+            },
+            Lifecycle::Stopped => WorkerHealth::Absent {
+                reason: "the embedded flow engine is stopped".to_owned(),
+            },
+        }
+    }
+
     /// Sends `msg` (built around a reply channel) to the run's task and waits for its answer; a
     /// run with no task answers from the ledger (ended: `Conflict`; unknown: `NotFound`).
     async fn ask(
@@ -591,5 +607,17 @@ impl FlowEngine for EmbeddedEngine {
     async fn cancel(&self, run_id: &str, by: &str, reason: Option<String>) -> Result<RunState, PortError> {
         let by = by.to_owned();
         self.ask(run_id, |reply| Msg::Cancel { by, reason, reply }).await
+    }
+}
+
+#[async_trait]
+impl RunEngine for EmbeddedEngine {
+    async fn notices(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, PortError> {
+        use futures::StreamExt as _;
+        Ok(self.subscribe(run_id, after).await?.boxed())
+    }
+
+    async fn worker(&self) -> WorkerHealth {
+        self.worker_health()
     }
 }

@@ -10,13 +10,18 @@
 //!   intelligence; both report the deliverables the twin records on `run/<id>`.
 //! - [`UnavailableEngine`]: an engine that is configured but not here (Temporal, issue 17): 503.
 //! - [`settings`]: `METAFORGE_FLOW_ENGINE` and `METAFORGE_INTELLIGENCE`, parsed strictly.
+//! - [`RunService`]: the use cases both doors call (start, list, get, flow state, answer a gate,
+//!   cancel, events, client tasks) over a [`RunEngine`] (the `FlowEngine` port plus the engine's
+//!   notice stream and worker state) and the ledgers; its views are in [`views`].
 
 mod brains;
 mod driver;
 mod engine;
 mod notices;
+mod service;
 pub mod settings;
 mod unavailable;
+pub mod views;
 
 pub use brains::{
     ClientPhaseBrain, DEFAULT_CLIENT_TASK_POLL, PHASE_BRAIN_ROLE, PHASE_SYSTEM_PROMPT, ServerBrainSettings,
@@ -24,5 +29,10 @@ pub use brains::{
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
+pub use service::{
+    ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,
+    RunServiceError, RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id,
+    parse_event_id,
+};
 pub use settings::{RunSettingError, parse_flow_engine, parse_intelligence, resolve_intelligence};
 pub use unavailable::UnavailableEngine;

@@ -11,6 +11,8 @@ use metaforge_ports::{
     FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunLedger, RunState, RunView, StartRun,
 };
 
+use super::notices::{RunEvents, notices_of};
+use super::service::{RunEngine, RunNoticeStream, WorkerHealth};
 use super::settings::FLOW_ENGINE_ENV;
 
 /// A flow engine of `kind` that is not available in this process.
@@ -88,5 +90,32 @@ impl FlowEngine for UnavailableEngine {
 
     async fn cancel(&self, _run_id: &str, _by: &str, _reason: Option<String>) -> Result<RunState, PortError> {
         Err(self.refused())
+    }
+}
+
+#[async_trait]
+impl RunEngine for UnavailableEngine {
+    /// The notices of the transitions the run ledger holds (after `after`), then the end: no
+    /// engine here produces live ones.
+    async fn notices(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, PortError> {
+        use futures::StreamExt as _;
+        self.runs.get(run_id).await?;
+        let backlog = match after {
+            Some((seq, _)) => self
+                .runs
+                .transitions(run_id, seq.saturating_sub(1))
+                .await?
+                .iter()
+                .flat_map(notices_of)
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(RunEvents::new(backlog, None, after).boxed())
+    }
+
+    async fn worker(&self) -> WorkerHealth {
+        WorkerHealth::Absent {
+            reason: self.reason.clone(),
+        }
     }
 }

@@ -233,6 +233,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         clock: Arc::clone(&clock),
         ids: Arc::clone(&ids),
         loop_mode: chat_settings_loop_mode,
+        usage: usage.clone(),
     })
     .await?;
     let state = Arc::new(GatewayState {
@@ -248,6 +249,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         pipeline,
         mcp_servers: Arc::clone(&tools.statuses),
         twin: Some(twin),
+        runs: Some(Arc::clone(&runs.service)),
     });
     Ok(Composition {
         state,

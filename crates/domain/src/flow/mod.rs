@@ -78,7 +78,8 @@ pub use templates::{
     CatalogueEntry, DEFAULT_TEMPLATE_ID, TemplateError, catalogue, template, template_source,
 };
 pub use versions::{
-    VersionDecision, VersionError, attach_approval, decide_version, new_version, verify_version,
+    TEMPLATE_APPROVER, VersionDecision, VersionError, attach_approval, decide_version, new_version,
+    template_version, template_version_id, verify_version,
 };
 
 /// The answer to "is this flow valid?", exactly as `POST /v1/design-flows/validate` and

@@ -107,6 +107,46 @@ pub fn new_version(
     })
 }
 
+/// The approver recorded on a shipped template's version: shipping it is its approval (the
+/// templates pass every invariant and their content hashes are pinned by the release's tests).
+pub const TEMPLATE_APPROVER: &str = "template";
+
+/// The id of a shipped template's version: `template-<id>-<version>-<first 16 hex of its hash>`,
+/// the same for every run started from the same template text, so a store keeps one record per
+/// shipped template version and an edited template (a new `version`, a new hash) gets a new one.
+pub fn template_version_id(template_id: &str, template_version: &str, content_hash: &str) -> String {
+    let short: String = content_hash.chars().take(16).collect();
+    format!("template-{template_id}-{template_version}-{short}")
+}
+
+/// A shipped template frozen, as it is, into an approved version with origin `template` and
+/// approver [`TEMPLATE_APPROVER`], so a run started from a template pins a stored, hash-verified
+/// version exactly like a run started from a tailored one (FORGE-474), and "which flow did this
+/// run use" has the same answer either way. Refuses a template that breaks an invariant
+/// (`Invalid`, every violation): the catalogue lists it as unstartable. Apart from `at` the record
+/// depends only on the template's text (see [`template_version_id`]).
+pub fn template_version(template: &Flow, at: Timestamp) -> Result<FlowVersionRecord, VersionError> {
+    let violations = validate(template, None);
+    if !violations.is_empty() {
+        return Err(VersionError::Invalid { violations });
+    }
+    let frozen = freeze(template)?;
+    let hash = sha256_hex(&frozen);
+    Ok(FlowVersionRecord {
+        id: template_version_id(&template.id, &template.version, &hash),
+        template_id: template.id.clone(),
+        template_version: template.version.clone(),
+        status: FlowVersionStatus::Approved,
+        frozen,
+        content_hash: hash,
+        origin: FlowVersionOrigin::Template,
+        approval_id: None,
+        approver: Some(TEMPLATE_APPROVER.to_owned()),
+        created_at: at,
+        decided_at: Some(at),
+    })
+}
+
 /// Links a proposed version to the approval that decides it. A decided version is refused.
 pub fn attach_approval(
     version: &FlowVersionRecord,

@@ -195,7 +195,9 @@ impl RunRefusal {
 }
 
 impl From<RunRefusal> for PortError {
+    /// The refusal travels as the port error's source, so a door can downcast it and answer its
+    /// stable code and particulars (the allowed decisions, the findings) instead of a bare message.
     fn from(refusal: RunRefusal) -> Self {
-        Self::new(refusal.port_kind(), refusal.to_string())
+        Self::with_source(refusal.port_kind(), refusal.to_string(), refusal)
     }
 }

@@ -185,3 +185,41 @@ fn empty_ids_and_approvers_are_refused() {
         Err(VersionError::Missing("approver"))
     ));
 }
+
+#[test]
+fn a_shipped_template_freezes_into_one_approved_template_version_that_verifies() {
+    use metaforge_domain::flow::{TEMPLATE_APPROVER, content_hash, template_version};
+    let design = template("design_v1").unwrap();
+    let first = template_version(&design, at(0)).unwrap();
+    let again = template_version(&design, at(5)).unwrap();
+    assert_eq!(first.status, FlowVersionStatus::Approved);
+    assert_eq!(first.origin, FlowVersionOrigin::Template);
+    assert_eq!(first.approver.as_deref(), Some(TEMPLATE_APPROVER));
+    assert_eq!(first.content_hash, content_hash(&design).unwrap());
+    assert_eq!(
+        first.id, again.id,
+        "the same template text gives the same version id"
+    );
+    assert!(first.id.starts_with("template-design_v1-1.1.0-"), "{}", first.id);
+    assert_eq!(verify_version(&first).unwrap(), design);
+    // An edited template (new text) is another version.
+    let other = template_version(&edited(), at(0)).unwrap();
+    assert_ne!(
+        other.id,
+        template_version(&template("mech_v1").unwrap(), at(0)).unwrap().id
+    );
+}
+
+#[test]
+fn a_template_that_breaks_an_invariant_is_not_frozen_into_a_version() {
+    use metaforge_domain::flow::template_version;
+    let mut broken = template("mech_v1").unwrap();
+    for phase in &mut broken.phases {
+        phase.gate = None;
+    }
+    let refused = template_version(&broken, at(0));
+    assert!(
+        matches!(&refused, Err(VersionError::Invalid { violations }) if violations.iter().any(|v| v.rule == "release-gate-exists")),
+        "{refused:?}"
+    );
+}

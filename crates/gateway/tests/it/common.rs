@@ -132,6 +132,7 @@ pub(crate) fn state_from(
         pipeline,
         mcp_servers: Arc::new(metaforge_app::tools::ServerStatuses::none()),
         twin: None,
+        runs: None,
     })
 }
 

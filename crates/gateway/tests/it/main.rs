@@ -13,6 +13,7 @@ mod flows;
 mod generator;
 mod hardening;
 mod harness;
+mod runs;
 mod threads;
 mod twin;
 mod usage;
