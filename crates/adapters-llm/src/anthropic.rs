@@ -10,14 +10,17 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
 use serde_json::{Map, Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+
+mod wire;
+
+pub use wire::{MessagesRequest, request_body};
 
 /// Output cap sent when the request names none (the Messages API requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -58,101 +61,6 @@ impl AnthropicProvider {
         }
         Ok(builder)
     }
-}
-
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
-}
-
-/// The Messages request body for `request`, with the three cache breakpoints.
-pub fn request_body(request: &LlmRequest, stream: bool) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    let mut system = Vec::new();
-    if !request.system.stable.is_empty() {
-        system.push(json!({"type": "text", "text": request.system.stable, "cache_control": ephemeral()}));
-    }
-    if let Some(suffix) = request.system.volatile_suffix.as_ref().filter(|s| !s.is_empty()) {
-        system.push(json!({"type": "text", "text": suffix}));
-    }
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    let mut messages: Vec<Value> = request.messages.iter().filter_map(wire_message).collect();
-    if let Some(last_block) = messages
-        .last_mut()
-        .and_then(|m| m.get_mut("content"))
-        .and_then(Value::as_array_mut)
-        .and_then(|blocks| blocks.last_mut())
-        .and_then(Value::as_object_mut)
-    {
-        last_block.insert("cache_control".into(), ephemeral());
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        if let Some(last) = tools.last_mut().and_then(Value::as_object_mut) {
-            last.insert("cache_control".into(), ephemeral());
-        }
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Required => json!({"type": "any"}),
-                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-                ToolChoice::Auto => json!({"type": "auto"}),
-            },
-        );
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(request.stop));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Value::Object(body)
-}
-
-fn wire_message(message: &LlmMessage) -> Option<Value> {
-    let blocks: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
-            ContentPart::ToolCall { id, name, arguments } => {
-                Some(json!({"type": "tool_use", "id": id, "name": name, "input": arguments}))
-            }
-            ContentPart::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => Some(json!({
-                "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if blocks.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "assistant",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "content": blocks}))
 }
 
 /// Parses a non-streamed Messages response.

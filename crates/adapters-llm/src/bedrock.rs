@@ -16,14 +16,17 @@ use aws_smithy_types::event_stream::Message;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+
+mod wire;
+
+pub use wire::{ConverseRequest, request_body};
 
 /// A Bedrock runtime endpoint (e.g. `https://bedrock-runtime.us-east-1.amazonaws.com`).
 #[derive(Debug, Clone)]
@@ -47,7 +50,7 @@ impl BedrockProvider {
         &self,
         model: &str,
         stream: bool,
-        body: &Value,
+        body: &ConverseRequest<'_>,
         credential: Option<&Credential>,
     ) -> Result<reqwest::RequestBuilder, ProviderError> {
         let operation = if stream { "converse-stream" } else { "converse" };
@@ -152,95 +155,6 @@ pub fn sigv4_headers(
         .into_iter()
         .map(|h| (h.name().to_owned(), h.value().to_owned()))
         .collect())
-}
-
-/// The Converse request body for `request`.
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    let messages: Vec<Value> = request.messages.iter().filter_map(wire_message).collect();
-    body.insert("messages".into(), Value::Array(messages));
-    let mut system = Vec::new();
-    if !request.system.stable.is_empty() {
-        system.push(json!({"text": request.system.stable}));
-    }
-    if let Some(suffix) = request.system.volatile_suffix.as_ref().filter(|s| !s.is_empty()) {
-        system.push(json!({"text": suffix}));
-    }
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    let mut inference = Map::new();
-    if let Some(max) = request.max_tokens {
-        inference.insert("maxTokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        inference.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        inference.insert("stopSequences".into(), json!(request.stop));
-    }
-    if !inference.is_empty() {
-        body.insert("inferenceConfig".into(), Value::Object(inference));
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"toolSpec": {"name": t.name, "description": t.description,
-                "inputSchema": {"json": t.parameters}}})
-            })
-            .collect();
-        let mut config = Map::new();
-        config.insert("tools".into(), Value::Array(tools));
-        match &request.tool_choice {
-            ToolChoice::Required => {
-                config.insert("toolChoice".into(), json!({"any": {}}));
-            }
-            ToolChoice::Tool(name) => {
-                config.insert("toolChoice".into(), json!({"tool": {"name": name}}));
-            }
-            ToolChoice::Auto => {
-                config.insert("toolChoice".into(), json!({"auto": {}}));
-            }
-            // Converse has no "none" choice: leaving toolChoice out with tools offered is the
-            // closest (the model decides); the pipeline never sends tools with `None` anyway.
-            ToolChoice::None => {}
-        }
-        body.insert("toolConfig".into(), Value::Object(config));
-    }
-    Value::Object(body)
-}
-
-fn wire_message(message: &LlmMessage) -> Option<Value> {
-    let content: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            ContentPart::ToolCall { id, name, arguments } => {
-                Some(json!({"toolUse": {"toolUseId": id, "name": name, "input": arguments}}))
-            }
-            ContentPart::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => Some(json!({"toolResult": {
-                "toolUseId": call_id, "content": [{"text": content}],
-                "status": if *is_error { "error" } else { "success" }}})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if content.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "assistant",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "content": content}))
 }
 
 /// Parses a Converse response.

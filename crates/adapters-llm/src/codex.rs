@@ -11,15 +11,17 @@ use std::path::Path;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
-    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmProvider, LlmRequest,
+    LlmResponse, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
 };
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::frames::{Frame, StreamDecoder, collect_stream, cut_stream, decode_frames, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, send};
-use crate::openai::{arguments_text, system_text};
+
+mod wire;
+
+pub use wire::{ResponsesRequest, request_body};
 
 /// A Codex Responses endpoint (e.g. `https://chatgpt.com/backend-api/codex`).
 #[derive(Debug, Clone)]
@@ -155,61 +157,6 @@ impl CodexProvider {
             CodexStreamDecoder::new(),
         ))
     }
-}
-
-/// The Responses request body for `request` (always streamed, never stored).
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("instructions".into(), json!(system_text(request)));
-    let input: Vec<Value> = request.messages.iter().flat_map(wire_items).collect();
-    body.insert("input".into(), Value::Array(input));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "name": t.name, "description": t.description,
-                "parameters": t.parameters, "strict": false})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
-                ToolChoice::Auto => json!("auto"),
-            },
-        );
-        body.insert("parallel_tool_calls".into(), json!(false));
-    }
-    body.insert("stream".into(), json!(true));
-    body.insert("store".into(), json!(false));
-    Value::Object(body)
-}
-
-fn wire_items(message: &LlmMessage) -> Vec<Value> {
-    let (role, text_type) = match message.role {
-        LlmRole::Assistant => ("assistant", "output_text"),
-        LlmRole::User => ("user", "input_text"),
-    };
-    message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({
-                "type": "message", "role": role, "content": [{"type": text_type, "text": text}]})),
-            ContentPart::ToolCall { id, name, arguments } => Some(json!({
-                "type": "function_call", "call_id": id, "name": name,
-                "arguments": arguments_text(arguments)})),
-            ContentPart::ToolResult { call_id, content, .. } => Some(json!({
-                "type": "function_call_output", "call_id": call_id, "output": content})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect()
 }
 
 /// Decoder for Responses API `response.*` SSE events.

@@ -7,15 +7,17 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
-    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
-    ToolCall, ToolChoice,
+    ApiFamily, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmProvider, LlmRequest,
+    LlmResponse, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
-use crate::openai::system_text;
+
+mod wire;
+
+pub use wire::{GenerateContentRequest, request_body};
 
 /// A Gemini API endpoint.
 #[derive(Debug, Clone)]
@@ -60,92 +62,6 @@ impl GeminiProvider {
         }
         Ok(builder)
     }
-}
-
-/// The generateContent request body for `request`.
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    let contents: Vec<Value> = request.messages.iter().filter_map(wire_content).collect();
-    body.insert("contents".into(), Value::Array(contents));
-    let system = system_text(request);
-    if !system.is_empty() {
-        body.insert("systemInstruction".into(), json!({"parts": [{"text": system}]}));
-    }
-    if !request.tools.is_empty() {
-        let declarations: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parameters": gemini_schema(&t.parameters)}))
-            .collect();
-        body.insert("tools".into(), json!([{"functionDeclarations": declarations}]));
-        let config = match &request.tool_choice {
-            ToolChoice::None => json!({"mode": "NONE"}),
-            ToolChoice::Required => json!({"mode": "ANY"}),
-            ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
-            ToolChoice::Auto => json!({"mode": "AUTO"}),
-        };
-        body.insert("toolConfig".into(), json!({"functionCallingConfig": config}));
-    }
-    let mut generation = Map::new();
-    if let Some(max) = request.max_tokens {
-        generation.insert("maxOutputTokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        generation.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        generation.insert("stopSequences".into(), json!(request.stop));
-    }
-    if !generation.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation));
-    }
-    Value::Object(body)
-}
-
-/// Gemini's schema dialect rejects a few JSON-Schema keywords; they are removed recursively.
-fn gemini_schema(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "$schema" | "additionalProperties" | "$id"))
-                .map(|(k, v)| (k.clone(), gemini_schema(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => schema.clone(),
-    }
-}
-
-fn wire_content(message: &LlmMessage) -> Option<Value> {
-    let parts: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            ContentPart::ToolCall { name, arguments, .. } => {
-                Some(json!({"functionCall": {"name": name, "args": arguments}}))
-            }
-            ContentPart::ToolResult {
-                name,
-                content,
-                is_error,
-                ..
-            } => {
-                let key = if *is_error { "error" } else { "content" };
-                Some(json!({"functionResponse": {"name": name, "response": {key: content}}}))
-            }
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "model",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "parts": parts}))
 }
 
 fn gemini_finish(raw: &str, saw_call: bool) -> FinishReason {

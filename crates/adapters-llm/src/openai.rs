@@ -10,16 +10,19 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::frames::{
     Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, parse_arguments, sse_frames,
 };
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+
+mod wire;
+
+pub use wire::{ChatRequest, request_body};
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -59,115 +62,6 @@ impl OpenAiCompatibleProvider {
             }
         }
         Ok(builder)
-    }
-}
-
-/// The chat-completions request body for `request`; public so contract tests can check it.
-pub fn request_body(request: &LlmRequest, stream: bool, send_prompt_cache_key: bool) -> Value {
-    let mut messages = Vec::new();
-    let system = system_text(request);
-    if !system.is_empty() {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    for message in &request.messages {
-        messages.extend(wire_messages(message));
-    }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-                ToolChoice::Auto => json!("auto"),
-            },
-        );
-    }
-    if let Some(max) = request.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop".into(), json!(request.stop));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    if send_prompt_cache_key && let Some(key) = &request.prompt_cache_key {
-        body.insert("prompt_cache_key".into(), json!(key));
-    }
-    Value::Object(body)
-}
-
-/// Stable system text then the per-round suffix (families without system blocks append it).
-pub(crate) fn system_text(request: &LlmRequest) -> String {
-    match &request.system.volatile_suffix {
-        Some(suffix) if !suffix.is_empty() && !request.system.stable.is_empty() => {
-            format!("{}\n\n{suffix}", request.system.stable)
-        }
-        Some(suffix) if !suffix.is_empty() => suffix.clone(),
-        _ => request.system.stable.clone(),
-    }
-}
-
-fn wire_messages(message: &LlmMessage) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    for part in &message.content {
-        match part {
-            ContentPart::Text { text: t } => text.push_str(t),
-            ContentPart::ToolCall { id, name, arguments } => calls.push(json!({
-                "id": id, "type": "function",
-                "function": {"name": name, "arguments": arguments_text(arguments)}})),
-            ContentPart::ToolResult { call_id, content, .. } => out.push(json!({
-                "role": "tool", "tool_call_id": call_id, "content": content})),
-        }
-    }
-    match message.role {
-        LlmRole::Assistant => {
-            let mut m = Map::new();
-            m.insert("role".into(), json!("assistant"));
-            m.insert(
-                "content".into(),
-                if text.is_empty() { Value::Null } else { json!(text) },
-            );
-            if !calls.is_empty() {
-                m.insert("tool_calls".into(), Value::Array(calls));
-            }
-            out.insert(0, Value::Object(m));
-        }
-        LlmRole::User => {
-            if !text.is_empty() {
-                out.push(json!({"role": "user", "content": text}));
-            }
-        }
-    }
-    out
-}
-
-/// Arguments as the JSON text OpenAI-style wires carry.
-pub(crate) fn arguments_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(s) => s.clone(),
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
-            arguments.to_string()
-        }
     }
 }
 

@@ -1,0 +1,215 @@
+//! The Converse request as typed structs borrowed from the [`LlmRequest`] (the same body for
+//! ConverseStream; the model and the operation ride in the URL). Botocore's unions
+//! (`ContentBlock`, `Tool`, `ToolChoice`, …) are enums keyed by their one member.
+//!
+//! Field order is the order on the wire; `fixtures/wire/bedrock.json` pins the bytes, and the
+//! contract test checks them against the botocore service model.
+
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::wire::temperature;
+
+/// A `POST /model/{id}/converse` (or `converse-stream`) body; built only by [`request_body`].
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverseRequest<'a> {
+    messages: Vec<Message<'a>>,
+    /// The stable text, then the per-round suffix.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<SystemBlock<'a>>,
+    /// Left out when the request sets no cap, temperature or stop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inference_config: Option<InferenceConfig<'a>>,
+    /// Sent only with tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfig<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Serialize)]
+struct Message<'a> {
+    role: Role,
+    content: Vec<ContentBlock<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
+enum ContentBlock<'a> {
+    Text(&'a str),
+    ToolUse {
+        tool_use_id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: [ToolResultContent<'a>; 1],
+        status: ToolResultStatus,
+    },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ToolResultContent<'a> {
+    Text(&'a str),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum ToolResultStatus {
+    Success,
+    Error,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum SystemBlock<'a> {
+    Text(&'a str),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InferenceConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop_sequences: &'a [String],
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig<'a> {
+    tools: Vec<Tool<'a>>,
+    /// Left out for `ToolChoice::None`: Converse has no "none" choice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ConverseToolChoice<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Tool<'a> {
+    ToolSpec(ToolSpecification<'a>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolSpecification<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: ToolInputSchema<'a>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ToolInputSchema<'a> {
+    Json(&'a Value),
+}
+
+/// An empty structure (`{}`), the member value of the `auto` and `any` choices.
+#[derive(Debug, Serialize)]
+struct Empty {}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ConverseToolChoice<'a> {
+    Auto(Empty),
+    Any(Empty),
+    Tool { name: &'a str },
+}
+
+/// The Converse body for `request`. Public so contract tests can check it.
+pub fn request_body(request: &LlmRequest) -> ConverseRequest<'_> {
+    let mut system = Vec::new();
+    if !request.system.stable.is_empty() {
+        system.push(SystemBlock::Text(&request.system.stable));
+    }
+    if let Some(suffix) = request.system.volatile_suffix.as_ref().filter(|s| !s.is_empty()) {
+        system.push(SystemBlock::Text(suffix));
+    }
+    let inference = InferenceConfig {
+        max_tokens: request.max_tokens,
+        temperature: temperature(request),
+        stop_sequences: &request.stop,
+    };
+    let sets_inference = inference.max_tokens.is_some()
+        || inference.temperature.is_some()
+        || !inference.stop_sequences.is_empty();
+    ConverseRequest {
+        messages: request.messages.iter().filter_map(message).collect(),
+        system,
+        inference_config: sets_inference.then_some(inference),
+        tool_config: (!request.tools.is_empty()).then(|| ToolConfig {
+            tools: request.tools.iter().map(tool).collect(),
+            tool_choice: tool_choice(&request.tool_choice),
+        }),
+    }
+}
+
+fn tool(spec: &ToolSpec) -> Tool<'_> {
+    Tool::ToolSpec(ToolSpecification {
+        name: &spec.name,
+        description: &spec.description,
+        input_schema: ToolInputSchema::Json(&spec.parameters),
+    })
+}
+
+fn tool_choice(choice: &ToolChoice) -> Option<ConverseToolChoice<'_>> {
+    match choice {
+        ToolChoice::Auto => Some(ConverseToolChoice::Auto(Empty {})),
+        ToolChoice::Required => Some(ConverseToolChoice::Any(Empty {})),
+        ToolChoice::Tool(name) => Some(ConverseToolChoice::Tool { name }),
+        // Converse has no "none" choice: leaving toolChoice out with tools offered is the
+        // closest (the model decides); the pipeline never sends tools with `None` anyway.
+        ToolChoice::None => None,
+    }
+}
+
+/// A message with its blocks in order; `None` when it has none to send.
+fn message(message: &LlmMessage) -> Option<Message<'_>> {
+    let content: Vec<ContentBlock<'_>> = message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            ContentPart::Text { text } if !text.is_empty() => Some(ContentBlock::Text(text)),
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
+            ContentPart::ToolCall { id, name, arguments } => Some(ContentBlock::ToolUse {
+                tool_use_id: id,
+                name,
+                input: arguments,
+            }),
+            ContentPart::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } => Some(ContentBlock::ToolResult {
+                tool_use_id: call_id,
+                content: [ToolResultContent::Text(content)],
+                status: if *is_error {
+                    ToolResultStatus::Error
+                } else {
+                    ToolResultStatus::Success
+                },
+            }),
+        })
+        .collect();
+    if content.is_empty() {
+        return None;
+    }
+    let role = match message.role {
+        LlmRole::User => Role::User,
+        LlmRole::Assistant => Role::Assistant,
+    };
+    Some(Message { role, content })
+}

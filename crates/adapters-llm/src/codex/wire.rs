@@ -1,0 +1,163 @@
+//! The Responses request as typed structs borrowed from the [`LlmRequest`]: always streamed,
+//! never stored, history as input items (messages, function calls, function call outputs).
+//!
+//! Field order is the order on the wire; `fixtures/wire/codex.json` pins the bytes.
+
+use std::borrow::Cow;
+
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::wire::{arguments_text, system_text};
+
+/// A `POST /responses` body; built only by [`request_body`].
+#[derive(Debug, Serialize)]
+pub struct ResponsesRequest<'a> {
+    model: &'a str,
+    /// The system text, sent even when empty.
+    instructions: Cow<'a, str>,
+    input: Vec<InputItem<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    /// Sent only with tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ResponsesToolChoice<'a>>,
+    /// `false` with tools: one call per turn, as the agent loop runs them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    /// Always `true`: the backend only streams.
+    stream: bool,
+    /// Always `false`: nothing is kept server-side.
+    store: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InputItem<'a> {
+    Message {
+        role: Role,
+        content: [MessageText<'a>; 1],
+    },
+    FunctionCall {
+        call_id: &'a str,
+        name: &'a str,
+        /// JSON text, as the family carries arguments.
+        arguments: Cow<'a, str>,
+    },
+    FunctionCallOutput {
+        call_id: &'a str,
+        output: &'a str,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// Text the user gave (`input_text`) or the model wrote (`output_text`).
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum MessageText<'a> {
+    InputText { text: &'a str },
+    OutputText { text: &'a str },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename = "function")]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    strict: bool,
+}
+
+/// `"auto" | "none" | "required"` or one named function.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ResponsesToolChoice<'a> {
+    Mode(Mode),
+    Named(NamedFunction<'a>),
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Mode {
+    Auto,
+    None,
+    Required,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename = "function")]
+struct NamedFunction<'a> {
+    name: &'a str,
+}
+
+/// The Responses body for `request`. Public so tests can inspect it.
+pub fn request_body(request: &LlmRequest) -> ResponsesRequest<'_> {
+    let offers_tools = !request.tools.is_empty();
+    ResponsesRequest {
+        model: &request.model,
+        instructions: system_text(request),
+        input: request.messages.iter().flat_map(input_items).collect(),
+        tools: request.tools.iter().map(tool).collect(),
+        tool_choice: offers_tools.then(|| tool_choice(&request.tool_choice)),
+        parallel_tool_calls: offers_tools.then_some(false),
+        stream: true,
+        store: false,
+    }
+}
+
+fn tool(spec: &ToolSpec) -> Tool<'_> {
+    Tool {
+        name: &spec.name,
+        description: &spec.description,
+        parameters: &spec.parameters,
+        strict: false,
+    }
+}
+
+fn tool_choice(choice: &ToolChoice) -> ResponsesToolChoice<'_> {
+    match choice {
+        ToolChoice::Auto => ResponsesToolChoice::Mode(Mode::Auto),
+        ToolChoice::None => ResponsesToolChoice::Mode(Mode::None),
+        ToolChoice::Required => ResponsesToolChoice::Mode(Mode::Required),
+        ToolChoice::Tool(name) => ResponsesToolChoice::Named(NamedFunction { name }),
+    }
+}
+
+/// One input item per part, in order: each text part is its own message.
+fn input_items(message: &LlmMessage) -> Vec<InputItem<'_>> {
+    let role = match message.role {
+        LlmRole::User => Role::User,
+        LlmRole::Assistant => Role::Assistant,
+    };
+    message
+        .content
+        .iter()
+        .filter_map(|part| match part {
+            ContentPart::Text { text } if !text.is_empty() => Some(InputItem::Message {
+                role,
+                content: [match role {
+                    Role::User => MessageText::InputText { text },
+                    Role::Assistant => MessageText::OutputText { text },
+                }],
+            }),
+            // Empty text is no block: the families refuse empty text parts.
+            ContentPart::Text { .. } => None,
+            ContentPart::ToolCall { id, name, arguments } => Some(InputItem::FunctionCall {
+                call_id: id,
+                name,
+                arguments: arguments_text(arguments),
+            }),
+            ContentPart::ToolResult { call_id, content, .. } => Some(InputItem::FunctionCallOutput {
+                call_id,
+                output: content,
+            }),
+        })
+        .collect()
+}

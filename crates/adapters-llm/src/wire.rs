@@ -1,0 +1,52 @@
+//! What every family's typed request builder shares: the system text for the families with one
+//! system slot, message text joined from its parts, tool-call arguments as JSON text, and the
+//! temperature as it is sent.
+//!
+//! Each family's own wire types live next to its adapter (`openai::wire`, `anthropic::wire`, …):
+//! `Serialize` structs borrowed from the normalised [`LlmRequest`], built by one `request_body`
+//! per family, so a field name is checked by the compiler and a new `LlmRole`, `ToolChoice` or
+//! `ContentPart` variant fails the build in every family that must map it.
+
+use std::borrow::Cow;
+
+use metaforge_ports::LlmRequest;
+use serde_json::Value;
+
+/// Stable system text then the per-round suffix, for families with a single system slot
+/// (OpenAI, Gemini, Codex); families with system blocks send the two parts apart.
+pub(crate) fn system_text(request: &LlmRequest) -> Cow<'_, str> {
+    match &request.system.volatile_suffix {
+        Some(suffix) if !suffix.is_empty() && !request.system.stable.is_empty() => {
+            Cow::Owned(format!("{}\n\n{suffix}", request.system.stable))
+        }
+        Some(suffix) if !suffix.is_empty() => Cow::Borrowed(suffix),
+        _ => Cow::Borrowed(&request.system.stable),
+    }
+}
+
+/// Text parts joined with nothing between them (borrowed when there is only one).
+pub(crate) fn joined<'a>(parts: &[&'a str]) -> Cow<'a, str> {
+    match parts {
+        [] => Cow::Borrowed(""),
+        [one] => Cow::Borrowed(one),
+        [_, _, ..] => Cow::Owned(parts.concat()),
+    }
+}
+
+/// Arguments as the JSON text OpenAI-style wires carry: a string is sent as it is, any other
+/// value as its JSON text.
+pub(crate) fn arguments_text(arguments: &Value) -> Cow<'_, str> {
+    match arguments {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
+            Cow::Owned(arguments.to_string())
+        }
+    }
+}
+
+/// The temperature as it is sent: widened to `f64`, as the untyped bodies sent it (`0.2_f32`
+/// goes out as `0.20000000298023224`), so the bytes on the wire did not change when the bodies
+/// became typed. The same number to every provider; its shortest text is a separate decision.
+pub(crate) fn temperature(request: &LlmRequest) -> Option<f64> {
+    request.temperature.map(f64::from)
+}
