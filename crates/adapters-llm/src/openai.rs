@@ -13,16 +13,19 @@ use metaforge_ports::{
     ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
     ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::frames::{
     Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, parse_arguments, sse_frames,
 };
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::wire::usage_object;
 
 mod wire;
 
 pub use wire::{ChatRequest, request_body};
+use wire::{Chunk, Completion};
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -67,53 +70,45 @@ impl OpenAiCompatibleProvider {
 
 /// Parses a non-streamed chat completion.
 pub fn parse_completion(body: &Value) -> Result<LlmResponse, ProviderError> {
-    if let Some(err) = body.get("error").filter(|e| !e.is_null()) {
+    let completion = Completion::deserialize(body).map_err(|e| {
+        ProviderError::new(ProviderErrorKind::Server, format!("invalid chat completion: {e}"))
+    })?;
+    if let Some(err) = completion.error {
         return Err(ProviderError::new(ProviderErrorKind::Server, err.to_string()));
     }
-    let choice = body
-        .pointer("/choices/0")
-        .ok_or_else(|| ProviderError::new(ProviderErrorKind::Server, "chat completion without choices"))?;
-    let message = choice.get("message").cloned().unwrap_or(Value::Null);
-    let text = message
-        .get("content")
-        .and_then(Value::as_str)
-        .or_else(|| message.get("refusal").and_then(Value::as_str))
-        .unwrap_or_default()
-        .to_owned();
-    let tool_calls = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .map(|calls| {
-            calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c.get("id").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    name: c
-                        .pointer("/function/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    arguments: parse_arguments(
-                        c.pointer("/function/arguments")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    ),
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err(ProviderError::new(
+            ProviderErrorKind::Server,
+            "chat completion without choices",
+        ));
+    };
+    let (text, tool_calls) = match choice.message {
+        Some(message) => (
+            message.content.or(message.refusal).unwrap_or_default(),
+            message
+                .tool_calls
+                .into_iter()
+                .map(|call| {
+                    let function = call.function.unwrap_or_default();
+                    ToolCall {
+                        id: call.id.unwrap_or_default(),
+                        name: function.name.unwrap_or_default(),
+                        arguments: parse_arguments(&function.arguments.unwrap_or_default()),
+                    }
                 })
-                .collect()
-        })
-        .unwrap_or_default();
+                .collect(),
+        ),
+        None => (String::new(), Vec::new()),
+    };
     Ok(LlmResponse {
         text,
         tool_calls,
-        finish: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(finish_reason),
-        usage: body.get("usage").filter(|u| u.is_object()).map(|u| RawUsage {
+        finish: choice.finish_reason.as_deref().map(finish_reason),
+        usage: usage_object(completion.usage).map(|raw| RawUsage {
             family: ApiFamily::OpenaiCompatible,
-            raw: u.clone(),
+            raw,
         }),
-        model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+        model: completion.model,
     })
 }
 
@@ -153,9 +148,9 @@ impl StreamDecoder for OpenAiStreamDecoder {
             self.close_calls(&mut events);
             return Ok(events);
         }
-        let chunk: Value = serde_json::from_str(data)
+        let chunk: Chunk = serde_json::from_str(data)
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid chunk JSON: {e}")))?;
-        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+        if let Some(err) = chunk.error {
             let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
             let kind = if message.to_ascii_lowercase().contains("overloaded") {
                 ProviderErrorKind::Overloaded
@@ -165,68 +160,42 @@ impl StreamDecoder for OpenAiStreamDecoder {
             return Err(ProviderError::new(kind, err.to_string()));
         }
         let mut events = Vec::new();
-        if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
-            for choice in choices {
-                let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-                for key in ["content", "refusal"] {
-                    if let Some(text) = delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                        events.push(StreamEvent::TextDelta {
-                            text: text.to_owned(),
-                        });
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                for text in [delta.content, delta.refusal].into_iter().flatten() {
+                    if !text.is_empty() {
+                        events.push(StreamEvent::TextDelta { text });
                     }
                 }
-                for call in delta
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let index = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .and_then(|i| u32::try_from(i).ok())
-                        .unwrap_or(0);
+                for call in delta.tool_calls {
+                    let index = call.index.and_then(|i| u32::try_from(i).ok()).unwrap_or(0);
+                    let function = call.function.unwrap_or_default();
                     if let std::collections::btree_map::Entry::Vacant(e) = self.open_calls.entry(index) {
                         e.insert(true);
                         events.push(StreamEvent::ToolCallStart {
                             index,
-                            id: call
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
-                            name: call
-                                .pointer("/function/name")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
+                            id: call.id.unwrap_or_default(),
+                            name: function.name.unwrap_or_default(),
                         });
                     }
-                    if let Some(args) = call
-                        .pointer("/function/arguments")
-                        .and_then(Value::as_str)
-                        .filter(|a| !a.is_empty())
-                    {
-                        events.push(StreamEvent::ToolCallArgumentsDelta {
-                            index,
-                            delta: args.to_owned(),
-                        });
+                    if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+                        events.push(StreamEvent::ToolCallArgumentsDelta { index, delta: args });
                     }
-                }
-                if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                    self.close_calls(&mut events);
-                    self.finished = true;
-                    events.push(StreamEvent::Finish {
-                        reason: finish_reason(reason),
-                    });
                 }
             }
+            if let Some(reason) = choice.finish_reason {
+                self.close_calls(&mut events);
+                self.finished = true;
+                events.push(StreamEvent::Finish {
+                    reason: finish_reason(&reason),
+                });
+            }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+        if let Some(raw) = usage_object(chunk.usage) {
             events.push(StreamEvent::Usage {
                 usage: RawUsage {
                     family: ApiFamily::OpenaiCompatible,
-                    raw: usage.clone(),
+                    raw,
                 },
             });
         }

@@ -1,15 +1,19 @@
-//! What every family's typed request builder shares: the system text for the families with one
-//! system slot, message text joined from its parts, tool-call arguments as JSON text, and the
-//! temperature as it is sent.
+//! What every family's typed wire shares: the system text for the families with one system slot,
+//! message text joined from its parts, tool-call arguments as JSON text, the temperature as it is
+//! sent, and lists that may arrive as `null`.
 //!
 //! Each family's own wire types live next to its adapter (`openai::wire`, `anthropic::wire`, …):
-//! `Serialize` structs borrowed from the normalised [`LlmRequest`], built by one `request_body`
-//! per family, so a field name is checked by the compiler and a new `LlmRole`, `ToolChoice` or
-//! `ContentPart` variant fails the build in every family that must map it.
+//! `Serialize` request structs borrowed from the normalised [`LlmRequest`], built by one
+//! `request_body` per family, so a field name is checked by the compiler and a new `LlmRole`,
+//! `ToolChoice` or `ContentPart` variant fails the build in every family that must map it; and
+//! `Deserialize` structs holding only the response fields the adapter reads. On the response
+//! side a missing or `null` field is absent and unknown fields are ignored, but a field of the
+//! wrong type is an error naming it (the pointer reads took it as absent).
 
 use std::borrow::Cow;
 
 use metaforge_ports::LlmRequest;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 /// Stable system text then the per-round suffix, for families with a single system slot
@@ -49,4 +53,19 @@ pub(crate) fn arguments_text(arguments: &Value) -> Cow<'_, str> {
 /// became typed. The same number to every provider; its shortest text is a separate decision.
 pub(crate) fn temperature(request: &LlmRequest) -> Option<f64> {
     request.temperature.map(f64::from)
+}
+
+/// A response list that may be missing or `null`, read as empty
+/// (`#[serde(default, deserialize_with = "list")]`).
+pub(crate) fn list<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A provider's raw usage object, when it sent one (anything but an object is no usage).
+pub(crate) fn usage_object(usage: Option<Value>) -> Option<Value> {
+    usage.filter(Value::is_object)
 }

@@ -1,14 +1,15 @@
-//! The Messages request as typed structs borrowed from the [`LlmRequest`], with the three cache
-//! breakpoints: the last tool, the stable system block and the last message block.
+//! The Messages wire: the request as typed structs borrowed from the [`LlmRequest`], with the
+//! three cache breakpoints (the last tool, the stable system block and the last message block),
+//! and the fields the adapter reads from a message and from each stream event.
 //!
-//! Field order is the order on the wire; `fixtures/wire/anthropic.json` pins the bytes.
+//! Request field order is the order on the wire; `fixtures/wire/anthropic.json` pins the bytes.
 
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::DEFAULT_MAX_TOKENS;
-use crate::wire::temperature;
+use crate::wire::{list, temperature};
 
 /// A `POST /v1/messages` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -202,4 +203,101 @@ fn message(message: &LlmMessage) -> Option<Message<'_>> {
         LlmRole::Assistant => Role::Assistant,
     };
     Some(Message { role, content })
+}
+
+/// A non-streamed Messages answer, or the API's error object (`type: "error"`).
+#[derive(Debug, Deserialize)]
+pub(super) struct MessageAnswer {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) error: Option<ApiError>,
+    #[serde(default, deserialize_with = "list")]
+    pub(super) content: Vec<AnswerBlock>,
+    pub(super) stop_reason: Option<String>,
+    /// Raw: turned into token counts by the domain.
+    pub(super) usage: Option<Value>,
+    pub(super) model: Option<String>,
+}
+
+/// An answer block; kinds the adapter does not read (thinking, server tools…) are `Other`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum AnswerBlock {
+    Text {
+        text: Option<String>,
+    },
+    ToolUse {
+        id: Option<String>,
+        name: Option<String>,
+        /// Whole in a message; empty at a streamed block's start (the input follows as deltas).
+        input: Option<Value>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The API's error: its type names the kind of failure.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ApiError {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) message: Option<String>,
+}
+
+/// One Messages stream event; kinds the adapter does not read (`ping`, …) are `Other`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum Event {
+    MessageStart {
+        message: Option<StartedMessage>,
+    },
+    ContentBlockStart {
+        index: Option<u64>,
+        content_block: Option<AnswerBlock>,
+    },
+    ContentBlockDelta {
+        index: Option<u64>,
+        delta: Option<BlockDelta>,
+    },
+    ContentBlockStop {
+        index: Option<u64>,
+    },
+    MessageDelta {
+        delta: Option<MessageDelta>,
+        /// Raw; merged over the start's usage.
+        usage: Option<Value>,
+    },
+    MessageStop,
+    Error {
+        error: Option<ApiError>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The message a stream starts with: only its usage is read.
+#[derive(Debug, Deserialize)]
+pub(super) struct StartedMessage {
+    /// Raw; the input side of the call's usage.
+    pub(super) usage: Option<Value>,
+}
+
+/// A piece of a content block; kinds the adapter does not read are `Other`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum BlockDelta {
+    TextDelta {
+        text: Option<String>,
+    },
+    InputJsonDelta {
+        partial_json: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The message-level change near the end of a stream.
+#[derive(Debug, Deserialize)]
+pub(super) struct MessageDelta {
+    pub(super) stop_reason: Option<String>,
 }

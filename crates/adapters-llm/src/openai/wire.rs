@@ -1,15 +1,16 @@
-//! The chat-completions request as typed structs borrowed from the [`LlmRequest`].
+//! The chat-completions wire: the request as typed structs borrowed from the [`LlmRequest`], and
+//! the fields the adapter reads from a completion and from each `chat.completion.chunk`.
 //!
-//! Field order is the order on the wire (serde_json keeps it), so the bytes match what the
-//! endpoint has always been sent; `fixtures/wire/openai.json` pins them.
+//! Request field order is the order on the wire (serde_json keeps it), so the bytes match what
+//! the endpoint has always been sent; `fixtures/wire/openai.json` pins them.
 
 use std::borrow::Cow;
 
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{arguments_text, joined, system_text, temperature};
+use crate::wire::{arguments_text, joined, list, system_text, temperature};
 
 /// A `POST /chat/completions` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -219,4 +220,82 @@ fn push_messages<'a>(message: &'a LlmMessage, out: &mut Vec<Message<'a>>) {
             }
         }
     }
+}
+
+/// A non-streamed chat completion.
+#[derive(Debug, Deserialize)]
+pub(super) struct Completion {
+    /// Some servers answer HTTP 200 with an error object.
+    pub(super) error: Option<Value>,
+    #[serde(default, deserialize_with = "list")]
+    pub(super) choices: Vec<CompletionChoice>,
+    /// Raw: turned into token counts by the domain.
+    pub(super) usage: Option<Value>,
+    pub(super) model: Option<String>,
+}
+
+/// One choice of a completion (the adapter reads the first).
+#[derive(Debug, Deserialize)]
+pub(super) struct CompletionChoice {
+    pub(super) message: Option<AnswerMessage>,
+    pub(super) finish_reason: Option<String>,
+}
+
+/// The assistant message of a completion.
+#[derive(Debug, Deserialize)]
+pub(super) struct AnswerMessage {
+    pub(super) content: Option<String>,
+    /// Read as the text when there is no content.
+    pub(super) refusal: Option<String>,
+    #[serde(default, deserialize_with = "list")]
+    pub(super) tool_calls: Vec<AnswerCall>,
+}
+
+/// A whole tool call in a completion.
+#[derive(Debug, Deserialize)]
+pub(super) struct AnswerCall {
+    pub(super) id: Option<String>,
+    pub(super) function: Option<FunctionText>,
+}
+
+/// A called function's name and JSON-text arguments (whole, or a piece of them in a chunk).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct FunctionText {
+    pub(super) name: Option<String>,
+    pub(super) arguments: Option<String>,
+}
+
+/// One `chat.completion.chunk` of a stream.
+#[derive(Debug, Deserialize)]
+pub(super) struct Chunk {
+    /// A mid-stream failure (e.g. an overloaded upstream behind a router).
+    pub(super) error: Option<Value>,
+    #[serde(default, deserialize_with = "list")]
+    pub(super) choices: Vec<ChunkChoice>,
+    /// Raw; sent on the last chunk when `stream_options.include_usage` asked for it.
+    pub(super) usage: Option<Value>,
+}
+
+/// One choice of a chunk.
+#[derive(Debug, Deserialize)]
+pub(super) struct ChunkChoice {
+    pub(super) delta: Option<Delta>,
+    pub(super) finish_reason: Option<String>,
+}
+
+/// What a chunk adds to the answer.
+#[derive(Debug, Deserialize)]
+pub(super) struct Delta {
+    pub(super) content: Option<String>,
+    pub(super) refusal: Option<String>,
+    #[serde(default, deserialize_with = "list")]
+    pub(super) tool_calls: Vec<DeltaCall>,
+}
+
+/// A piece of a tool call: the first names it (id, function name), the rest carry arguments.
+#[derive(Debug, Deserialize)]
+pub(super) struct DeltaCall {
+    pub(super) index: Option<u64>,
+    pub(super) id: Option<String>,
+    pub(super) function: Option<FunctionText>,
 }
