@@ -1,15 +1,16 @@
-//! The generateContent request as typed structs borrowed from the [`LlmRequest`] (the same body
-//! for `streamGenerateContent?alt=sse`; the model and the stream choice ride in the URL).
+//! The generateContent wire: the request as typed structs borrowed from the [`LlmRequest`] (the
+//! same body for `streamGenerateContent?alt=sse`; the model and the stream choice ride in the
+//! URL), and the fields the adapter reads from a response or a streamed chunk (the same shape).
 //!
-//! Field order is the order on the wire; `fixtures/wire/gemini.json` pins the bytes.
+//! Request field order is the order on the wire; `fixtures/wire/gemini.json` pins the bytes.
 
 use std::borrow::Cow;
 
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{system_text, temperature};
+use crate::wire::{list, system_text, temperature};
 
 /// A `generateContent` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -219,4 +220,64 @@ fn content(message: &LlmMessage) -> Option<Content<'_>> {
         LlmRole::Assistant => Role::Model,
     };
     Some(Content { role, parts })
+}
+
+/// A generateContent response, and each chunk of a `streamGenerateContent` stream.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Answer {
+    /// Missing when the prompt itself was blocked.
+    pub(super) candidates: Option<Vec<Candidate>>,
+    pub(super) prompt_feedback: Option<PromptFeedback>,
+    /// Raw; every streamed chunk repeats the running total.
+    pub(super) usage_metadata: Option<Value>,
+    pub(super) model_version: Option<String>,
+    /// A failure sent inside a stream.
+    pub(super) error: Option<StreamError>,
+}
+
+/// One candidate answer (the adapter reads the first).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Candidate {
+    pub(super) content: Option<CandidateContent>,
+    pub(super) finish_reason: Option<String>,
+}
+
+/// A candidate's parts.
+#[derive(Debug, Deserialize)]
+pub(super) struct CandidateContent {
+    #[serde(default, deserialize_with = "list")]
+    pub(super) parts: Vec<AnswerPart>,
+}
+
+/// A part of an answer: text, a whole function call, or a thought (skipped).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct AnswerPart {
+    pub(super) thought: Option<bool>,
+    pub(super) text: Option<String>,
+    pub(super) function_call: Option<FunctionCall>,
+}
+
+/// A function call; Gemini often gives it no id.
+#[derive(Debug, Deserialize)]
+pub(super) struct FunctionCall {
+    pub(super) id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) args: Option<Value>,
+}
+
+/// Why the prompt was refused.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct PromptFeedback {
+    pub(super) block_reason: Option<String>,
+}
+
+/// A mid-stream error: an HTTP-like code and a message.
+#[derive(Debug, Deserialize)]
+pub(super) struct StreamError {
+    pub(super) code: Option<u64>,
+    pub(super) message: Option<String>,
 }
