@@ -1,15 +1,18 @@
-//! The Converse request as typed structs borrowed from the [`LlmRequest`] (the same body for
-//! ConverseStream; the model and the operation ride in the URL). Botocore's unions
-//! (`ContentBlock`, `Tool`, `ToolChoice`, …) are enums keyed by their one member.
+//! The Converse wire: the request as typed structs borrowed from the [`LlmRequest`] (the same
+//! body for ConverseStream; the model and the operation ride in the URL), and the fields the
+//! adapter reads from a response, from each ConverseStream event and from an exception frame.
+//! Botocore's unions (`ContentBlock`, `Tool`, `ToolChoice`, …) are enums keyed by their one
+//! member.
 //!
-//! Field order is the order on the wire; `fixtures/wire/bedrock.json` pins the bytes, and the
-//! contract test checks them against the botocore service model.
+//! Request field order is the order on the wire; `fixtures/wire/bedrock.json` pins the bytes,
+//! and the contract test checks them against the botocore service model.
 
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
-use serde::Serialize;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::temperature;
+use crate::wire::{list, temperature};
 
 /// A `POST /model/{id}/converse` (or `converse-stream`) body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -212,4 +215,137 @@ fn message(message: &LlmMessage) -> Option<Message<'_>> {
         LlmRole::Assistant => Role::Assistant,
     };
     Some(Message { role, content })
+}
+
+/// A Converse response.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ConverseResponse {
+    pub(super) output: Option<Output>,
+    pub(super) stop_reason: Option<String>,
+    /// Raw: turned into token counts by the domain.
+    pub(super) usage: Option<Value>,
+}
+
+/// The response's output union: the adapter reads its message.
+#[derive(Debug, Deserialize)]
+pub(super) struct Output {
+    pub(super) message: Option<OutputMessage>,
+}
+
+/// The assistant message of a response.
+#[derive(Debug, Deserialize)]
+pub(super) struct OutputMessage {
+    #[serde(default, deserialize_with = "list")]
+    pub(super) content: Vec<OutputBlock>,
+}
+
+/// A content block of the answer: text or a whole tool use (other members are ignored).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct OutputBlock {
+    pub(super) text: Option<String>,
+    pub(super) tool_use: Option<ToolUse>,
+}
+
+/// A tool use: whole in a response (`input`), named only at a streamed block's start.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ToolUse {
+    pub(super) tool_use_id: Option<String>,
+    pub(super) name: Option<String>,
+    pub(super) input: Option<Value>,
+}
+
+/// A ConverseStream event; the frame's `:event-type` header says which, the payload holds the
+/// fields. Events the adapter does not read (`messageStart`, …) are `Other`.
+#[derive(Debug)]
+pub(super) enum ConverseEvent {
+    ContentBlockStart(BlockStart),
+    ContentBlockDelta(BlockDelta),
+    ContentBlockStop(BlockStop),
+    MessageStop(MessageStop),
+    Metadata(Metadata),
+    Other,
+}
+
+impl ConverseEvent {
+    /// The event named `event` with `payload`; the payload must be JSON whatever the event.
+    pub(super) fn parse(event: Option<&str>, payload: &str) -> Result<Self, serde_json::Error> {
+        Ok(match event.unwrap_or_default() {
+            "contentBlockStart" => Self::ContentBlockStart(serde_json::from_str(payload)?),
+            "contentBlockDelta" => Self::ContentBlockDelta(serde_json::from_str(payload)?),
+            "contentBlockStop" => Self::ContentBlockStop(serde_json::from_str(payload)?),
+            "messageStop" => Self::MessageStop(serde_json::from_str(payload)?),
+            "metadata" => Self::Metadata(serde_json::from_str(payload)?),
+            _ => {
+                serde_json::from_str::<IgnoredAny>(payload)?;
+                Self::Other
+            }
+        })
+    }
+}
+
+/// `contentBlockStart`: a tool use begins (text blocks start with their first delta).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BlockStart {
+    pub(super) content_block_index: Option<u64>,
+    pub(super) start: Option<BlockStartUnion>,
+}
+
+/// What a block starts as.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BlockStartUnion {
+    pub(super) tool_use: Option<ToolUse>,
+}
+
+/// `contentBlockDelta`: a piece of text or of a tool use's JSON-text input.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BlockDelta {
+    pub(super) content_block_index: Option<u64>,
+    pub(super) delta: Option<DeltaUnion>,
+}
+
+/// What a delta adds.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct DeltaUnion {
+    pub(super) text: Option<String>,
+    pub(super) tool_use: Option<ToolUseDelta>,
+}
+
+/// A piece of a tool use's input, as JSON text.
+#[derive(Debug, Deserialize)]
+pub(super) struct ToolUseDelta {
+    pub(super) input: Option<String>,
+}
+
+/// `contentBlockStop`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct BlockStop {
+    pub(super) content_block_index: Option<u64>,
+}
+
+/// `messageStop`: why generation ended.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct MessageStop {
+    pub(super) stop_reason: Option<String>,
+}
+
+/// `metadata`: the call's usage, last on the stream.
+#[derive(Debug, Deserialize)]
+pub(super) struct Metadata {
+    /// Raw: turned into token counts by the domain.
+    pub(super) usage: Option<Value>,
+}
+
+/// The payload of an exception frame.
+#[derive(Debug, Deserialize)]
+pub(super) struct ExceptionPayload {
+    pub(super) message: Option<String>,
 }
