@@ -1,12 +1,13 @@
-//! The Responses request as typed structs borrowed from the [`LlmRequest`]: always streamed,
-//! never stored, history as input items (messages, function calls, function call outputs).
+//! The Responses wire: the request as typed structs borrowed from the [`LlmRequest`] (always
+//! streamed, never stored, history as input items: messages, function calls, function call
+//! outputs), and the `response.*` stream events the adapter reads.
 //!
-//! Field order is the order on the wire; `fixtures/wire/codex.json` pins the bytes.
+//! Request field order is the order on the wire; `fixtures/wire/codex.json` pins the bytes.
 
 use std::borrow::Cow;
 
 use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::wire::{arguments_text, system_text};
@@ -160,4 +161,109 @@ fn input_items(message: &LlmMessage) -> Vec<InputItem<'_>> {
             }),
         })
         .collect()
+}
+
+/// A `response.*` stream event, tagged by `type` (or, without one, by the SSE event name).
+/// Events the adapter does not read (`response.created`, reasoning, …) are `Other`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type")]
+pub(super) enum ResponsesEvent {
+    #[serde(rename = "response.output_text.delta")]
+    OutputTextDelta { delta: Option<String> },
+    #[serde(rename = "response.output_item.added")]
+    OutputItemAdded {
+        output_index: Option<u64>,
+        item: Option<OutputItem>,
+    },
+    #[serde(rename = "response.function_call_arguments.delta")]
+    FunctionCallArgumentsDelta {
+        output_index: Option<u64>,
+        delta: Option<String>,
+    },
+    #[serde(rename = "response.output_item.done")]
+    OutputItemDone { output_index: Option<u64> },
+    /// The end of the answer, whole or cut by a limit.
+    #[serde(rename = "response.completed", alias = "response.incomplete")]
+    Completed { response: Option<ResponseState> },
+    #[serde(rename = "response.failed")]
+    Failed(Failure),
+    #[serde(rename = "error")]
+    Error(Failure),
+    #[serde(other)]
+    Other,
+}
+
+impl ResponsesEvent {
+    /// The event in `data`; `event` (the SSE event name) stands in for a missing `type`, and an
+    /// event with neither is `Other`. The data must be JSON whatever the event.
+    pub(super) fn parse(event: Option<String>, data: &str) -> Result<Self, serde_json::Error> {
+        let mut value: Value = serde_json::from_str(data)?;
+        if let Value::Object(fields) = &mut value
+            && !fields.get("type").is_some_and(Value::is_string)
+        {
+            let Some(name) = event else {
+                return Ok(Self::Other);
+            };
+            fields.insert("type".to_owned(), Value::String(name));
+        }
+        Self::deserialize(value)
+    }
+}
+
+/// An output item as it is added: a function call starts a tool call; other kinds are `Other`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(super) enum OutputItem {
+    FunctionCall {
+        /// The id results answer; `id` (the item's own) stands in when it is missing.
+        call_id: Option<String>,
+        id: Option<String>,
+        name: Option<String>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+/// The response as it ends or fails.
+#[derive(Debug, Deserialize)]
+pub(super) struct ResponseState {
+    /// Raw: turned into token counts by the domain.
+    pub(super) usage: Option<Value>,
+    pub(super) incomplete_details: Option<IncompleteDetails>,
+    pub(super) error: Option<ErrorBody>,
+}
+
+/// Why a response stopped short.
+#[derive(Debug, Deserialize)]
+pub(super) struct IncompleteDetails {
+    pub(super) reason: Option<String>,
+}
+
+/// A failure: the response's error, else the event's `error`, else the event's own fields.
+#[derive(Debug, Deserialize)]
+pub(super) struct Failure {
+    pub(super) response: Option<ResponseState>,
+    pub(super) error: Option<ErrorBody>,
+    pub(super) code: Option<String>,
+    pub(super) message: Option<String>,
+}
+
+impl Failure {
+    /// The error this failure reports.
+    pub(super) fn into_error(self) -> ErrorBody {
+        self.response
+            .and_then(|r| r.error)
+            .or(self.error)
+            .unwrap_or(ErrorBody {
+                code: self.code,
+                message: self.message,
+            })
+    }
+}
+
+/// An error code (which the kind is read from) and message.
+#[derive(Debug, Deserialize)]
+pub(super) struct ErrorBody {
+    pub(super) code: Option<String>,
+    pub(super) message: Option<String>,
 }
