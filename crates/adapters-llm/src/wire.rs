@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use metaforge_ports::LlmRequest;
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -26,6 +26,26 @@ pub(crate) fn system_text(request: &LlmRequest) -> Cow<'_, str> {
         Some(suffix) if !suffix.is_empty() => Cow::Borrowed(suffix),
         _ => Cow::Borrowed(&request.system.stable),
     }
+}
+
+/// The parts of `message` the families send, in order: empty text is no part (the families
+/// refuse empty text parts). Every other part goes through, so a new `ContentPart` variant
+/// reaches each family's exhaustive match.
+pub(crate) fn sent_parts(message: &LlmMessage) -> impl Iterator<Item = &ContentPart> {
+    message
+        .content
+        .iter()
+        .filter(|part| !matches!(part, ContentPart::Text { text } if text.is_empty()))
+}
+
+/// The sent parts of `message` as `block`s; `None` when nothing is left to send, because the
+/// families with block lists refuse an empty message.
+pub(crate) fn blocks<'a, B>(
+    message: &'a LlmMessage,
+    block: impl FnMut(&'a ContentPart) -> B,
+) -> Option<Vec<B>> {
+    let blocks: Vec<B> = sent_parts(message).map(block).collect();
+    (!blocks.is_empty()).then_some(blocks)
 }
 
 /// Text parts joined with nothing between them (borrowed when there is only one).

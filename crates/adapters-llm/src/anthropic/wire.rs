@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::DEFAULT_MAX_TOKENS;
-use crate::wire::{list, temperature};
+use crate::wire::{blocks, list, temperature};
 
 /// A `POST /v1/messages` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -165,44 +165,36 @@ fn tool_choice(choice: &ToolChoice) -> AnthropicToolChoice<'_> {
 
 /// A message with its blocks in order; `None` when it has none to send.
 fn message(message: &LlmMessage) -> Option<Message<'_>> {
-    let content: Vec<Block<'_>> = message
-        .content
-        .iter()
-        .filter_map(|part| {
-            let content = match part {
-                ContentPart::Text { text } if !text.is_empty() => BlockContent::Text { text },
-                // Empty text is no block: the families refuse empty text parts.
-                ContentPart::Text { .. } => return None,
-                ContentPart::ToolCall { id, name, arguments } => BlockContent::ToolUse {
-                    id,
-                    name,
-                    input: arguments,
-                },
-                ContentPart::ToolResult {
-                    call_id,
-                    content,
-                    is_error,
-                    ..
-                } => BlockContent::ToolResult {
-                    tool_use_id: call_id,
-                    content,
-                    is_error: *is_error,
-                },
-            };
-            Some(Block {
-                content,
-                cache_control: None,
-            })
-        })
-        .collect();
-    if content.is_empty() {
-        return None;
-    }
+    let content = blocks(message, |part| Block {
+        content: block(part),
+        cache_control: None,
+    })?;
     let role = match message.role {
         LlmRole::User => Role::User,
         LlmRole::Assistant => Role::Assistant,
     };
     Some(Message { role, content })
+}
+
+fn block(part: &ContentPart) -> BlockContent<'_> {
+    match part {
+        ContentPart::Text { text } => BlockContent::Text { text },
+        ContentPart::ToolCall { id, name, arguments } => BlockContent::ToolUse {
+            id,
+            name,
+            input: arguments,
+        },
+        ContentPart::ToolResult {
+            call_id,
+            content,
+            is_error,
+            ..
+        } => BlockContent::ToolResult {
+            tool_use_id: call_id,
+            content,
+            is_error: *is_error,
+        },
+    }
 }
 
 /// A non-streamed Messages answer, or the API's error object (`type: "error"`).

@@ -12,7 +12,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{list, temperature};
+use crate::wire::{blocks, list, temperature};
 
 /// A `POST /model/{id}/converse` (or `converse-stream`) body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -179,42 +179,37 @@ fn tool_choice(choice: &ToolChoice) -> Option<ConverseToolChoice<'_>> {
 
 /// A message with its blocks in order; `None` when it has none to send.
 fn message(message: &LlmMessage) -> Option<Message<'_>> {
-    let content: Vec<ContentBlock<'_>> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(ContentBlock::Text(text)),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-            ContentPart::ToolCall { id, name, arguments } => Some(ContentBlock::ToolUse {
-                tool_use_id: id,
-                name,
-                input: arguments,
-            }),
-            ContentPart::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => Some(ContentBlock::ToolResult {
-                tool_use_id: call_id,
-                content: [ToolResultContent::Text(content)],
-                status: if *is_error {
-                    ToolResultStatus::Error
-                } else {
-                    ToolResultStatus::Success
-                },
-            }),
-        })
-        .collect();
-    if content.is_empty() {
-        return None;
-    }
+    let content = blocks(message, block)?;
     let role = match message.role {
         LlmRole::User => Role::User,
         LlmRole::Assistant => Role::Assistant,
     };
     Some(Message { role, content })
+}
+
+fn block(part: &ContentPart) -> ContentBlock<'_> {
+    match part {
+        ContentPart::Text { text } => ContentBlock::Text(text),
+        ContentPart::ToolCall { id, name, arguments } => ContentBlock::ToolUse {
+            tool_use_id: id,
+            name,
+            input: arguments,
+        },
+        ContentPart::ToolResult {
+            call_id,
+            content,
+            is_error,
+            ..
+        } => ContentBlock::ToolResult {
+            tool_use_id: call_id,
+            content: [ToolResultContent::Text(content)],
+            status: if *is_error {
+                ToolResultStatus::Error
+            } else {
+                ToolResultStatus::Success
+            },
+        },
+    }
 }
 
 /// A Converse response.

@@ -10,7 +10,7 @@ use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{arguments_text, system_text};
+use crate::wire::{arguments_text, sent_parts, system_text};
 
 /// A `POST /responses` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -131,36 +131,30 @@ fn tool_choice(choice: &ToolChoice) -> ResponsesToolChoice<'_> {
     }
 }
 
-/// One input item per part, in order: each text part is its own message.
-fn input_items(message: &LlmMessage) -> Vec<InputItem<'_>> {
+/// One input item per sent part, in order: each text part is its own message.
+fn input_items(message: &LlmMessage) -> impl Iterator<Item = InputItem<'_>> {
     let role = match message.role {
         LlmRole::User => Role::User,
         LlmRole::Assistant => Role::Assistant,
     };
-    message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(InputItem::Message {
-                role,
-                content: [match role {
-                    Role::User => MessageText::InputText { text },
-                    Role::Assistant => MessageText::OutputText { text },
-                }],
-            }),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-            ContentPart::ToolCall { id, name, arguments } => Some(InputItem::FunctionCall {
-                call_id: id,
-                name,
-                arguments: arguments_text(arguments),
-            }),
-            ContentPart::ToolResult { call_id, content, .. } => Some(InputItem::FunctionCallOutput {
-                call_id,
-                output: content,
-            }),
-        })
-        .collect()
+    sent_parts(message).map(move |part| match part {
+        ContentPart::Text { text } => InputItem::Message {
+            role,
+            content: [match role {
+                Role::User => MessageText::InputText { text },
+                Role::Assistant => MessageText::OutputText { text },
+            }],
+        },
+        ContentPart::ToolCall { id, name, arguments } => InputItem::FunctionCall {
+            call_id: id,
+            name,
+            arguments: arguments_text(arguments),
+        },
+        ContentPart::ToolResult { call_id, content, .. } => InputItem::FunctionCallOutput {
+            call_id,
+            output: content,
+        },
+    })
 }
 
 /// A `response.*` stream event, tagged by `type` (or, without one, by the SSE event name).

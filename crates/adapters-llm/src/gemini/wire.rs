@@ -10,7 +10,7 @@ use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::wire::{list, system_text, temperature};
+use crate::wire::{blocks, list, system_text, temperature};
 
 /// A `generateContent` body; built only by [`request_body`].
 #[derive(Debug, Serialize)]
@@ -186,40 +186,35 @@ fn gemini_schema(schema: &Value) -> Value {
 
 /// A message with its parts in order; `None` when it has none to send.
 fn content(message: &LlmMessage) -> Option<Content<'_>> {
-    let parts: Vec<Part<'_>> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(Part::Text(Cow::Borrowed(text))),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-            ContentPart::ToolCall { name, arguments, .. } => Some(Part::FunctionCall {
-                name,
-                args: arguments,
-            }),
-            ContentPart::ToolResult {
-                name,
-                content,
-                is_error,
-                ..
-            } => Some(Part::FunctionResponse {
-                name,
-                response: if *is_error {
-                    FunctionResult::Error(content)
-                } else {
-                    FunctionResult::Content(content)
-                },
-            }),
-        })
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
+    let parts = blocks(message, part)?;
     let role = match message.role {
         LlmRole::User => Role::User,
         LlmRole::Assistant => Role::Model,
     };
     Some(Content { role, parts })
+}
+
+fn part(part: &ContentPart) -> Part<'_> {
+    match part {
+        ContentPart::Text { text } => Part::Text(Cow::Borrowed(text)),
+        ContentPart::ToolCall { name, arguments, .. } => Part::FunctionCall {
+            name,
+            args: arguments,
+        },
+        ContentPart::ToolResult {
+            name,
+            content,
+            is_error,
+            ..
+        } => Part::FunctionResponse {
+            name,
+            response: if *is_error {
+                FunctionResult::Error(content)
+            } else {
+                FunctionResult::Content(content)
+            },
+        },
+    }
 }
 
 /// A generateContent response, and each chunk of a `streamGenerateContent` stream.
