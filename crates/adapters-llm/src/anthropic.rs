@@ -10,14 +10,20 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::wire::usage_object;
+
+mod wire;
+
+use wire::{AnswerBlock, ApiError, BlockDelta, Event, MessageAnswer};
+pub use wire::{MessagesRequest, request_body};
 
 /// Output cap sent when the request names none (the Messages API requires one).
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -60,155 +66,42 @@ impl AnthropicProvider {
     }
 }
 
-fn ephemeral() -> Value {
-    json!({"type": "ephemeral"})
-}
-
-/// The Messages request body for `request`, with the three cache breakpoints.
-pub fn request_body(request: &LlmRequest, stream: bool) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    let mut system = Vec::new();
-    if !request.system.stable.is_empty() {
-        system.push(json!({"type": "text", "text": request.system.stable, "cache_control": ephemeral()}));
-    }
-    if let Some(suffix) = request.system.volatile_suffix.as_ref().filter(|s| !s.is_empty()) {
-        system.push(json!({"type": "text", "text": suffix}));
-    }
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    let mut messages: Vec<Value> = request.messages.iter().filter_map(wire_message).collect();
-    if let Some(last_block) = messages
-        .last_mut()
-        .and_then(|m| m.get_mut("content"))
-        .and_then(Value::as_array_mut)
-        .and_then(|blocks| blocks.last_mut())
-        .and_then(Value::as_object_mut)
-    {
-        last_block.insert("cache_control".into(), ephemeral());
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let mut tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
-        if let Some(last) = tools.last_mut().and_then(Value::as_object_mut) {
-            last.insert("cache_control".into(), ephemeral());
-        }
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!({"type": "none"}),
-                ToolChoice::Required => json!({"type": "any"}),
-                ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
-                ToolChoice::Auto => json!({"type": "auto"}),
-            },
-        );
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop_sequences".into(), json!(request.stop));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-    }
-    Value::Object(body)
-}
-
-fn wire_message(message: &LlmMessage) -> Option<Value> {
-    let blocks: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"type": "text", "text": text})),
-            ContentPart::ToolCall { id, name, arguments } => {
-                Some(json!({"type": "tool_use", "id": id, "name": name, "input": arguments}))
-            }
-            ContentPart::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => Some(json!({
-                "type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if blocks.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "assistant",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "content": blocks}))
-}
-
 /// Parses a non-streamed Messages response.
 pub fn parse_message(body: &Value) -> Result<LlmResponse, ProviderError> {
-    if body.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(stream_error(body));
+    let answer = MessageAnswer::deserialize(body)
+        .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid message: {e}")))?;
+    if answer.kind.as_deref() == Some("error") {
+        return Err(api_error(answer.error.unwrap_or_default()));
     }
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for block in body
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        match block.get("type").and_then(Value::as_str) {
-            Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or_default()),
-            Some("tool_use") => tool_calls.push(ToolCall {
-                id: block
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                name: block
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                arguments: block.get("input").cloned().unwrap_or_else(|| json!({})),
+    for block in answer.content {
+        match block {
+            AnswerBlock::Text { text: t } => text.push_str(&t.unwrap_or_default()),
+            AnswerBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id: id.unwrap_or_default(),
+                name: name.unwrap_or_default(),
+                arguments: input.unwrap_or_else(|| json!({})),
             }),
-            _ => {}
+            AnswerBlock::Other => {}
         }
     }
     Ok(LlmResponse {
         text,
         tool_calls,
-        finish: body.get("stop_reason").and_then(Value::as_str).map(finish_reason),
-        usage: body.get("usage").filter(|u| u.is_object()).map(|u| RawUsage {
+        finish: answer.stop_reason.as_deref().map(finish_reason),
+        usage: usage_object(answer.usage).map(|raw| RawUsage {
             family: ApiFamily::Anthropic,
-            raw: u.clone(),
+            raw,
         }),
-        model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+        model: answer.model,
     })
 }
 
-fn stream_error(body: &Value) -> ProviderError {
-    let error_type = body
-        .pointer("/error/type")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let message = body
-        .pointer("/error/message")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let kind = match error_type {
+fn api_error(error: ApiError) -> ProviderError {
+    let error_type = error.kind.unwrap_or_default();
+    let message = error.message.unwrap_or_default();
+    let kind = match error_type.as_str() {
         "overloaded_error" => ProviderErrorKind::Overloaded,
         "rate_limit_error" => ProviderErrorKind::RateLimit,
         "authentication_error" | "permission_error" => ProviderErrorKind::Auth,
@@ -236,11 +129,11 @@ impl AnthropicStreamDecoder {
         Self::default()
     }
 
-    fn merge_usage(&mut self, usage: Option<&Value>) {
-        if let Some(fields) = usage.and_then(Value::as_object) {
+    fn merge_usage(&mut self, usage: Option<Value>) {
+        if let Some(Value::Object(fields)) = usage {
             for (k, v) in fields {
                 if !v.is_null() {
-                    self.usage.insert(k.clone(), v.clone());
+                    self.usage.insert(k, v);
                 }
             }
         }
@@ -252,90 +145,61 @@ impl StreamDecoder for AnthropicStreamDecoder {
         if self.stopped {
             return Ok(Vec::new());
         }
-        let data: Value = serde_json::from_str(frame.data.trim())
+        let event: Event = serde_json::from_str(frame.data.trim())
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid event JSON: {e}")))?;
         let mut events = Vec::new();
-        let kind = data.get("type").and_then(Value::as_str).unwrap_or_default();
-        let block_index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
-        match kind {
-            "message_start" => self.merge_usage(data.pointer("/message/usage")),
-            "content_block_start" => {
-                let block = data.get("content_block").cloned().unwrap_or(Value::Null);
-                match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        if let Some(t) = block
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .filter(|t| !t.is_empty())
-                        {
-                            events.push(StreamEvent::TextDelta { text: t.to_owned() });
-                        }
-                    }
-                    Some("tool_use") => {
-                        let index = self.next_tool;
-                        self.next_tool += 1;
-                        self.tool_blocks.insert(block_index, (index, true));
-                        events.push(StreamEvent::ToolCallStart {
-                            index,
-                            id: block
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
-                            name: block
-                                .get("name")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
+        match event {
+            Event::MessageStart { message } => self.merge_usage(message.and_then(|m| m.usage)),
+            Event::ContentBlockStart { index, content_block } => match content_block {
+                Some(AnswerBlock::Text { text: Some(t) }) if !t.is_empty() => {
+                    events.push(StreamEvent::TextDelta { text: t });
+                }
+                Some(AnswerBlock::ToolUse { id, name, .. }) => {
+                    let tool = self.next_tool;
+                    self.next_tool += 1;
+                    self.tool_blocks.insert(index.unwrap_or(0), (tool, true));
+                    events.push(StreamEvent::ToolCallStart {
+                        index: tool,
+                        id: id.unwrap_or_default(),
+                        name: name.unwrap_or_default(),
+                    });
+                }
+                Some(AnswerBlock::Text { .. } | AnswerBlock::Other) | None => {}
+            },
+            Event::ContentBlockDelta { index, delta } => match delta {
+                Some(BlockDelta::TextDelta { text: Some(t) }) if !t.is_empty() => {
+                    events.push(StreamEvent::TextDelta { text: t });
+                }
+                Some(BlockDelta::InputJsonDelta {
+                    partial_json: Some(partial),
+                }) if !partial.is_empty() => {
+                    if let Some((tool, true)) = self.tool_blocks.get(&index.unwrap_or(0)).copied() {
+                        events.push(StreamEvent::ToolCallArgumentsDelta {
+                            index: tool,
+                            delta: partial,
                         });
                     }
-                    _ => {}
                 }
-            }
-            "content_block_delta" => {
-                let delta = data.get("delta").cloned().unwrap_or(Value::Null);
-                match delta.get("type").and_then(Value::as_str) {
-                    Some("text_delta") => {
-                        if let Some(t) = delta
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .filter(|t| !t.is_empty())
-                        {
-                            events.push(StreamEvent::TextDelta { text: t.to_owned() });
-                        }
-                    }
-                    Some("input_json_delta") => {
-                        if let (Some((index, true)), Some(partial)) = (
-                            self.tool_blocks.get(&block_index).copied(),
-                            delta
-                                .get("partial_json")
-                                .and_then(Value::as_str)
-                                .filter(|p| !p.is_empty()),
-                        ) {
-                            events.push(StreamEvent::ToolCallArgumentsDelta {
-                                index,
-                                delta: partial.to_owned(),
-                            });
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            "content_block_stop" => {
-                if let Some((index, open)) = self.tool_blocks.get_mut(&block_index)
+                Some(
+                    BlockDelta::TextDelta { .. } | BlockDelta::InputJsonDelta { .. } | BlockDelta::Other,
+                )
+                | None => {}
+            },
+            Event::ContentBlockStop { index } => {
+                if let Some((tool, open)) = self.tool_blocks.get_mut(&index.unwrap_or(0))
                     && *open
                 {
                     *open = false;
-                    events.push(StreamEvent::ToolCallEnd { index: *index });
+                    events.push(StreamEvent::ToolCallEnd { index: *tool });
                 }
             }
-            "message_delta" => {
-                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                    self.stop_reason = Some(reason.to_owned());
+            Event::MessageDelta { delta, usage } => {
+                if let Some(reason) = delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = Some(reason);
                 }
-                self.merge_usage(data.get("usage"));
+                self.merge_usage(usage);
             }
-            "message_stop" => {
+            Event::MessageStop => {
                 self.stopped = true;
                 for (index, open) in self.tool_blocks.values_mut() {
                     if *open {
@@ -357,8 +221,8 @@ impl StreamDecoder for AnthropicStreamDecoder {
                     });
                 }
             }
-            "error" => return Err(stream_error(&data)),
-            _ => {}
+            Event::Error { error } => return Err(api_error(error.unwrap_or_default())),
+            Event::Other => {}
         }
         Ok(events)
     }

@@ -16,14 +16,20 @@ use aws_smithy_types::event_stream::Message;
 use bytes::{Buf, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::wire::usage_object;
+
+mod wire;
+
+use wire::{ConverseEvent, ConverseResponse, ExceptionPayload};
+pub use wire::{ConverseRequest, request_body};
 
 /// A Bedrock runtime endpoint (e.g. `https://bedrock-runtime.us-east-1.amazonaws.com`).
 #[derive(Debug, Clone)]
@@ -47,7 +53,7 @@ impl BedrockProvider {
         &self,
         model: &str,
         stream: bool,
-        body: &Value,
+        body: &ConverseRequest<'_>,
         credential: Option<&Credential>,
     ) -> Result<reqwest::RequestBuilder, ProviderError> {
         let operation = if stream { "converse-stream" } else { "converse" };
@@ -154,131 +160,40 @@ pub fn sigv4_headers(
         .collect())
 }
 
-/// The Converse request body for `request`.
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    let messages: Vec<Value> = request.messages.iter().filter_map(wire_message).collect();
-    body.insert("messages".into(), Value::Array(messages));
-    let mut system = Vec::new();
-    if !request.system.stable.is_empty() {
-        system.push(json!({"text": request.system.stable}));
-    }
-    if let Some(suffix) = request.system.volatile_suffix.as_ref().filter(|s| !s.is_empty()) {
-        system.push(json!({"text": suffix}));
-    }
-    if !system.is_empty() {
-        body.insert("system".into(), Value::Array(system));
-    }
-    let mut inference = Map::new();
-    if let Some(max) = request.max_tokens {
-        inference.insert("maxTokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        inference.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        inference.insert("stopSequences".into(), json!(request.stop));
-    }
-    if !inference.is_empty() {
-        body.insert("inferenceConfig".into(), Value::Object(inference));
-    }
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"toolSpec": {"name": t.name, "description": t.description,
-                "inputSchema": {"json": t.parameters}}})
-            })
-            .collect();
-        let mut config = Map::new();
-        config.insert("tools".into(), Value::Array(tools));
-        match &request.tool_choice {
-            ToolChoice::Required => {
-                config.insert("toolChoice".into(), json!({"any": {}}));
-            }
-            ToolChoice::Tool(name) => {
-                config.insert("toolChoice".into(), json!({"tool": {"name": name}}));
-            }
-            ToolChoice::Auto => {
-                config.insert("toolChoice".into(), json!({"auto": {}}));
-            }
-            // Converse has no "none" choice: leaving toolChoice out with tools offered is the
-            // closest (the model decides); the pipeline never sends tools with `None` anyway.
-            ToolChoice::None => {}
-        }
-        body.insert("toolConfig".into(), Value::Object(config));
-    }
-    Value::Object(body)
-}
-
-fn wire_message(message: &LlmMessage) -> Option<Value> {
-    let content: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            ContentPart::ToolCall { id, name, arguments } => {
-                Some(json!({"toolUse": {"toolUseId": id, "name": name, "input": arguments}}))
-            }
-            ContentPart::ToolResult {
-                call_id,
-                content,
-                is_error,
-                ..
-            } => Some(json!({"toolResult": {
-                "toolUseId": call_id, "content": [{"text": content}],
-                "status": if *is_error { "error" } else { "success" }}})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if content.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "assistant",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "content": content}))
-}
-
 /// Parses a Converse response.
 pub fn parse_response(body: &Value) -> Result<LlmResponse, ProviderError> {
+    let response = ConverseResponse::deserialize(body).map_err(|e| {
+        ProviderError::new(
+            ProviderErrorKind::Server,
+            format!("invalid Converse response: {e}"),
+        )
+    })?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for block in body
-        .pointer("/output/message/content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(t) = block.get("text").and_then(Value::as_str) {
-            text.push_str(t);
+    let blocks = response
+        .output
+        .and_then(|o| o.message)
+        .map(|m| m.content)
+        .unwrap_or_default();
+    for block in blocks {
+        if let Some(t) = block.text {
+            text.push_str(&t);
         }
-        if let Some(tool) = block.get("toolUse") {
+        if let Some(tool) = block.tool_use {
             tool_calls.push(ToolCall {
-                id: tool
-                    .get("toolUseId")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                name: tool
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                arguments: tool.get("input").cloned().unwrap_or_else(|| json!({})),
+                id: tool.tool_use_id.unwrap_or_default(),
+                name: tool.name.unwrap_or_default(),
+                arguments: tool.input.unwrap_or_else(|| json!({})),
             });
         }
     }
     Ok(LlmResponse {
         text,
         tool_calls,
-        finish: body.get("stopReason").and_then(Value::as_str).map(finish_reason),
-        usage: body.get("usage").filter(|u| u.is_object()).map(|u| RawUsage {
+        finish: response.stop_reason.as_deref().map(finish_reason),
+        usage: usage_object(response.usage).map(|raw| RawUsage {
             family: ApiFamily::Bedrock,
-            raw: u.clone(),
+            raw,
         }),
         model: None,
     })
@@ -358,9 +273,9 @@ fn message_frame(message: &Message) -> Result<Frame, ProviderError> {
             let exception = header_string(message, ":exception-type")
                 .or_else(|| header_string(message, ":error-code"))
                 .unwrap_or_default();
-            let text = serde_json::from_str::<Value>(&payload)
+            let text = serde_json::from_str::<ExceptionPayload>(&payload)
                 .ok()
-                .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+                .and_then(|p| p.message)
                 .unwrap_or(payload);
             let kind = match exception.as_str() {
                 "throttlingException" => ProviderErrorKind::RateLimit,
@@ -397,75 +312,63 @@ impl BedrockStreamDecoder {
 
 impl StreamDecoder for BedrockStreamDecoder {
     fn on_frame(&mut self, frame: Frame) -> Result<Vec<StreamEvent>, ProviderError> {
-        let data: Value = serde_json::from_str(frame.data.trim())
+        let event = ConverseEvent::parse(frame.event.as_deref(), frame.data.trim())
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid event JSON: {e}")))?;
-        let block_index = data.get("contentBlockIndex").and_then(Value::as_u64).unwrap_or(0);
         let mut events = Vec::new();
-        match frame.event.as_deref().unwrap_or_default() {
-            "contentBlockStart" => {
-                if let Some(tool) = data.pointer("/start/toolUse") {
+        match event {
+            ConverseEvent::ContentBlockStart(start) => {
+                if let Some(tool) = start.start.and_then(|s| s.tool_use) {
                     let index = self.next_tool;
                     self.next_tool += 1;
-                    self.tool_blocks.insert(block_index, (index, true));
+                    self.tool_blocks
+                        .insert(start.content_block_index.unwrap_or(0), (index, true));
                     events.push(StreamEvent::ToolCallStart {
                         index,
-                        id: tool
-                            .get("toolUseId")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        name: tool
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
+                        id: tool.tool_use_id.unwrap_or_default(),
+                        name: tool.name.unwrap_or_default(),
                     });
                 }
             }
-            "contentBlockDelta" => {
-                if let Some(t) = data
-                    .pointer("/delta/text")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    events.push(StreamEvent::TextDelta { text: t.to_owned() });
+            ConverseEvent::ContentBlockDelta(delta) => {
+                let block_index = delta.content_block_index.unwrap_or(0);
+                let (text, tool_use) = match delta.delta {
+                    Some(d) => (d.text, d.tool_use),
+                    None => (None, None),
+                };
+                if let Some(t) = text.filter(|t| !t.is_empty()) {
+                    events.push(StreamEvent::TextDelta { text: t });
                 }
                 if let (Some((index, true)), Some(input)) = (
                     self.tool_blocks.get(&block_index).copied(),
-                    data.pointer("/delta/toolUse/input")
-                        .and_then(Value::as_str)
-                        .filter(|i| !i.is_empty()),
+                    tool_use.and_then(|t| t.input).filter(|i| !i.is_empty()),
                 ) {
-                    events.push(StreamEvent::ToolCallArgumentsDelta {
-                        index,
-                        delta: input.to_owned(),
-                    });
+                    events.push(StreamEvent::ToolCallArgumentsDelta { index, delta: input });
                 }
             }
-            "contentBlockStop" => {
-                if let Some((index, open)) = self.tool_blocks.get_mut(&block_index)
+            ConverseEvent::ContentBlockStop(stop) => {
+                if let Some((index, open)) = self.tool_blocks.get_mut(&stop.content_block_index.unwrap_or(0))
                     && *open
                 {
                     *open = false;
                     events.push(StreamEvent::ToolCallEnd { index: *index });
                 }
             }
-            "messageStop" => {
+            ConverseEvent::MessageStop(stop) => {
                 for (index, open) in self.tool_blocks.values_mut() {
                     if *open {
                         *open = false;
                         events.push(StreamEvent::ToolCallEnd { index: *index });
                     }
                 }
-                self.stop_reason = data.get("stopReason").and_then(Value::as_str).map(str::to_owned);
+                self.stop_reason = stop.stop_reason;
             }
-            "metadata" => {
+            ConverseEvent::Metadata(metadata) => {
                 self.metadata_seen = true;
-                if let Some(usage) = data.get("usage").filter(|u| u.is_object()) {
+                if let Some(raw) = usage_object(metadata.usage) {
                     events.push(StreamEvent::Usage {
                         usage: RawUsage {
                             family: ApiFamily::Bedrock,
-                            raw: usage.clone(),
+                            raw,
                         },
                     });
                 }
@@ -475,7 +378,7 @@ impl StreamDecoder for BedrockStreamDecoder {
                     });
                 }
             }
-            _ => {}
+            ConverseEvent::Other => {}
         }
         Ok(events)
     }

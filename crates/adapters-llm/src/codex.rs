@@ -11,15 +11,19 @@ use std::path::Path;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
-    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmProvider, LlmRequest,
+    LlmResponse, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
 };
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::frames::{Frame, StreamDecoder, collect_stream, cut_stream, decode_frames, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, send};
-use crate::openai::{arguments_text, system_text};
+use crate::wire::usage_object;
+
+mod wire;
+
+use wire::{OutputItem, ResponsesEvent};
+pub use wire::{ResponsesRequest, request_body};
 
 /// A Codex Responses endpoint (e.g. `https://chatgpt.com/backend-api/codex`).
 #[derive(Debug, Clone)]
@@ -157,61 +161,6 @@ impl CodexProvider {
     }
 }
 
-/// The Responses request body for `request` (always streamed, never stored).
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("instructions".into(), json!(system_text(request)));
-    let input: Vec<Value> = request.messages.iter().flat_map(wire_items).collect();
-    body.insert("input".into(), Value::Array(input));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "name": t.name, "description": t.description,
-                "parameters": t.parameters, "strict": false})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "name": name}),
-                ToolChoice::Auto => json!("auto"),
-            },
-        );
-        body.insert("parallel_tool_calls".into(), json!(false));
-    }
-    body.insert("stream".into(), json!(true));
-    body.insert("store".into(), json!(false));
-    Value::Object(body)
-}
-
-fn wire_items(message: &LlmMessage) -> Vec<Value> {
-    let (role, text_type) = match message.role {
-        LlmRole::Assistant => ("assistant", "output_text"),
-        LlmRole::User => ("user", "input_text"),
-    };
-    message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({
-                "type": "message", "role": role, "content": [{"type": text_type, "text": text}]})),
-            ContentPart::ToolCall { id, name, arguments } => Some(json!({
-                "type": "function_call", "call_id": id, "name": name,
-                "arguments": arguments_text(arguments)})),
-            ContentPart::ToolResult { call_id, content, .. } => Some(json!({
-                "type": "function_call_output", "call_id": call_id, "output": content})),
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect()
-}
-
 /// Decoder for Responses API `response.*` SSE events.
 #[derive(Debug, Default)]
 pub struct CodexStreamDecoder {
@@ -233,70 +182,45 @@ impl StreamDecoder for CodexStreamDecoder {
         if self.completed {
             return Ok(Vec::new());
         }
-        let data: Value = serde_json::from_str(frame.data.trim())
+        let event = ResponsesEvent::parse(frame.event, frame.data.trim())
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid event JSON: {e}")))?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or(frame.event)
-            .unwrap_or_default();
-        let output_index = data.get("output_index").and_then(Value::as_u64).unwrap_or(0);
         let mut events = Vec::new();
-        match kind.as_str() {
-            "response.output_text.delta" => {
-                if let Some(t) = data
-                    .get("delta")
-                    .and_then(Value::as_str)
-                    .filter(|t| !t.is_empty())
-                {
-                    events.push(StreamEvent::TextDelta { text: t.to_owned() });
+        match event {
+            ResponsesEvent::OutputTextDelta { delta } => {
+                if let Some(t) = delta.filter(|t| !t.is_empty()) {
+                    events.push(StreamEvent::TextDelta { text: t });
                 }
             }
-            "response.output_item.added" => {
-                let item = data.get("item").cloned().unwrap_or(Value::Null);
-                if item.get("type").and_then(Value::as_str) == Some("function_call") {
+            ResponsesEvent::OutputItemAdded { output_index, item } => match item {
+                Some(OutputItem::FunctionCall { call_id, id, name }) => {
                     let index = self.next_tool;
                     self.next_tool += 1;
-                    self.calls.insert(output_index, (index, true));
+                    self.calls.insert(output_index.unwrap_or(0), (index, true));
                     events.push(StreamEvent::ToolCallStart {
                         index,
-                        id: item
-                            .get("call_id")
-                            .or_else(|| item.get("id"))
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
-                        name: item
-                            .get("name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned(),
+                        id: call_id.or(id).unwrap_or_default(),
+                        name: name.unwrap_or_default(),
                     });
                 }
-            }
-            "response.function_call_arguments.delta" => {
+                Some(OutputItem::Other) | None => {}
+            },
+            ResponsesEvent::FunctionCallArgumentsDelta { output_index, delta } => {
                 if let (Some((index, true)), Some(delta)) = (
-                    self.calls.get(&output_index).copied(),
-                    data.get("delta")
-                        .and_then(Value::as_str)
-                        .filter(|d| !d.is_empty()),
+                    self.calls.get(&output_index.unwrap_or(0)).copied(),
+                    delta.filter(|d| !d.is_empty()),
                 ) {
-                    events.push(StreamEvent::ToolCallArgumentsDelta {
-                        index,
-                        delta: delta.to_owned(),
-                    });
+                    events.push(StreamEvent::ToolCallArgumentsDelta { index, delta });
                 }
             }
-            "response.output_item.done" => {
-                if let Some((index, open)) = self.calls.get_mut(&output_index)
+            ResponsesEvent::OutputItemDone { output_index } => {
+                if let Some((index, open)) = self.calls.get_mut(&output_index.unwrap_or(0))
                     && *open
                 {
                     *open = false;
                     events.push(StreamEvent::ToolCallEnd { index: *index });
                 }
             }
-            "response.completed" | "response.incomplete" => {
+            ResponsesEvent::Completed { response } => {
                 self.completed = true;
                 for (index, open) in self.calls.values_mut() {
                     if *open {
@@ -304,18 +228,19 @@ impl StreamDecoder for CodexStreamDecoder {
                         events.push(StreamEvent::ToolCallEnd { index: *index });
                     }
                 }
-                if let Some(usage) = data.pointer("/response/usage").filter(|u| u.is_object()) {
+                let (usage, incomplete) = match response {
+                    Some(r) => (r.usage, r.incomplete_details.and_then(|d| d.reason)),
+                    None => (None, None),
+                };
+                if let Some(raw) = usage_object(usage) {
                     events.push(StreamEvent::Usage {
                         usage: RawUsage {
                             family: ApiFamily::OpenaiCodex,
-                            raw: usage.clone(),
+                            raw,
                         },
                     });
                 }
-                let incomplete = data
-                    .pointer("/response/incomplete_details/reason")
-                    .and_then(Value::as_str);
-                let reason = match incomplete {
+                let reason = match incomplete.as_deref() {
                     Some("max_output_tokens") => FinishReason::Length,
                     Some("content_filter") => FinishReason::ContentFilter,
                     Some(other) => FinishReason::Other(other.to_owned()),
@@ -324,15 +249,11 @@ impl StreamDecoder for CodexStreamDecoder {
                 };
                 events.push(StreamEvent::Finish { reason });
             }
-            "response.failed" | "error" => {
-                let err = data
-                    .pointer("/response/error")
-                    .or_else(|| data.get("error"))
-                    .cloned()
-                    .unwrap_or(data.clone());
-                let code = err.get("code").and_then(Value::as_str).unwrap_or_default();
-                let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
-                let kind = match code {
+            ResponsesEvent::Failed(failure) | ResponsesEvent::Error(failure) => {
+                let err = failure.into_error();
+                let code = err.code.unwrap_or_default();
+                let message = err.message.unwrap_or_default();
+                let kind = match code.as_str() {
                     "rate_limit_exceeded" | "usage_limit_reached" => ProviderErrorKind::RateLimit,
                     "server_is_overloaded" | "slow_down" => ProviderErrorKind::Overloaded,
                     "context_length_exceeded" => ProviderErrorKind::ContextLength,
@@ -341,7 +262,7 @@ impl StreamDecoder for CodexStreamDecoder {
                 };
                 return Err(ProviderError::new(kind, format!("{code}: {message}")));
             }
-            _ => {}
+            ResponsesEvent::Other => {}
         }
         Ok(events)
     }

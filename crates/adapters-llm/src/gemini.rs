@@ -7,15 +7,20 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmMessage,
-    LlmProvider, LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent,
-    ToolCall, ToolChoice,
+    ApiFamily, Credential, CredentialSecret, FinishReason, LlmEventStream, LlmProvider, LlmRequest,
+    LlmResponse, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
-use crate::openai::system_text;
+use crate::wire::usage_object;
+
+mod wire;
+
+use wire::Answer;
+pub use wire::{GenerateContentRequest, request_body};
 
 /// A Gemini API endpoint.
 #[derive(Debug, Clone)]
@@ -62,92 +67,6 @@ impl GeminiProvider {
     }
 }
 
-/// The generateContent request body for `request`.
-pub fn request_body(request: &LlmRequest) -> Value {
-    let mut body = Map::new();
-    let contents: Vec<Value> = request.messages.iter().filter_map(wire_content).collect();
-    body.insert("contents".into(), Value::Array(contents));
-    let system = system_text(request);
-    if !system.is_empty() {
-        body.insert("systemInstruction".into(), json!({"parts": [{"text": system}]}));
-    }
-    if !request.tools.is_empty() {
-        let declarations: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parameters": gemini_schema(&t.parameters)}))
-            .collect();
-        body.insert("tools".into(), json!([{"functionDeclarations": declarations}]));
-        let config = match &request.tool_choice {
-            ToolChoice::None => json!({"mode": "NONE"}),
-            ToolChoice::Required => json!({"mode": "ANY"}),
-            ToolChoice::Tool(name) => json!({"mode": "ANY", "allowedFunctionNames": [name]}),
-            ToolChoice::Auto => json!({"mode": "AUTO"}),
-        };
-        body.insert("toolConfig".into(), json!({"functionCallingConfig": config}));
-    }
-    let mut generation = Map::new();
-    if let Some(max) = request.max_tokens {
-        generation.insert("maxOutputTokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        generation.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        generation.insert("stopSequences".into(), json!(request.stop));
-    }
-    if !generation.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation));
-    }
-    Value::Object(body)
-}
-
-/// Gemini's schema dialect rejects a few JSON-Schema keywords; they are removed recursively.
-fn gemini_schema(schema: &Value) -> Value {
-    match schema {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "$schema" | "additionalProperties" | "$id"))
-                .map(|(k, v)| (k.clone(), gemini_schema(v)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(gemini_schema).collect()),
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => schema.clone(),
-    }
-}
-
-fn wire_content(message: &LlmMessage) -> Option<Value> {
-    let parts: Vec<Value> = message
-        .content
-        .iter()
-        .filter_map(|part| match part {
-            ContentPart::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            ContentPart::ToolCall { name, arguments, .. } => {
-                Some(json!({"functionCall": {"name": name, "args": arguments}}))
-            }
-            ContentPart::ToolResult {
-                name,
-                content,
-                is_error,
-                ..
-            } => {
-                let key = if *is_error { "error" } else { "content" };
-                Some(json!({"functionResponse": {"name": name, "response": {key: content}}}))
-            }
-            // Empty text is no block: the families refuse empty text parts.
-            ContentPart::Text { .. } => None,
-        })
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
-    let role = match message.role {
-        LlmRole::Assistant => "model",
-        LlmRole::User => "user",
-    };
-    Some(json!({"role": role, "parts": parts}))
-}
-
 fn gemini_finish(raw: &str, saw_call: bool) -> FinishReason {
     match finish_reason(raw) {
         FinishReason::Stop if saw_call => FinishReason::ToolCalls,
@@ -161,68 +80,57 @@ fn gemini_finish(raw: &str, saw_call: bool) -> FinishReason {
 
 /// Parses a non-streamed generateContent response.
 pub fn parse_response(body: &Value) -> Result<LlmResponse, ProviderError> {
-    if body.pointer("/promptFeedback/blockReason").is_some() && body.get("candidates").is_none() {
+    let answer = Answer::deserialize(body).map_err(|e| {
+        ProviderError::new(
+            ProviderErrorKind::Server,
+            format!("invalid generateContent response: {e}"),
+        )
+    })?;
+    let blocked = answer.prompt_feedback.is_some_and(|f| f.block_reason.is_some());
+    if blocked && answer.candidates.is_none() {
         return Ok(LlmResponse {
             text: String::new(),
             tool_calls: Vec::new(),
             finish: Some(FinishReason::ContentFilter),
-            usage: usage_of(body),
+            usage: usage(answer.usage_metadata),
             model: None,
         });
     }
+    let candidate = answer.candidates.and_then(|c| c.into_iter().next());
+    let (parts, finish) = match candidate {
+        Some(c) => (c.content.map(|c| c.parts).unwrap_or_default(), c.finish_reason),
+        None => (Vec::new(), None),
+    };
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    let candidate = body.pointer("/candidates/0").cloned().unwrap_or(Value::Null);
-    for part in candidate
-        .pointer("/content/parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if part.get("thought").and_then(Value::as_bool) == Some(true) {
-            continue;
+    for part in parts.into_iter().filter(|p| p.thought != Some(true)) {
+        if let Some(t) = part.text {
+            text.push_str(&t);
         }
-        if let Some(t) = part.get("text").and_then(Value::as_str) {
-            text.push_str(t);
-        }
-        if let Some(call) = part.get("functionCall") {
+        if let Some(call) = part.function_call {
             tool_calls.push(ToolCall {
-                id: call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| format!("call_{}", tool_calls.len())),
-                name: call
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                arguments: call.get("args").cloned().unwrap_or_else(|| json!({})),
+                id: call.id.unwrap_or_else(|| format!("call_{}", tool_calls.len())),
+                name: call.name.unwrap_or_default(),
+                arguments: call.args.unwrap_or_else(|| json!({})),
             });
         }
     }
     Ok(LlmResponse {
-        finish: candidate
-            .get("finishReason")
-            .and_then(Value::as_str)
+        finish: finish
+            .as_deref()
             .map(|r| gemini_finish(r, !tool_calls.is_empty())),
         text,
         tool_calls,
-        usage: usage_of(body),
-        model: body
-            .get("modelVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        usage: usage(answer.usage_metadata),
+        model: answer.model_version,
     })
 }
 
-fn usage_of(body: &Value) -> Option<RawUsage> {
-    body.get("usageMetadata")
-        .filter(|u| u.is_object())
-        .map(|u| RawUsage {
-            family: ApiFamily::Gemini,
-            raw: u.clone(),
-        })
+fn usage(usage_metadata: Option<Value>) -> Option<RawUsage> {
+    usage_object(usage_metadata).map(|raw| RawUsage {
+        family: ApiFamily::Gemini,
+        raw,
+    })
 }
 
 /// Decoder for streamGenerateContent SSE streams.
@@ -242,63 +150,48 @@ impl GeminiStreamDecoder {
 
 impl StreamDecoder for GeminiStreamDecoder {
     fn on_frame(&mut self, frame: Frame) -> Result<Vec<StreamEvent>, ProviderError> {
-        let chunk: Value = serde_json::from_str(frame.data.trim())
+        let chunk: Answer = serde_json::from_str(frame.data.trim())
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid chunk JSON: {e}")))?;
-        if let Some(err) = chunk.get("error") {
-            let status = err
-                .get("code")
-                .and_then(Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok());
-            let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
+        if let Some(err) = chunk.error {
+            let status = err.code.and_then(|c| u16::try_from(c).ok());
+            let message = err.message.unwrap_or_default();
             return Err(match status {
-                Some(code) => ProviderError::from_http(code, None, message),
+                Some(code) => ProviderError::from_http(code, None, &message),
                 None => ProviderError::new(ProviderErrorKind::Server, message),
             });
         }
         let mut events = Vec::new();
-        let candidate = chunk.pointer("/candidates/0").cloned().unwrap_or(Value::Null);
-        for part in candidate
-            .pointer("/content/parts")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if part.get("thought").and_then(Value::as_bool) == Some(true) {
-                continue;
+        let candidate = chunk.candidates.and_then(|c| c.into_iter().next());
+        let (parts, finish) = match candidate {
+            Some(c) => (c.content.map(|c| c.parts).unwrap_or_default(), c.finish_reason),
+            None => (Vec::new(), None),
+        };
+        for part in parts.into_iter().filter(|p| p.thought != Some(true)) {
+            if let Some(t) = part.text.filter(|t| !t.is_empty()) {
+                events.push(StreamEvent::TextDelta { text: t });
             }
-            if let Some(t) = part.get("text").and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                events.push(StreamEvent::TextDelta { text: t.to_owned() });
-            }
-            if let Some(call) = part.get("functionCall") {
+            if let Some(call) = part.function_call {
                 let index = self.next_tool;
                 self.next_tool += 1;
                 events.push(StreamEvent::ToolCallStart {
                     index,
-                    id: call
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| format!("call_{index}")),
-                    name: call
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    id: call.id.unwrap_or_else(|| format!("call_{index}")),
+                    name: call.name.unwrap_or_default(),
                 });
                 events.push(StreamEvent::ToolCallArgumentsDelta {
                     index,
-                    delta: call.get("args").cloned().unwrap_or_else(|| json!({})).to_string(),
+                    delta: call.args.unwrap_or_else(|| json!({})).to_string(),
                 });
                 events.push(StreamEvent::ToolCallEnd { index });
             }
         }
-        if let Some(reason) = candidate.get("finishReason").and_then(Value::as_str) {
-            self.finish = Some(reason.to_owned());
+        if let Some(reason) = finish {
+            self.finish = Some(reason);
         }
-        if chunk.pointer("/promptFeedback/blockReason").is_some() {
+        if chunk.prompt_feedback.is_some_and(|f| f.block_reason.is_some()) {
             self.finish = Some("SAFETY".to_owned());
         }
-        if let Some(usage) = usage_of(&chunk) {
+        if let Some(usage) = usage(chunk.usage_metadata) {
             self.usage = Some(usage);
         }
         Ok(events)

@@ -18,6 +18,7 @@ pub mod frames;
 pub mod gemini;
 pub mod http;
 pub mod openai;
+mod wire;
 
 pub use anthropic::AnthropicProvider;
 pub use bedrock::BedrockProvider;

@@ -10,16 +10,22 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use futures::StreamExt;
 use metaforge_ports::{
-    ApiFamily, ContentPart, Credential, CredentialSecret, LlmEventStream, LlmMessage, LlmProvider,
-    LlmRequest, LlmResponse, LlmRole, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
-    ToolChoice,
+    ApiFamily, Credential, CredentialSecret, LlmEventStream, LlmProvider, LlmRequest, LlmResponse,
+    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, ToolCall,
 };
-use serde_json::{Map, Value, json};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::frames::{
     Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, parse_arguments, sse_frames,
 };
 use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::wire::usage_object;
+
+mod wire;
+
+pub use wire::{ChatRequest, request_body};
+use wire::{Chunk, Completion};
 
 /// An OpenAI-compatible endpoint.
 #[derive(Debug, Clone)]
@@ -62,164 +68,47 @@ impl OpenAiCompatibleProvider {
     }
 }
 
-/// The chat-completions request body for `request`; public so contract tests can check it.
-pub fn request_body(request: &LlmRequest, stream: bool, send_prompt_cache_key: bool) -> Value {
-    let mut messages = Vec::new();
-    let system = system_text(request);
-    if !system.is_empty() {
-        messages.push(json!({"role": "system", "content": system}));
-    }
-    for message in &request.messages {
-        messages.extend(wire_messages(message));
-    }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-        body.insert(
-            "tool_choice".into(),
-            match &request.tool_choice {
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-                ToolChoice::Auto => json!("auto"),
-            },
-        );
-    }
-    if let Some(max) = request.max_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop".into(), json!(request.stop));
-    }
-    if stream {
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    if send_prompt_cache_key && let Some(key) = &request.prompt_cache_key {
-        body.insert("prompt_cache_key".into(), json!(key));
-    }
-    Value::Object(body)
-}
-
-/// Stable system text then the per-round suffix (families without system blocks append it).
-pub(crate) fn system_text(request: &LlmRequest) -> String {
-    match &request.system.volatile_suffix {
-        Some(suffix) if !suffix.is_empty() && !request.system.stable.is_empty() => {
-            format!("{}\n\n{suffix}", request.system.stable)
-        }
-        Some(suffix) if !suffix.is_empty() => suffix.clone(),
-        _ => request.system.stable.clone(),
-    }
-}
-
-fn wire_messages(message: &LlmMessage) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    for part in &message.content {
-        match part {
-            ContentPart::Text { text: t } => text.push_str(t),
-            ContentPart::ToolCall { id, name, arguments } => calls.push(json!({
-                "id": id, "type": "function",
-                "function": {"name": name, "arguments": arguments_text(arguments)}})),
-            ContentPart::ToolResult { call_id, content, .. } => out.push(json!({
-                "role": "tool", "tool_call_id": call_id, "content": content})),
-        }
-    }
-    match message.role {
-        LlmRole::Assistant => {
-            let mut m = Map::new();
-            m.insert("role".into(), json!("assistant"));
-            m.insert(
-                "content".into(),
-                if text.is_empty() { Value::Null } else { json!(text) },
-            );
-            if !calls.is_empty() {
-                m.insert("tool_calls".into(), Value::Array(calls));
-            }
-            out.insert(0, Value::Object(m));
-        }
-        LlmRole::User => {
-            if !text.is_empty() {
-                out.push(json!({"role": "user", "content": text}));
-            }
-        }
-    }
-    out
-}
-
-/// Arguments as the JSON text OpenAI-style wires carry.
-pub(crate) fn arguments_text(arguments: &Value) -> String {
-    match arguments {
-        Value::String(s) => s.clone(),
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::Array(_) | Value::Object(_) => {
-            arguments.to_string()
-        }
-    }
-}
-
 /// Parses a non-streamed chat completion.
 pub fn parse_completion(body: &Value) -> Result<LlmResponse, ProviderError> {
-    if let Some(err) = body.get("error").filter(|e| !e.is_null()) {
+    let completion = Completion::deserialize(body).map_err(|e| {
+        ProviderError::new(ProviderErrorKind::Server, format!("invalid chat completion: {e}"))
+    })?;
+    if let Some(err) = completion.error {
         return Err(ProviderError::new(ProviderErrorKind::Server, err.to_string()));
     }
-    let choice = body
-        .pointer("/choices/0")
-        .ok_or_else(|| ProviderError::new(ProviderErrorKind::Server, "chat completion without choices"))?;
-    let message = choice.get("message").cloned().unwrap_or(Value::Null);
-    let text = message
-        .get("content")
-        .and_then(Value::as_str)
-        .or_else(|| message.get("refusal").and_then(Value::as_str))
-        .unwrap_or_default()
-        .to_owned();
-    let tool_calls = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .map(|calls| {
-            calls
-                .iter()
-                .map(|c| ToolCall {
-                    id: c.get("id").and_then(Value::as_str).unwrap_or_default().to_owned(),
-                    name: c
-                        .pointer("/function/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
-                    arguments: parse_arguments(
-                        c.pointer("/function/arguments")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default(),
-                    ),
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Err(ProviderError::new(
+            ProviderErrorKind::Server,
+            "chat completion without choices",
+        ));
+    };
+    let (text, tool_calls) = match choice.message {
+        Some(message) => (
+            message.content.or(message.refusal).unwrap_or_default(),
+            message
+                .tool_calls
+                .into_iter()
+                .map(|call| {
+                    let function = call.function.unwrap_or_default();
+                    ToolCall {
+                        id: call.id.unwrap_or_default(),
+                        name: function.name.unwrap_or_default(),
+                        arguments: parse_arguments(&function.arguments.unwrap_or_default()),
+                    }
                 })
-                .collect()
-        })
-        .unwrap_or_default();
+                .collect(),
+        ),
+        None => (String::new(), Vec::new()),
+    };
     Ok(LlmResponse {
         text,
         tool_calls,
-        finish: choice
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(finish_reason),
-        usage: body.get("usage").filter(|u| u.is_object()).map(|u| RawUsage {
+        finish: choice.finish_reason.as_deref().map(finish_reason),
+        usage: usage_object(completion.usage).map(|raw| RawUsage {
             family: ApiFamily::OpenaiCompatible,
-            raw: u.clone(),
+            raw,
         }),
-        model: body.get("model").and_then(Value::as_str).map(str::to_owned),
+        model: completion.model,
     })
 }
 
@@ -259,9 +148,9 @@ impl StreamDecoder for OpenAiStreamDecoder {
             self.close_calls(&mut events);
             return Ok(events);
         }
-        let chunk: Value = serde_json::from_str(data)
+        let chunk: Chunk = serde_json::from_str(data)
             .map_err(|e| ProviderError::new(ProviderErrorKind::Server, format!("invalid chunk JSON: {e}")))?;
-        if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
+        if let Some(err) = chunk.error {
             let message = err.get("message").and_then(Value::as_str).unwrap_or_default();
             let kind = if message.to_ascii_lowercase().contains("overloaded") {
                 ProviderErrorKind::Overloaded
@@ -271,68 +160,42 @@ impl StreamDecoder for OpenAiStreamDecoder {
             return Err(ProviderError::new(kind, err.to_string()));
         }
         let mut events = Vec::new();
-        if let Some(choices) = chunk.get("choices").and_then(Value::as_array) {
-            for choice in choices {
-                let delta = choice.get("delta").cloned().unwrap_or(Value::Null);
-                for key in ["content", "refusal"] {
-                    if let Some(text) = delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                        events.push(StreamEvent::TextDelta {
-                            text: text.to_owned(),
-                        });
+        for choice in chunk.choices {
+            if let Some(delta) = choice.delta {
+                for text in [delta.content, delta.refusal].into_iter().flatten() {
+                    if !text.is_empty() {
+                        events.push(StreamEvent::TextDelta { text });
                     }
                 }
-                for call in delta
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let index = call
-                        .get("index")
-                        .and_then(Value::as_u64)
-                        .and_then(|i| u32::try_from(i).ok())
-                        .unwrap_or(0);
+                for call in delta.tool_calls {
+                    let index = call.index.and_then(|i| u32::try_from(i).ok()).unwrap_or(0);
+                    let function = call.function.unwrap_or_default();
                     if let std::collections::btree_map::Entry::Vacant(e) = self.open_calls.entry(index) {
                         e.insert(true);
                         events.push(StreamEvent::ToolCallStart {
                             index,
-                            id: call
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
-                            name: call
-                                .pointer("/function/name")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_owned(),
+                            id: call.id.unwrap_or_default(),
+                            name: function.name.unwrap_or_default(),
                         });
                     }
-                    if let Some(args) = call
-                        .pointer("/function/arguments")
-                        .and_then(Value::as_str)
-                        .filter(|a| !a.is_empty())
-                    {
-                        events.push(StreamEvent::ToolCallArgumentsDelta {
-                            index,
-                            delta: args.to_owned(),
-                        });
+                    if let Some(args) = function.arguments.filter(|a| !a.is_empty()) {
+                        events.push(StreamEvent::ToolCallArgumentsDelta { index, delta: args });
                     }
-                }
-                if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                    self.close_calls(&mut events);
-                    self.finished = true;
-                    events.push(StreamEvent::Finish {
-                        reason: finish_reason(reason),
-                    });
                 }
             }
+            if let Some(reason) = choice.finish_reason {
+                self.close_calls(&mut events);
+                self.finished = true;
+                events.push(StreamEvent::Finish {
+                    reason: finish_reason(&reason),
+                });
+            }
         }
-        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+        if let Some(raw) = usage_object(chunk.usage) {
             events.push(StreamEvent::Usage {
                 usage: RawUsage {
                     family: ApiFamily::OpenaiCompatible,
-                    raw: usage.clone(),
+                    raw,
                 },
             });
         }

@@ -76,7 +76,10 @@ async fn main() {
 
     metaforge_adapters_llm::http::ensure_crypto_provider();
     let raw = reqwest::Client::new();
-    let body = metaforge_adapters_llm::openai::request_body(&request, false, false);
+    let body = serde_json::to_value(metaforge_adapters_llm::openai::request_body(
+        &request, false, false,
+    ))
+    .unwrap();
     let url = format!("{v1}/chat/completions");
 
     let adapter: Arc<dyn LlmProvider> =

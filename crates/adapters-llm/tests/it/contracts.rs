@@ -64,6 +64,11 @@ fn plain_request() -> LlmRequest {
     }
 }
 
+/// A typed request body as the JSON it puts on the wire.
+fn sent(body: impl serde::Serialize) -> Value {
+    serde_json::to_value(body).unwrap()
+}
+
 struct Steady {
     _child: ChildGuard,
     url: String,
@@ -112,14 +117,12 @@ async fn openai_requests_plain_streaming_and_with_tools_are_accepted_by_the_open
     let Some(steady) = start_steady() else {
         return;
     };
+    let (plain, tools) = (plain_request(), tool_request());
     let cases = [
-        ("plain", openai::request_body(&plain_request(), false, false)),
-        ("streaming", openai::request_body(&plain_request(), true, true)),
-        ("tools", openai::request_body(&tool_request(), false, true)),
-        (
-            "tools streaming",
-            openai::request_body(&tool_request(), true, true),
-        ),
+        ("plain", sent(openai::request_body(&plain, false, false))),
+        ("streaming", sent(openai::request_body(&plain, true, true))),
+        ("tools", sent(openai::request_body(&tools, false, true))),
+        ("tools streaming", sent(openai::request_body(&tools, true, true))),
     ];
     for (name, body) in cases {
         let (status, text) = post(&steady.url, &body).await;
@@ -129,7 +132,7 @@ async fn openai_requests_plain_streaming_and_with_tools_are_accepted_by_the_open
         );
     }
     // The contract is live: a body with a wrong type is refused, naming the path.
-    let mut broken = openai::request_body(&tool_request(), false, true);
+    let mut broken = sent(openai::request_body(&tools, false, true));
     broken["temperature"] = json!("hot");
     let (status, text) = post(&steady.url, &broken).await;
     assert_eq!(status, 400, "{text}");
@@ -218,11 +221,20 @@ fn bedrock_converse_request_bodies_conform_to_the_botocore_model() {
         return;
     };
     let model = Botocore::load(&upstream);
-    model.assert_conforms("ConverseRequest", &bedrock::request_body(&tool_request()));
-    model.assert_conforms("ConverseStreamRequest", &bedrock::request_body(&plain_request()));
-    let mut auto = tool_request();
-    auto.tool_choice = ToolChoice::Tool("get_weather".into());
-    model.assert_conforms("ConverseRequest", &bedrock::request_body(&auto));
+    let (plain, tools) = (plain_request(), tool_request());
+    model.assert_conforms("ConverseRequest", &sent(bedrock::request_body(&tools)));
+    model.assert_conforms("ConverseStreamRequest", &sent(bedrock::request_body(&plain)));
+    for choice in [
+        ToolChoice::Auto,
+        ToolChoice::None,
+        ToolChoice::Tool("get_weather".into()),
+    ] {
+        let request = LlmRequest {
+            tool_choice: choice,
+            ..tool_request()
+        };
+        model.assert_conforms("ConverseRequest", &sent(bedrock::request_body(&request)));
+    }
 }
 
 #[test]

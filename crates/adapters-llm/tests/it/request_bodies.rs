@@ -61,17 +61,22 @@ fn turn() -> LlmRequest {
 
 #[test]
 fn openai_body_sends_prompt_cache_key_only_when_the_endpoint_honours_it() {
-    let with_key = openai::request_body(&turn(), true, true);
+    let request = turn();
+    let with_key = openai::request_body(&request, true, true);
     insta::assert_json_snapshot!("openai_tool_turn_streaming", with_key);
-    assert_eq!(with_key["stream_options"]["include_usage"], true);
-    let self_hosted = openai::request_body(&turn(), true, false);
+    let sent = serde_json::to_value(&with_key).unwrap();
+    assert_eq!(sent["stream_options"]["include_usage"], true);
+    assert_eq!(sent["prompt_cache_key"], "mf-key");
+    let self_hosted = serde_json::to_value(openai::request_body(&request, true, false)).unwrap();
     assert!(self_hosted.get("prompt_cache_key").is_none());
 }
 
 #[test]
 fn anthropic_body_places_three_cache_breakpoints_and_keeps_the_suffix_unmarked() {
-    let body = anthropic::request_body(&turn(), true);
+    let request = turn();
+    let body = anthropic::request_body(&request, true);
     insta::assert_json_snapshot!("anthropic_tool_turn_streaming", body);
+    let body = serde_json::to_value(&body).unwrap();
     let marked = body.to_string().matches("cache_control").count();
     assert_eq!(marked, 3, "last tool, stable system block, last message block");
     assert!(body["tools"][1]["cache_control"].is_object());
