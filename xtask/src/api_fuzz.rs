@@ -25,9 +25,21 @@ pub(crate) fn run(max_examples: &str) -> Result<()> {
     let binary = target.join("debug").join("metaforge");
     let home = std::env::temp_dir().join(format!("metaforge-api-fuzz-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&home);
+    // A light fixed-answer OpenAI-compatible upstream serves the chat role, so chat turns and
+    // chat completions are fuzzed through the whole path (a gateway without a model answers them
+    // 503, which schemathesis rightly counts as a server error).
+    let upstream = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    std::thread::spawn(move || crate::bench_kit::serve_upstream(upstream));
     let mut gateway = Command::new(binary.as_std_path())
         .args(["gateway", "--bind", "127.0.0.1:0"])
         .env("METAFORGE_HOME", &home)
+        .env("OPENAI_API_KEY", "sk-schemathesis-upstream")
+        .env(
+            "HARNESS_OPENAI_BASE_URL",
+            format!("http://127.0.0.1:{upstream}/v1"),
+        )
+        .env("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini")
+        .env("METAFORGE_CREDENTIALS_PATH", home.join("credentials.json"))
         .env("METAFORGE_GATEWAY_API_KEY", format!("fuzz:{KEY}"))
         .env("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0")
         // schemathesis probes auth with wrong keys on purpose: 401 every time, never 429.

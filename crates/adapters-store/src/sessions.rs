@@ -144,7 +144,9 @@ impl SessionStore for SqliteSessionStore {
         .bind(&session.title)
         .bind(ts(session.created_at))
         .bind(session.limits.max_iterations.map(i64::from))
-        .bind(session.limits.token_budget.map(|b| i64::try_from(b).unwrap_or(i64::MAX)))
+        .bind(session.limits.token_budget.map(i64::try_from).transpose().map_err(|_| {
+            PortError::new(PortErrorKind::Invalid, "session.limits.token_budget: too large to store")
+        })?)
         .execute(&self.pool)
         .await
         .map_err(|e| {

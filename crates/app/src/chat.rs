@@ -520,17 +520,26 @@ impl ChatService {
     }
 }
 
+/// Most model calls a thread may allow one turn.
+pub const MAX_TURN_ITERATIONS: u32 = 1_000;
+/// Most tokens a thread may allow one turn.
+pub const MAX_TURN_TOKEN_BUDGET: u64 = 1_000_000_000;
+
 fn check_limits(limits: &TurnLimits) -> Result<(), ChatError> {
-    if limits.max_iterations == Some(0) {
+    if let Some(n) = limits.max_iterations
+        && !(1..=MAX_TURN_ITERATIONS).contains(&n)
+    {
         return Err(ChatError::Invalid {
             field: "max_iterations",
-            message: "a turn needs at least one model call".to_owned(),
+            message: format!("a turn makes between 1 and {MAX_TURN_ITERATIONS} model calls, not {n}"),
         });
     }
-    if limits.token_budget == Some(0) {
+    if let Some(n) = limits.token_budget
+        && !(1..=MAX_TURN_TOKEN_BUDGET).contains(&n)
+    {
         return Err(ChatError::Invalid {
             field: "token_budget",
-            message: "a token budget must be positive".to_owned(),
+            message: format!("a token budget is between 1 and {MAX_TURN_TOKEN_BUDGET}, not {n}"),
         });
     }
     Ok(())

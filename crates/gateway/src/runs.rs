@@ -271,7 +271,7 @@ const LAST_EVENT_ID: &str = "last-event-id";
 #[utoipa::path(get, path = "/v1/runs/{id}/events", tag = "runs",
     params(("id" = String, Path, description = "Run id"),
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id (seq.index)")),
-    responses((status = 200, description = "text/event-stream of the run's notices", content_type = "text/event-stream", body = String),
+    responses((status = 200, description = "text/event-stream of the run's notices (id: seq.index; event: the notice kind; data: the notice as JSON)"),
         (status = 400, description = "Last-Event-ID is not seq.index", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 404, body = ErrorBody), (status = 503, body = ErrorBody)),
     security(("api_key" = [])))]

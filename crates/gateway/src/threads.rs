@@ -42,11 +42,11 @@ pub(crate) struct CreateThread {
     parent_session_id: Option<String>,
     /// Most model calls in one turn of this thread (default: the deployment's).
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 1000)]
     max_iterations: Option<u32>,
     /// Most prompt + completion tokens one turn of this thread may use.
     #[serde(default)]
-    #[schema(minimum = 1)]
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
     token_budget: Option<u64>,
 }
 
@@ -260,7 +260,8 @@ pub(crate) async fn create_thread(
 
 /// The chat threads, newest first.
 #[utoipa::path(get, path = "/v1/chat/threads", tag = "chat", params(ListQuery),
-    responses((status = 200, body = ThreadList), (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)),
+    responses((status = 200, body = ThreadList), (status = 400, description = "A malformed limit", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)),
     security(("api_key" = [])))]
 pub(crate) async fn list_threads(
     State(state): State<Arc<GatewayState>>,

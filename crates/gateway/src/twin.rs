@@ -261,7 +261,7 @@ pub(crate) struct EdgesQuery {
     /// The branch to read (default `main`).
     branch: Option<String>,
     /// `outgoing`, `incoming` or `both` (default).
-    #[param(value_type = Option<EdgeDirection>)]
+    #[param(value_type = Option<EdgeDirection>, inline)]
     direction: Option<String>,
     /// Only edges of this type (`DEPENDS_ON`, `IMPLEMENTS`, `VALIDATES`, `CONTAINS`,
     /// `CONSTRAINED_BY`, `PRODUCED_BY`, `VERSION_OF`).
