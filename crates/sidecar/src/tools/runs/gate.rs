@@ -43,6 +43,23 @@ const MAX_ASKED: usize = 1_024;
 struct AskedGate {
     phase: String,
     opened_at: Timestamp,
+    /// The gated phase's attempt (a retry reopens the same phase's gate as a new attempt).
+    attempt: Option<u32>,
+}
+
+impl AskedGate {
+    /// The gate `state` is parked at, as a person would be asked about it.
+    fn of(state: &FlowStateView, gate: &GateView) -> Self {
+        Self {
+            phase: gate.phase.clone(),
+            opened_at: gate.opened_at,
+            attempt: state
+                .phases
+                .iter()
+                .find(|p| p.id == gate.phase)
+                .and_then(|p| p.attempt),
+        }
+    }
 }
 
 /// `flow.await_gate`.
@@ -193,13 +210,7 @@ impl AwaitGate {
         if !asks_a_person(caller.class) {
             return HostCallOutcome::Done(ToolOutput::json(details));
         }
-        self.remember(
-            key,
-            AskedGate {
-                phase: gate.phase.clone(),
-                opened_at: gate.opened_at,
-            },
-        );
+        self.remember(key, AskedGate::of(&state, &gate));
         let mut questions = vec![InputQuestion {
             id: "decision".to_owned(),
             prompt: format!(
@@ -269,10 +280,7 @@ impl AwaitGate {
             Ok(state) => state,
             Err(e) => return Ok(failure(TOOL, &args.run_id, e)?),
         };
-        let open = state
-            .gate
-            .as_ref()
-            .filter(|g| g.phase == asked.phase && g.opened_at == asked.opened_at);
+        let open = state.gate.as_ref().filter(|g| AskedGate::of(&state, g) == asked);
         if open.is_none() {
             return Ok(HostCallOutcome::Done(ToolOutput::error(json!({
                 "status": "conflict", "error": "gate_changed", "tool": TOOL, "run_id": args.run_id,
