@@ -68,8 +68,19 @@ impl GatewayClient {
     /// A request to `path` with the key set, for callers that read the answer themselves (a
     /// turn's event stream).
     pub(crate) fn request(&self, method: Method, path: &str) -> reqwest::RequestBuilder {
+        self.request_with_key(method, path, self.api_key.as_deref())
+    }
+
+    /// True when this client presents a key.
+    pub(crate) fn has_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// A request to `path` presenting `key` (another identity's key the sidecar was given, so
+    /// the gateway records that identity), or none.
+    fn request_with_key(&self, method: Method, path: &str, key: Option<&str>) -> reqwest::RequestBuilder {
         let request = self.http.request(method, format!("{}{path}", self.base));
-        match &self.api_key {
+        match key {
             Some(key) => request.header(API_KEY_HEADER, key),
             None => request,
         }
@@ -96,8 +107,31 @@ impl GatewayClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Result<Value, String>, PortError> {
+        Ok(self
+            .exchange(
+                method,
+                path,
+                body,
+                self.api_key.as_deref(),
+                &[StatusCode::UNPROCESSABLE_ENTITY],
+            )
+            .await?
+            .map_err(|(_, text)| text))
+    }
+
+    /// Sends one request presenting `key`; a success is its JSON body, an answer whose status is
+    /// one of `refusals` comes back as `Ok(Err((status, body text)))`, anything else is the mapped
+    /// port error.
+    pub(crate) async fn exchange(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        key: Option<&str>,
+        refusals: &[StatusCode],
+    ) -> Result<Result<Value, (StatusCode, String)>, PortError> {
         let url = format!("{}{path}", self.base);
-        let mut request = self.request(method.clone(), path);
+        let mut request = self.request_with_key(method.clone(), path, key);
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -125,10 +159,15 @@ impl GatewayClient {
                 )
             });
         }
-        if status == StatusCode::UNPROCESSABLE_ENTITY {
-            return Ok(Err(text));
+        if refusals.contains(&status) {
+            return Ok(Err((status, text)));
         }
         Err(map_status(status, &method, path, &text))
+    }
+
+    /// The key configured for this client (the sidecar's own).
+    pub(crate) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
     }
 }
 

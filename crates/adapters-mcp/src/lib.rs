@@ -24,7 +24,10 @@ pub use client::{ClientStats, McpToolServer};
 pub use config::{
     ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
 };
-pub use serve::{HttpSidecar, MCP_PATH, METRICS_PATH, MetricsRender, ServeError, bind_http, serve_stdio};
+pub use serve::{
+    ClientKey, HttpSidecar, MCP_PATH, METRICS_PATH, MetricsRender, ServeError, bind_http, serve_stdio,
+};
 pub use server::{
-    ANSWERS_ARGUMENT, Connection, SERVICE_KEY_HEADER, SESSION_HEADER, SidecarServer, classify_http,
+    ANSWERS_ARGUMENT, AuthenticatedIdentity, Connection, GrantsCell, PROJECT_HEADER, SERVICE_KEY_HEADER,
+    SESSION_HEADER, SidecarServer, classify_http,
 };

@@ -11,7 +11,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::{Connection, SERVICE_KEY_HEADER, SidecarServer, bearer_credential};
+use crate::server::{
+    AuthenticatedIdentity, Connection, GrantsCell, SERVICE_KEY_HEADER, SidecarServer, bearer_credential,
+};
 
 /// The path the sidecar serves MCP on.
 pub const MCP_PATH: &str = "/mcp";
@@ -50,6 +52,43 @@ pub async fn serve_stdio(host: Arc<dyn ToolHost>) -> Result<(), ServeError> {
     Ok(())
 }
 
+/// One client key the sidecar accepts and the identity it authenticates (the gateway's
+/// `identity:key` entries; a bare key is `operator`, as the gateway names it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientKey {
+    /// Who presents it: recorded on what the call does for a person (a gate's approver).
+    pub identity: String,
+    /// The key.
+    pub key: String,
+}
+
+impl std::fmt::Debug for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientKey")
+            .field("identity", &self.identity)
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The identity the gateway gives a key configured without one.
+const BARE_KEY_IDENTITY: &str = "operator";
+
+impl From<String> for ClientKey {
+    fn from(key: String) -> Self {
+        Self {
+            identity: BARE_KEY_IDENTITY.to_owned(),
+            key,
+        }
+    }
+}
+
+impl From<(String, String)> for ClientKey {
+    fn from((identity, key): (String, String)) -> Self {
+        Self { identity, key }
+    }
+}
+
 /// A bound HTTP sidecar: its address, and the future that serves it until `shutdown`.
 pub struct HttpSidecar {
     /// The bound address (useful when the requested port was 0).
@@ -57,8 +96,9 @@ pub struct HttpSidecar {
     listener: tokio::net::TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
-    client_keys: Option<Arc<[Arc<str>]>>,
+    client_keys: Option<Arc<[ClientKey]>>,
     service_key: Option<Arc<str>>,
+    grants: GrantsCell,
 }
 
 /// Binds the HTTP sidecar on a loopback `addr`; `service_key` is `METAFORGE_MCP_SERVICE_KEY`.
@@ -83,6 +123,8 @@ pub async fn bind_http(
     })?;
     let service_key: Option<Arc<str>> = service_key.filter(|k| !k.is_empty()).map(Arc::from);
     let service_key_for_auth = service_key.clone();
+    let grants = GrantsCell::default();
+    let session_grants = Arc::clone(&grants);
     // A call that emits nothing before its result (every read, and a held write that waits
     // silently) is answered as one `application/json` body when the client accepts it; rmcp falls
     // back to SSE as soon as the handler sends a request or notification first (elicitation).
@@ -97,7 +139,8 @@ pub async fn bind_http(
                 Connection::Http {
                     service_key: service_key.clone(),
                 },
-            ))
+            )
+            .with_grants(Arc::clone(&session_grants)))
         },
         Arc::new(LocalSessionManager::default()),
         config,
@@ -114,6 +157,7 @@ pub async fn bind_http(
         shutdown,
         client_keys: None,
         service_key: service_key_for_auth,
+        grants,
     })
 }
 
@@ -295,7 +339,7 @@ async fn validate_envelope(
 /// `METAFORGE_GATEWAY_API_KEY`), plus the service key.
 #[derive(Clone)]
 struct RequiredKeys {
-    clients: Arc<[Arc<str>]>,
+    clients: Arc<[ClientKey]>,
     service: Option<Arc<str>>,
 }
 
@@ -321,8 +365,10 @@ fn presented(headers: &http::HeaderMap) -> Vec<(http::HeaderName, String)> {
 }
 
 /// Middleware when keys are configured: every request presents a key and every key it presents
-/// is a client key or the service key, else 401 before anything is read. A client key's header
-/// is then removed, so the caller class is `remote` (only the service key earns `service`).
+/// is a client key or the service key, else 401 before anything is read; client keys naming two
+/// identities are refused too (as the gateway refuses them). A client key's header is then
+/// removed, so the caller class is `remote` (only the service key earns `service`), and its
+/// identity is put on the request ([`AuthenticatedIdentity`]) for what the call records.
 async fn require_key(
     axum::extract::State(keys): axum::extract::State<RequiredKeys>,
     mut request: axum::extract::Request,
@@ -331,15 +377,19 @@ async fn require_key(
     let eq = |a: &str, b: &str| crate::server::constant_time_eq(a.as_bytes(), b.as_bytes());
     let found = presented(request.headers());
     let mut client_headers = Vec::new();
+    let mut identities: Vec<&str> = Vec::new();
     let valid = !found.is_empty()
         && found.iter().all(|(name, given)| {
             let service = keys.service.as_deref().is_some_and(|k| eq(k, given));
-            let client = keys.clients.iter().any(|k| eq(k, given));
-            if client && !service {
+            let client = keys.clients.iter().find(|k| eq(&k.key, given));
+            if let Some(client) = client.filter(|_| !service) {
                 client_headers.push(name.clone());
+                identities.push(client.identity.as_str());
             }
-            service || client
+            service || client.is_some()
         });
+    let identity = identities.first().copied();
+    let valid = valid && identities.iter().all(|i| Some(*i) == identity);
     if !valid {
         tracing::warn!(
             event = "mcp_sidecar_unauthorized",
@@ -357,8 +407,12 @@ async fn require_key(
         );
         return response;
     }
+    let identity = identity.map(Arc::<str>::from);
     for name in client_headers {
         request.headers_mut().remove(name);
+    }
+    if let Some(identity) = identity {
+        request.extensions_mut().insert(AuthenticatedIdentity(identity));
     }
     next.run(request).await
 }
@@ -388,16 +442,32 @@ impl HttpSidecar {
     }
 
     /// Requires a key on every request (MCP and `/metrics`): one of `keys` (the gateway's keys,
-    /// when configured) or the service key; a loopback client with none is refused 401. An empty
-    /// list leaves the sidecar open to loopback clients, as before keys are configured.
+    /// when configured, each with the identity it authenticates) or the service key; a loopback
+    /// client with none is refused 401. An empty list leaves the sidecar open to loopback
+    /// clients, as before keys are configured.
     #[must_use]
-    pub fn require_keys(mut self, keys: Vec<String>) -> Self {
-        let keys: Vec<Arc<str>> = keys
+    pub fn require_keys<K: Into<ClientKey>>(mut self, keys: Vec<K>) -> Self {
+        let keys: Vec<ClientKey> = keys
             .into_iter()
-            .filter(|k| !k.is_empty())
-            .map(Arc::from)
+            .map(Into::into)
+            .filter(|k| !k.key.is_empty())
             .collect();
         self.client_keys = (!keys.is_empty()).then(|| Arc::from(keys));
+        self
+    }
+
+    /// Confirms, before every call, a service-key caller's run (FORGE-487) and a client-task
+    /// session's claim (FORGE-584) with `grants`; without them a service-key caller is
+    /// `untrusted` and no session is a client task (fail closed). Set once; a second call is
+    /// ignored with a warning.
+    #[must_use]
+    pub fn with_caller_grants(self, grants: Arc<dyn metaforge_ports::CallerGrants>) -> Self {
+        if self.grants.set(grants).is_err() {
+            tracing::warn!(
+                event = "mcp_caller_grants_already_set",
+                "the sidecar's caller grants were set twice; the first stays"
+            );
+        }
         self
     }
 
@@ -429,7 +499,7 @@ impl HttpSidecar {
 }
 
 /// `router` behind the key check when client keys are required; unchanged otherwise.
-fn keyed(router: axum::Router, clients: Option<Arc<[Arc<str>]>>, service: Option<Arc<str>>) -> axum::Router {
+fn keyed(router: axum::Router, clients: Option<Arc<[ClientKey]>>, service: Option<Arc<str>>) -> axum::Router {
     match clients {
         Some(clients) => router.layer(axum::middleware::from_fn_with_state(
             RequiredKeys { clients, service },

@@ -8,16 +8,19 @@
 
 use std::sync::Arc;
 
+use std::sync::OnceLock;
+
 use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, PortError, PortErrorKind,
-    ToolHost,
+    CallFacts, CallerClass, CallerContext, CallerGrants, ClassClaim, HostCallOutcome, InputChannel,
+    InputQuestion, PortError, PortErrorKind, ToolHost,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitRequestParams, ElicitationAction,
-    ElicitationSchema, Implementation, InputRequest, InputRequiredResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceTemplate, ServerCapabilities,
-    ServerConfig,
+    ElicitationSchema, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InputRequest, InputRequiredResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents, ResourceTemplate,
+    Role, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -29,6 +32,9 @@ use crate::convert::{result_from_output, tool_from_descriptor};
 pub const SERVICE_KEY_HEADER: &str = "x-metaforge-service-key";
 /// The header carrying a stable MetaForge session id across MCP sessions (FORGE-584).
 pub const SESSION_HEADER: &str = "x-metaforge-session";
+/// The header naming the project a call works in (the service key's run check, FORGE-487; a
+/// client-task session's run, FORGE-584).
+pub const PROJECT_HEADER: &str = "x-metaforge-project";
 /// The key the answers to a tool's questions are merged under in its re-submitted arguments.
 pub const ANSWERS_ARGUMENT: &str = "answers";
 /// The `inputRequests` key the sidecar uses for its one elicitation.
@@ -46,45 +52,130 @@ pub enum Connection {
     },
 }
 
+/// The identity of the client key an HTTP request presented, put on the request by the key
+/// check (`serve::require_key`) and read back here: who the call is from, for what it records
+/// (a gate's approver, a task's claimant). Never taken from a header the client writes itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticatedIdentity(pub Arc<str>);
+
+/// Where a composition puts the [`CallerGrants`] every HTTP session asks; shared by the sessions
+/// a listener creates, settable once after the listener is bound.
+pub type GrantsCell = Arc<OnceLock<Arc<dyn CallerGrants>>>;
+
 /// The rmcp server handler for one connection (stdio) or one HTTP session.
 #[derive(Clone)]
 pub struct SidecarServer {
     host: Arc<dyn ToolHost>,
     connection: Connection,
+    grants: GrantsCell,
+}
+
+/// A header's value as text, trimmed, when present and not empty.
+fn header<'a>(parts: Option<&'a http::request::Parts>, name: &str) -> Option<&'a str> {
+    parts
+        .and_then(|p| p.headers.get(name))
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
 }
 
 impl SidecarServer {
     /// A server handing every call to `host`.
     pub fn new(host: Arc<dyn ToolHost>, connection: Connection) -> Self {
-        Self { host, connection }
+        Self {
+            host,
+            connection,
+            grants: GrantsCell::default(),
+        }
     }
 
-    fn caller_class(&self, context: &RequestContext<RoleServer>) -> CallerClass {
-        match &self.connection {
+    /// Confirms the service key's run (FORGE-487) and client-task sessions (FORGE-584) with
+    /// `grants` (shared by every session of a listener). Without grants a service-key caller is
+    /// `untrusted` (it cannot be confirmed) and no session is ever a client task.
+    #[must_use]
+    pub fn with_grants(mut self, grants: GrantsCell) -> Self {
+        self.grants = grants;
+        self
+    }
+
+    /// Who is calling: the class the connection earns, confirmed with the grants where it claims
+    /// more (a service key naming a run, a session holding a client task), the session and the
+    /// authenticated identity. The request's arguments play no part.
+    async fn caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: Option<&str>,
+    ) -> (CallerContext, CallFacts) {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let stable = header(parts, SESSION_HEADER);
+        let session = stable
+            .or_else(|| header(parts, "mcp-session-id"))
+            .map(str::to_owned);
+        let identity = parts
+            .and_then(|p| p.extensions.get::<AuthenticatedIdentity>())
+            .map(|i| i.0.to_string());
+        let class = match &self.connection {
             Connection::Stdio => CallerClass::Local,
             Connection::Http { service_key } => {
-                let parts = context.extensions.get::<http::request::Parts>();
-                classify_http(service_key.as_deref(), parts.map(|p| &p.headers))
+                let base = classify_http(service_key.as_deref(), parts.map(|p| &p.headers));
+                let claim = |class: CallerClass, session: &str| ClassClaim {
+                    class,
+                    session: session.to_owned(),
+                    project: header(parts, PROJECT_HEADER).map(str::to_owned),
+                    identity: identity.clone(),
+                    tool: tool.map(str::to_owned),
+                };
+                match (base, self.grants.get(), stable) {
+                    (CallerClass::Service, Some(grants), Some(run)) => {
+                        if grants.confirm(&claim(CallerClass::Service, run)).await {
+                            CallerClass::Service
+                        } else {
+                            CallerClass::Untrusted
+                        }
+                    }
+                    (CallerClass::Service, grants, run) => {
+                        tracing::warn!(
+                            event = "mcp_service_call_unconfirmed",
+                            tool,
+                            reason = if grants.is_none() {
+                                "no gateway is composed to confirm the run"
+                            } else if run.is_none() {
+                                "the call names no run (X-MetaForge-Session)"
+                            } else {
+                                "unconfirmed"
+                            },
+                            "a service-key call that cannot be confirmed is untrusted (its writes are held)"
+                        );
+                        CallerClass::Untrusted
+                    }
+                    (CallerClass::Remote, Some(grants), Some(session)) => {
+                        if grants.confirm(&claim(CallerClass::ClientTask, session)).await {
+                            CallerClass::ClientTask
+                        } else {
+                            CallerClass::Remote
+                        }
+                    }
+                    (
+                        class @ (CallerClass::Local
+                        | CallerClass::Remote
+                        | CallerClass::Untrusted
+                        | CallerClass::ClientTask),
+                        _,
+                        _,
+                    ) => class,
+                }
             }
-        }
-    }
-
-    fn caller(&self, context: &RequestContext<RoleServer>) -> CallerContext {
-        let session = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| {
-                p.headers
-                    .get(SESSION_HEADER)
-                    .or_else(|| p.headers.get("mcp-session-id"))
-            })
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        CallerContext {
-            class: self.caller_class(context),
+        };
+        let caller = CallerContext {
+            class,
             session,
             input_channel: input_channel(context),
-        }
+        };
+        let facts = CallFacts {
+            identity,
+            answers: None,
+        };
+        (caller, facts)
     }
 }
 
@@ -161,7 +252,8 @@ fn mcp_error(e: PortError) -> McpError {
     }
 }
 
-/// The form a person fills in: one string field per question (an enum when it is a choice).
+/// The form a person fills in: one string field per question (an enum when it is a choice),
+/// every question required but the optional ones.
 fn elicitation_schema(questions: &[InputQuestion]) -> Result<ElicitationSchema, McpError> {
     let mut properties = Map::new();
     for q in questions {
@@ -171,7 +263,11 @@ fn elicitation_schema(questions: &[InputQuestion]) -> Result<ElicitationSchema, 
         }
         properties.insert(q.id.clone(), field);
     }
-    let required: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+    let required: Vec<&str> = questions
+        .iter()
+        .filter(|q| !q.optional)
+        .map(|q| q.id.as_str())
+        .collect();
     serde_json::from_value(serde_json::json!({
         "type": "object", "properties": properties, "required": required
     }))
@@ -189,6 +285,7 @@ impl ServerHandler for SidecarServer {
         info.capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
+            .enable_prompts()
             .build();
         info.server_info = Implementation::new("metaforge", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
@@ -203,7 +300,8 @@ impl ServerHandler for SidecarServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let class = self.caller_class(&context);
+        let (caller, _) = self.caller(&context, None).await;
+        let class = caller.class;
         let tools = self
             .host
             .tools(class)
@@ -219,8 +317,8 @@ impl ServerHandler for SidecarServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let caller = self.caller(&context);
         let tool = request.name.to_string();
+        let (caller, mut facts) = self.caller(&context, Some(&tool)).await;
         let mut arguments = request.arguments.clone().unwrap_or_default();
         // A 2026-07-28 retry carries the person's answers as the elicitation's result.
         if let Some(answer) = request
@@ -230,13 +328,14 @@ impl ServerHandler for SidecarServer {
         {
             let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
             if let (true, Some(content)) = (accepted, answer.get("content")) {
+                facts.answers = content.as_object().cloned();
                 arguments = with_answers(arguments, content.clone());
             }
         }
         // A client that gives up sends notifications/cancelled; dropping the host's future then
         // stops the work (and a held call resolves its hold as canceled).
         let outcome = tokio::select! {
-            outcome = self.host.call(&caller, &tool, arguments.clone()) => outcome.map_err(mcp_error)?,
+            outcome = self.host.call_with(&caller, &facts, &tool, arguments.clone()) => outcome.map_err(mcp_error)?,
             () = context.ct.cancelled() => {
                 tracing::info!(event = "mcp_call_cancelled_by_client", tool);
                 return Err(McpError::internal_error("request cancelled by the client", None));
@@ -281,9 +380,13 @@ impl ServerHandler for SidecarServer {
                 match answer {
                     Ok(result) if result.action == ElicitationAction::Accept => {
                         let answers = result.content.unwrap_or(Value::Object(Map::new()));
+                        let facts = CallFacts {
+                            answers: Some(answers.as_object().cloned().unwrap_or_default()),
+                            ..facts
+                        };
                         let again = self
                             .host
-                            .call(&caller, &tool, with_answers(arguments, answers))
+                            .call_with(&caller, &facts, &tool, with_answers(arguments, answers))
                             .await
                             .map_err(mcp_error)?;
                         let output = match again {
@@ -310,6 +413,50 @@ impl ServerHandler for SidecarServer {
                 result_from_output(&fallback).map_err(mcp_error)?,
             )),
         }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let prompts = self
+            .host
+            .prompts()
+            .into_iter()
+            .map(|p| {
+                let arguments = p
+                    .arguments
+                    .into_iter()
+                    .map(|a| {
+                        PromptArgument::new(a.name)
+                            .with_description(a.description)
+                            .with_required(a.required)
+                    })
+                    .collect::<Vec<_>>();
+                let mut prompt = Prompt::new(p.name, Some(p.description), Some(arguments));
+                prompt.title = p.title;
+                prompt
+            })
+            .collect();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let arguments = request.arguments.unwrap_or_default();
+        let text = self
+            .host
+            .prompt(&request.name, &arguments)
+            .await
+            .map_err(mcp_error)?;
+        Ok(GetPromptResponse::Complete(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text.text)])
+                .with_description(text.description),
+        ))
     }
 
     async fn list_resources(
@@ -405,11 +552,13 @@ mod tests {
                 id: "target".into(),
                 prompt: "Which board?".into(),
                 choices: vec!["a".into(), "b".into()],
+                optional: false,
             },
             InputQuestion {
                 id: "why".into(),
                 prompt: "Why?".into(),
                 choices: vec![],
+                optional: false,
             },
         ])
         .unwrap();

@@ -290,7 +290,30 @@ const FIELD_LIMITS: &[FieldLimit] = &[
         Limit::JsonBytes(MAX_CONTEXT_BYTES),
     ),
     limit(FLOW_PROPOSE_TOOL, "answers", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
+    // The run tools through the MCP door: the limits of their HTTP routes (`/v1/runs`, the gate
+    // answer — checked on the person's answers `flow.await_gate` relays — and the submission).
+    limit(START_RUN_TOOL, "flow_version_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(START_RUN_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(START_RUN_TOOL, "template", Limit::Chars(MAX_NAME_CHARS)),
+    limit(START_RUN_TOOL, "project_id", Limit::Chars(MAX_NAME_CHARS)),
+    limit(START_RUN_TOOL, "intelligence", Limit::Chars(MAX_NAME_CHARS)),
+    limit(AWAIT_GATE_TOOL, "decision", Limit::Chars(MAX_NAME_CHARS)),
+    limit(AWAIT_GATE_TOOL, "reason", Limit::Chars(MAX_NOTE_CHARS)),
+    limit(AWAIT_GATE_TOOL, "rework_phase", Limit::Chars(MAX_NAME_CHARS)),
+    limit(SUBMIT_TOOL, "summary", Limit::Chars(MAX_SUMMARY_CHARS)),
+    limit(
+        SUBMIT_TOOL,
+        "details",
+        Limit::JsonBytes(MAX_SUBMISSION_DETAILS_BYTES),
+    ),
 ];
+
+/// `flow.start_run`: a run request through the MCP door.
+const START_RUN_TOOL: &str = "flow.start_run";
+/// `flow.await_gate`: the person's answers it relays as a gate decision.
+const AWAIT_GATE_TOOL: &str = "flow.await_gate";
+/// `phase.submit`: a client's hand-back of a phase.
+const SUBMIT_TOOL: &str = "phase.submit";
 
 /// The MCP tool whose stored arguments are capped like the HTTP route's body.
 const FLOW_PROPOSE_TOOL: &str = "flow.propose";

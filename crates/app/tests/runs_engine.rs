@@ -28,11 +28,11 @@ use metaforge_app::runs::{
 use metaforge_domain::flow::{Flow, freeze, template};
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, BusEvent,
-    ClientTaskStatus, ClientTaskStore, Clock, EventBus, FeedbackSource, FlowEngine, FlowVersionDecision,
-    FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus, FlowVersionStore, GateAnswer, GateDecision,
-    GateDecisionKind, GateDecisionRefused, IntelligenceMode, PhaseStatus, PortError, PortErrorKind,
-    PublishReceipt, ResolveOutcome, RunEvent, RunLedger, RunSettings, RunState, RunStatus, StartRun,
-    TwinStore, WaiterResolution, gate_approval_id, run_branch, sha256_hex,
+    ClientTaskStatus, ClientTaskStore, Clock, DecisionSurface, EventBus, FeedbackSource, FlowEngine,
+    FlowVersionDecision, FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus, FlowVersionStore,
+    GateAnswer, GateDecision, GateDecisionKind, GateDecisionRefused, IntelligenceMode, PhaseStatus,
+    PortError, PortErrorKind, PublishReceipt, ResolveOutcome, RunEvent, RunLedger, RunSettings, RunState,
+    RunStatus, StartRun, TwinStore, WaiterResolution, gate_approval_id, run_branch, sha256_hex,
 };
 use metaforge_test_support::doubles::{
     BrainStep, MemoryApprovalLedger, MemoryClientTaskStore, MemoryFlowVersionStore, MemoryRunLedger,
@@ -338,6 +338,7 @@ fn approve(phase: &str, by: &str) -> GateAnswer {
         phase: phase.to_owned(),
         decision: GateDecision::Approve { reason: None },
         approver: by.to_owned(),
+        surface: DecisionSurface::Api,
     }
 }
 
@@ -454,6 +455,7 @@ async fn a_run_walks_the_flow_through_auto_and_human_gates_to_completion() {
             reason: "x".into(),
         },
         approver: "ana".into(),
+        surface: DecisionSurface::Api,
     };
     assert_eq!(
         engine.decide_gate("run-1", later).await.unwrap_err().kind,
@@ -663,6 +665,7 @@ async fn a_retry_reruns_the_gated_phase_with_the_reason_and_findings_first() {
             reason: "record the drawing too".into(),
         },
         approver: "ana".into(),
+        surface: DecisionSurface::Api,
     };
     engine.decide_gate("run-r", retry).await.unwrap();
     let first = stores.approvals.get("gate:run-r:design:1").await.unwrap();
@@ -718,6 +721,7 @@ async fn a_rework_reruns_the_earlier_phase_and_every_later_one_up_to_the_cap() {
             reason: reason.into(),
         },
         approver: "ana".into(),
+        surface: DecisionSurface::Api,
     };
     engine
         .decide_gate("run-w", rework("the load case changed"))

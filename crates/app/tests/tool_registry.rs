@@ -103,6 +103,7 @@ impl ToolHost for Host {
                     id: "route".to_owned(),
                     prompt: "which route?".to_owned(),
                     choices: Vec::new(),
+                    optional: false,
                 }],
                 result: ToolOutput::json(json!({"status": "needs_input", "questions": ["route"]})),
             }),

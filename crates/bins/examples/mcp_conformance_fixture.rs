@@ -112,11 +112,13 @@ impl SidecarTool for Fixture {
                             id: "username".into(),
                             prompt: "User's response".into(),
                             choices: vec![],
+                            optional: false,
                         },
                         InputQuestion {
                             id: "email".into(),
                             prompt: "User's email address".into(),
                             choices: vec![],
+                            optional: false,
                         },
                     ],
                     result: ToolOutput::error(json!({"status": "error", "error": "elicitation_unsupported"})),

@@ -26,7 +26,7 @@ pub(crate) const KAFKA_BOOTSTRAP_SERVERS_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
 /// What the runs composition hands the gateway and the sidecar.
 #[expect(
     dead_code,
-    reason = "the MCP run tools (issue 16 item 7) read the stores and the bus next"
+    reason = "held for the process's life; the doors read the service only"
 )]
 pub(crate) struct ComposedRuns {
     /// The run use cases both doors call.

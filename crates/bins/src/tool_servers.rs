@@ -102,6 +102,38 @@ pub(crate) fn sidecar_natives(
     generator: Arc<dyn ProposalGenerator>,
     twin: Option<metaforge_sidecar::SidecarTwin>,
 ) -> Natives {
+    let host = natives_host(approvals, versions, clock, ids, generator, twin);
+    Natives {
+        gates: host.declared_gates(),
+        host: Arc::new(host),
+    }
+}
+
+/// The host `metaforge up`'s MCP sidecar serves: the same natives as the agent loop's, plus the
+/// run tools over `runs` (`flow.start_run`, `flow.status`, `flow.await_gate`, `run.*`, `phase.*`,
+/// the run resource and the `metaforge:flow` prompt). The agent loop is not offered the run
+/// tools: a run is started, followed and its gates answered from a person's MCP client.
+pub(crate) fn sidecar_mcp_host(
+    approvals: &Arc<dyn ApprovalLedger>,
+    versions: &Arc<dyn FlowVersionStore>,
+    clock: &Arc<dyn Clock>,
+    ids: &Arc<dyn IdGen>,
+    generator: Arc<dyn ProposalGenerator>,
+    twin: Option<metaforge_sidecar::SidecarTwin>,
+    runs: &metaforge_sidecar::SidecarRuns,
+) -> Arc<dyn ToolHost> {
+    let host = natives_host(approvals, versions, clock, ids, generator, twin);
+    Arc::new(metaforge_sidecar::with_runs(host, runs))
+}
+
+fn natives_host(
+    approvals: &Arc<dyn ApprovalLedger>,
+    versions: &Arc<dyn FlowVersionStore>,
+    clock: &Arc<dyn Clock>,
+    ids: &Arc<dyn IdGen>,
+    generator: Arc<dyn ProposalGenerator>,
+    twin: Option<metaforge_sidecar::SidecarTwin>,
+) -> metaforge_sidecar::SidecarHost {
     let stores = FlowStores {
         approvals: Arc::clone(approvals),
         versions: Arc::clone(versions),
@@ -110,18 +142,14 @@ pub(crate) fn sidecar_natives(
     };
     // flow.propose without operations runs the gateway's own generator: one pipeline, one
     // routing table, one ledger, whichever door the proposal came through.
-    let host = metaforge_sidecar::host_in_process_with_twin(
+    metaforge_sidecar::host_in_process_with_twin(
         InProcessFlowBindings::new(stores).with_generator(generator),
         HoldPolicy {
             timeout: HOLD_TIMEOUT,
             poll: HOLD_POLL,
         },
         twin,
-    );
-    Natives {
-        gates: host.declared_gates(),
-        host: Arc::new(host),
-    }
+    )
 }
 
 /// The sidecar's host and the static gates its tools declare (the twin writes' `twin_write`),

@@ -18,7 +18,7 @@ use metaforge_app::runs::views::{FlowStateView, RunDetail, RunSummary};
 use metaforge_app::runs::{
     GateAnswerRequest, RunFilter, RunService, StartRunRequest, event_id, parse_event_id,
 };
-use metaforge_ports::{GateDecisionKind, RunStatus};
+use metaforge_ports::{DecisionSurface, GateDecisionKind, RunStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -93,6 +93,29 @@ pub(crate) struct GateDecisionBody {
     /// that is no longer open is a 409.
     #[serde(default)]
     gate_phase: Option<String>,
+    /// Where the person answered, recorded with the decision: `api` (the default) or `chat` (an
+    /// MCP sidecar relaying `flow.await_gate`, which asked the person). Provenance only.
+    #[serde(default)]
+    surface: Option<SurfaceBody>,
+}
+
+/// Where a gate decision was given.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SurfaceBody {
+    /// This API (a dashboard, a script).
+    Api,
+    /// An MCP client's chat.
+    Chat,
+}
+
+impl From<SurfaceBody> for DecisionSurface {
+    fn from(surface: SurfaceBody) -> Self {
+        match surface {
+            SurfaceBody::Api => Self::Api,
+            SurfaceBody::Chat => Self::Chat,
+        }
+    }
 }
 
 /// approve, reject, retry or rework.
@@ -236,9 +259,11 @@ pub(crate) async fn answer_gate(
         reason: body.reason,
         phase: body.phase,
         gate_phase: body.gate_phase,
+        surface: body.surface.map(DecisionSurface::from).unwrap_or_default(),
     };
+    let surface = request.surface;
     let view = service(&state)?.answer_gate(&id, request, &identity.0).await?;
-    tracing::info!(event = "run_gate_answered", run_id = %id, decision = GateDecisionKind::from(body.decision).as_str(), approver = %identity.0, "a person answered a run's gate");
+    tracing::info!(event = "run_gate_answered", run_id = %id, decision = GateDecisionKind::from(body.decision).as_str(), approver = %identity.0, surface = surface.as_str(), "a person answered a run's gate");
     Ok(Json(view))
 }
 

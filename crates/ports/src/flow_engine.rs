@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::PortError;
 use crate::flow_version::FlowVersionRecord;
 use crate::run_ledger::{FlowEngineKind, IntelligenceMode};
-use crate::run_state::{GateDecision, RunSettings, RunState};
+use crate::run_state::{DecisionSurface, GateDecision, RunSettings, RunState};
 
 /// Everything a run starts from. The version travels whole (frozen text and hash) so the engine
 /// runs exactly that version and never a template it came from.
@@ -36,6 +36,9 @@ pub struct GateAnswer {
     pub decision: GateDecision,
     /// The authenticated identity answering, never a request field.
     pub approver: String,
+    /// Where the person answered (the API, or an MCP client's chat).
+    #[serde(default)]
+    pub surface: DecisionSurface,
 }
 
 /// A run's live state as its engine reports it. `live: false` says the engine could not be asked,

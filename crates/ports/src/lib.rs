@@ -21,6 +21,7 @@ pub mod flow_version_store;
 pub mod llm;
 pub mod phase_brain;
 pub mod provider;
+pub mod run_bindings;
 pub mod run_ledger;
 pub mod run_ledger_rules;
 pub mod run_state;
@@ -57,19 +58,24 @@ pub use llm::{
 };
 pub use phase_brain::{EarlierSummary, PhaseBrain, PhaseBrief, PhaseFailure, PhaseOutcome};
 pub use provider::ApiFamily;
+pub use run_bindings::{
+    Claimant, GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunInput,
+    TaskSubmission,
+};
 pub use run_ledger::{
     FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition,
 };
 pub use run_ledger_rules::{check_settle, terminal_run_conflict};
 pub use run_state::{
-    AUTO_APPROVER, DEADLINE_APPROVER, FeedbackSource, FlowRef, GateDecision, GateDecisionKind, GateRecord,
-    OpenGate, PhaseFailureKind, PhaseFeedback, PhaseState, PhaseStatus, RunCommand, RunEvent, RunSettings,
-    RunState, gate_approval_id, phase_attempt_key,
+    AUTO_APPROVER, DEADLINE_APPROVER, DecisionSurface, FeedbackSource, FlowRef, GateDecision,
+    GateDecisionKind, GateRecord, OpenGate, PhaseFailureKind, PhaseFeedback, PhaseState, PhaseStatus,
+    RunCommand, RunEvent, RunSettings, RunState, gate_approval_id, phase_attempt_key,
 };
 pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore, TurnLimits};
 pub use tools::{
-    CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, ResourceTemplateDescriptor,
+    CallFacts, CallerClass, CallerContext, CallerGrants, ClassClaim, HostCallOutcome, InputChannel,
+    InputQuestion, PromptArgumentDescriptor, PromptDescriptor, PromptText, ResourceTemplateDescriptor,
     ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
 };
 pub use twin_store::{

@@ -110,6 +110,29 @@ impl GateDecisionKind {
     }
 }
 
+/// Where a person gave a gate decision (FORGE-582), recorded with it: the HTTP API (a dashboard,
+/// a script) or the chat of an MCP client (`flow.await_gate`, which asked the person by
+/// elicitation). Provenance only: it never changes what the decision does or who may give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionSurface {
+    /// `POST /v1/runs/{id}/approval` (the default: every decision before surfaces were recorded).
+    #[default]
+    Api,
+    /// An MCP client's chat, through `flow.await_gate`.
+    Chat,
+}
+
+impl DecisionSurface {
+    /// The snake_case name used in JSON and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Chat => "chat",
+        }
+    }
+}
+
 /// A person's answer to a gate (or, for an auto-approved checkpoint, the server's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
@@ -391,6 +414,9 @@ pub enum RunEvent {
         decision: GateDecision,
         /// The authenticated identity that answered.
         approver: String,
+        /// Where the person answered (absent in transitions recorded before surfaces were: `api`).
+        #[serde(default)]
+        surface: DecisionSurface,
         /// When.
         at: Timestamp,
     },

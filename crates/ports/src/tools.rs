@@ -192,6 +192,86 @@ pub struct InputQuestion {
     /// The allowed answers, when the question is a choice.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
+    /// True when the person may leave it unanswered (a reason only some answers need); the form
+    /// marks every other question required.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// What the transport knows about one call that the caller cannot set through its arguments:
+/// the identity it authenticated, and the person's answers to the questions the call asked.
+///
+/// Kept apart from the arguments on purpose: an agent writes a call's arguments, while the
+/// answers come from the client's form a person fills in (elicitation) — a tool that records a
+/// person's decision reads them here and never from its arguments (FORGE-400: no tool lets the
+/// agent approve anything).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallFacts {
+    /// The identity of the key the transport authenticated; `None` when it authenticated nobody
+    /// (stdio, or an HTTP listener without keys: the local user, as the gateway calls it).
+    pub identity: Option<String>,
+    /// The person's answers, keyed by question id, when this call comes back with them.
+    pub answers: Option<Map<String, Value>>,
+}
+
+/// One prompt template the sidecar serves (e.g. `/metaforge:flow`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptDescriptor {
+    /// The prompt's name.
+    pub name: String,
+    /// A short human title.
+    pub title: Option<String>,
+    /// What it is for.
+    pub description: String,
+    /// The arguments it takes.
+    pub arguments: Vec<PromptArgumentDescriptor>,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptArgumentDescriptor {
+    /// Its name.
+    pub name: String,
+    /// What to give.
+    pub description: String,
+    /// Whether it must be given.
+    pub required: bool,
+}
+
+/// A rendered prompt: one user message of text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptText {
+    /// What the prompt is.
+    pub description: String,
+    /// The message text.
+    pub text: String,
+}
+
+/// A caller class a call asks for beyond what its connection proves (FORGE-487/584): the
+/// transport confirms it through [`CallerGrants`] before every call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassClaim {
+    /// `service` (the service key was presented) or `client_task` (a session that claimed a
+    /// client task).
+    pub class: CallerClass,
+    /// `X-MetaForge-Session`: the run a service call works for, or the stable session that took
+    /// a client task.
+    pub session: String,
+    /// `X-MetaForge-Project`: the project the call says it works in.
+    pub project: Option<String>,
+    /// The identity the transport authenticated, if any.
+    pub identity: Option<String>,
+    /// The tool called (`None` for a listing), for the log.
+    pub tool: Option<String>,
+}
+
+/// Confirms a [`ClassClaim`] with the authority (the gateway) at every call. Anything that cannot
+/// be confirmed is `false`: the transport then grants the class the connection alone earns
+/// (fail closed: a service call is `untrusted`, a client-task session `remote`).
+#[async_trait::async_trait]
+pub trait CallerGrants: Send + Sync {
+    /// True only when the claim is confirmed now.
+    async fn confirm(&self, claim: &ClassClaim) -> bool;
 }
 
 /// What a sidecar tool call came to.
@@ -256,9 +336,38 @@ pub trait ToolHost: Send + Sync {
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError>;
 
+    /// Runs one call with what the transport knows beyond the caller's class ([`CallFacts`]: the
+    /// authenticated identity, the person's answers). The default ignores them, for hosts whose
+    /// tools need neither.
+    async fn call_with(
+        &self,
+        caller: &CallerContext,
+        facts: &CallFacts,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        let _ = facts;
+        self.call(caller, tool, arguments).await
+    }
+
     /// The resource templates served.
     fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor>;
 
     /// Reads one resource by URI (`NotFound` for an unknown URI or record).
     async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError>;
+
+    /// The prompt templates served (none by default).
+    fn prompts(&self) -> Vec<PromptDescriptor> {
+        Vec::new()
+    }
+
+    /// Renders one prompt with its arguments (`NotFound` for an unknown prompt, `Invalid` for a
+    /// missing required argument).
+    async fn prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<PromptText, PortError> {
+        let _ = arguments;
+        Err(PortError::new(
+            crate::error::PortErrorKind::NotFound,
+            format!("unknown prompt: {name}"),
+        ))
+    }
 }

@@ -1,8 +1,11 @@
 //! What the sidecar's tools answer an agent, in one place: the tool-level error envelopes, a held
-//! proposal, and the questions of a needs-input answer. Leaf functions over port types only, so
+//! proposal, a run refusal, and the questions of a needs-input answer. Leaf functions over port types only, so
 //! every tool (and both deployment modes) answers the same thing in the same shape.
 
-use metaforge_ports::{HeldProposal, HostCallOutcome, InputQuestion, PortError, ToolOutput};
+use metaforge_ports::{
+    HeldProposal, HostCallOutcome, InputQuestion, PortError, PortErrorKind, RefusalKind, RunRefused,
+    ToolOutput,
+};
 use serde_json::{Value, json};
 
 use crate::args::ArgError;
@@ -51,8 +54,41 @@ pub fn refused(tool: &str, reason: &str) -> HostCallOutcome {
 /// its message, and its details spread beside them (`refused`, `violations`, `diff`, a limit's
 /// `field` …) — the same body whether the refusal was made in process or by the gateway.
 pub fn refusal(code: &str, message: &str, details: Option<&Value>) -> HostCallOutcome {
+    refusal_as("invalid", code, message, details)
+}
+
+/// The run service refused the request (nothing was recorded): `invalid` (a field) or `conflict`
+/// (the run's state does not allow it), its code from the service's one code table, its message
+/// and its details spread beside them (the field, the decisions the open gate allows …) — the same
+/// body in process and through the gateway.
+pub fn run_refusal(refused: &RunRefused) -> HostCallOutcome {
+    let status = match refused.kind {
+        RefusalKind::Invalid => "invalid",
+        RefusalKind::Conflict => "conflict",
+    };
+    refusal_as(status, &refused.code, &refused.message, refused.details.as_ref())
+}
+
+/// A port failure a tool answers as a tool-level error the agent can act on (`conflict`: the
+/// record is not in the state the call needs; `unavailable`: the engine or the gateway cannot be
+/// reached; `invalid`: the bindings refused the request); `None` for failures that are protocol
+/// errors (corrupt records, internal errors).
+pub fn port_failure(tool: &str, err: &PortError) -> Option<HostCallOutcome> {
+    let status = match err.kind {
+        PortErrorKind::Conflict => "conflict",
+        PortErrorKind::Unavailable => "unavailable",
+        PortErrorKind::Invalid => "invalid",
+        PortErrorKind::NotFound | PortErrorKind::Corrupt | PortErrorKind::Internal => return None,
+    };
+    Some(HostCallOutcome::Done(ToolOutput::error(json!({
+        "status": status, "error": status, "tool": tool, "message": err.message,
+        "hint": "nothing was done",
+    }))))
+}
+
+fn refusal_as(status: &str, code: &str, message: &str, details: Option<&Value>) -> HostCallOutcome {
     let mut body = serde_json::Map::new();
-    body.insert("status".to_owned(), json!("invalid"));
+    body.insert("status".to_owned(), json!(status));
     body.insert("error".to_owned(), json!(code));
     body.insert("message".to_owned(), json!(message));
     match details {
@@ -127,6 +163,7 @@ pub fn input_questions(questions: &Value) -> Vec<InputQuestion> {
                     .and_then(Value::as_array)
                     .map(|o| o.iter().filter_map(Value::as_str).map(str::to_owned).collect())
                     .unwrap_or_default(),
+                optional: false,
             })
         })
         .collect()

@@ -1,11 +1,12 @@
-//! The sidecar's tool host: a fixed set of tools and resources behind the [`ToolHost`] port.
+//! The sidecar's tool host: a fixed set of tools, resources and prompts behind the [`ToolHost`]
+//! port.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
-    ResourceText, ToolDescriptor, ToolHost, ToolOutput,
+    CallFacts, CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, PromptDescriptor,
+    PromptText, ResourceTemplateDescriptor, ResourceText, ToolDescriptor, ToolHost, ToolOutput,
 };
 use serde_json::{Map, Value};
 
@@ -73,6 +74,19 @@ pub trait SidecarTool: Send + Sync {
         caller: &CallerContext,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError>;
+
+    /// Runs the call with what the transport knows beyond the caller's class (the authenticated
+    /// identity, the person's answers to the questions the call asked). Only a tool that records
+    /// something for a person reads them; the default runs [`call`](Self::call).
+    async fn call_with(
+        &self,
+        caller: &CallerContext,
+        facts: &CallFacts,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        let _ = facts;
+        self.call(caller, arguments).await
+    }
 }
 
 /// One resource family the sidecar serves.
@@ -85,11 +99,22 @@ pub trait SidecarResource: Send + Sync {
     async fn read(&self, uri: &str) -> Option<Result<ResourceText, PortError>>;
 }
 
-/// The sidecar's tools and resources, and where a held write waits.
+/// One prompt template the sidecar serves (e.g. `metaforge:flow`).
+#[async_trait::async_trait]
+pub trait SidecarPrompt: Send + Sync {
+    /// Its descriptor.
+    fn descriptor(&self) -> PromptDescriptor;
+
+    /// Renders it with `arguments` (`Invalid` naming a missing required one).
+    async fn render(&self, arguments: &Map<String, Value>) -> Result<PromptText, PortError>;
+}
+
+/// The sidecar's tools, resources and prompts, and where a held write waits.
 #[derive(Default)]
 pub struct SidecarHost {
     tools: BTreeMap<String, Arc<dyn SidecarTool>>,
     resources: Vec<Arc<dyn SidecarResource>>,
+    prompts: Vec<Arc<dyn SidecarPrompt>>,
     held: Option<HeldWrites>,
 }
 
@@ -125,6 +150,14 @@ impl SidecarHost {
         self
     }
 
+    /// Adds a prompt (a later prompt with the same name replaces the earlier one).
+    pub fn with_prompt(mut self, prompt: Arc<dyn SidecarPrompt>) -> Self {
+        let name = prompt.descriptor().name;
+        self.prompts.retain(|p| p.descriptor().name != name);
+        self.prompts.push(prompt);
+        self
+    }
+
     /// Every tool descriptor, whoever the caller (for catalogue-wide checks).
     pub fn all_tools(&self) -> Vec<ToolDescriptor> {
         self.tools.values().map(|t| t.descriptor()).collect()
@@ -155,6 +188,17 @@ impl ToolHost for SidecarHost {
     async fn call(
         &self,
         caller: &CallerContext,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        self.call_with(caller, &CallFacts::default(), tool, arguments)
+            .await
+    }
+
+    async fn call_with(
+        &self,
+        caller: &CallerContext,
+        facts: &CallFacts,
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
@@ -221,7 +265,7 @@ impl ToolHost for SidecarHost {
         } else {
             tracing::info!(event = "mcp_sidecar_call", tool, caller = caller.class.as_str());
         }
-        handler.call(caller, arguments).await
+        handler.call_with(caller, facts, arguments).await
     }
 
     fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
@@ -238,5 +282,19 @@ impl ToolHost for SidecarHost {
             PortErrorKind::NotFound,
             format!("unknown resource: {uri}"),
         ))
+    }
+
+    fn prompts(&self) -> Vec<PromptDescriptor> {
+        self.prompts.iter().map(|p| p.descriptor()).collect()
+    }
+
+    async fn prompt(&self, name: &str, arguments: &Map<String, Value>) -> Result<PromptText, PortError> {
+        match self.prompts.iter().find(|p| p.descriptor().name == name) {
+            Some(prompt) => prompt.render(arguments).await,
+            None => Err(PortError::new(
+                PortErrorKind::NotFound,
+                format!("unknown prompt: {name}"),
+            )),
+        }
     }
 }

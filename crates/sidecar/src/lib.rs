@@ -11,7 +11,11 @@
 //! in-process [`FlowBindings`](metaforge_ports::FlowBindings)) · [`tools`] (one module per tool) ·
 //! [`host`] (the [`ToolHost`](metaforge_ports::ToolHost) and its gating) · [`held`] (where a held
 //! write waits) · [`tools::twin`] (the `twin.*` tools, registered by [`with_twin`] when a twin is
-//! composed).
+//! composed) · [`tools::runs`] (the run tools, resource and prompt over the
+//! [`RunBindings`](metaforge_ports::RunBindings) port, registered by [`with_runs`]) ·
+//! [`run_bindings`] (the in-process and late-set run bindings) · [`grants`] (who a call works for
+//! beyond its connection: client-task grants, the transport's caller grants, the remote twin's run
+//! scopes).
 
 // A door names every variant of our own enums (issue 11, W4).
 #![deny(clippy::wildcard_enum_match_arm)]
@@ -19,18 +23,23 @@
 pub mod args;
 pub mod bindings;
 pub mod envelope;
+pub mod grants;
 pub mod held;
 pub mod host;
+pub mod run_bindings;
 pub mod tools;
 
 pub use args::ArgError;
 pub use bindings::{FlowStores, InProcessFlowBindings};
 pub use envelope::held_proposal_output;
+pub use grants::{BindingsRunScopes, ClientTaskGrants, Grant, SidecarCallerGrants};
 pub use held::{HeldOutcome, HeldWrites, HoldPolicy};
-pub use host::{SidecarHost, SidecarResource, SidecarTool};
+pub use host::{SidecarHost, SidecarPrompt, SidecarResource, SidecarTool};
+pub use run_bindings::{InProcessRunBindings, LateRunBindings};
 pub use tools::approvals_list::ApprovalsList;
 pub use tools::flow_read::{FlowList, FlowValidate};
 pub use tools::propose::FlowPropose;
+pub use tools::runs::{RunToolSettings, SidecarRuns};
 pub use tools::twin::SidecarTwin;
 pub use tools::version::{FlowVersion, FlowVersionResource};
 
@@ -72,6 +81,18 @@ pub fn host_in_process_with_twin(
 /// `host`'s held writes; a host without them refuses it (fail closed).
 pub fn with_twin(host: SidecarHost, twin: &SidecarTwin) -> SidecarHost {
     twin.tools().into_iter().fold(host, SidecarHost::with_tool)
+}
+
+/// `host` with the run tools over `runs` added: `flow.start_run`, `flow.status`,
+/// `flow.await_gate`, `run.list`, `run.get`, `phase.list_tasks`, `phase.claim` (held in `host`'s
+/// held writes; a host without them refuses it) and `phase.submit`, the resource
+/// `metaforge://flow/run/{id}` and the prompt `metaforge:flow`.
+pub fn with_runs(host: SidecarHost, runs: &SidecarRuns) -> SidecarHost {
+    runs.tools()
+        .into_iter()
+        .fold(host, SidecarHost::with_tool)
+        .with_resource(runs.resource())
+        .with_prompt(runs.prompt())
 }
 
 fn in_process(bindings: InProcessFlowBindings, policy: HoldPolicy) -> SidecarHost {

@@ -81,6 +81,7 @@ impl ToolHost for QuestionHost {
                     id: "manufacturing_route".into(),
                     prompt: "In house or vendor?".into(),
                     choices: vec!["in_house".into(), "vendor".into()],
+                    optional: false,
                 }],
                 result: ToolOutput::json(json!({
                     "status": "needs_input",

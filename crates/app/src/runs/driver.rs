@@ -208,6 +208,7 @@ impl Driver {
                     phase: answer.phase,
                     decision: answer.decision,
                     approver: answer.approver.trim().to_owned(),
+                    surface: answer.surface,
                     at: now,
                 };
                 let result = self.step(event).await.map_err(StepError::into_port);
@@ -464,6 +465,7 @@ impl Driver {
                 phase,
                 decision,
                 approver,
+                surface,
                 ..
             } => {
                 let attempt = state
@@ -485,7 +487,7 @@ impl Driver {
                     .await
                     .map(|_| ());
                 if decided.is_ok() {
-                    tracing::info!(event = "approval_decided", approval_id = %id, kind = ApprovalKind::Gate.as_str(), decision = decision.kind().as_str(), approver = %approver, "a person answered a run's gate");
+                    tracing::info!(event = "approval_decided", approval_id = %id, kind = ApprovalKind::Gate.as_str(), decision = decision.kind().as_str(), approver = %approver, surface = surface.as_str(), "a person answered a run's gate");
                 }
                 self.hold_result(&id, decided)
             }

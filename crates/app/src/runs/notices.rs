@@ -179,6 +179,7 @@ pub fn notices_of(transition: &RunTransition) -> Vec<RunNotice> {
             phase,
             decision,
             approver,
+            surface,
             ..
         }) => {
             let attempt = state
@@ -191,7 +192,7 @@ pub fn notices_of(transition: &RunTransition) -> Vec<RunNotice> {
                 RunNoticeKind::GateDecided,
                 Some(phase.clone()),
                 attempt,
-                json!({"decision": decision, "approver": approver, "auto": false}),
+                json!({"decision": decision, "approver": approver, "auto": false, "surface": surface}),
             ));
         }
         Some(RunEvent::GateExpired { phase, .. }) => drafts.push((

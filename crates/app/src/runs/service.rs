@@ -19,7 +19,7 @@ use metaforge_domain::flow::{
 use metaforge_domain::run::{FrozenFlow, RunRefusal};
 use metaforge_domain::usage::UsageTotals;
 use metaforge_ports::{
-    ClientTaskStatus, ClientTaskStore, Clock, FlowEngine, FlowEngineKind, FlowVersionRecord,
+    ClientTaskStatus, ClientTaskStore, Clock, DecisionSurface, FlowEngine, FlowEngineKind, FlowVersionRecord,
     FlowVersionStore, GateAnswer, GateDecision, GateDecisionKind, IdGen, IntelligenceMode, OpenGate,
     PortError, PortErrorKind, RunLedger, RunRecord, RunSettings, RunStatus, RunView, StartRun, UsageStore,
 };
@@ -162,6 +162,8 @@ pub struct GateAnswerRequest {
     /// The gated phase the person saw; absent: the gate open now. A stale answer for another
     /// gate is refused.
     pub gate_phase: Option<String>,
+    /// Where the person answered (recorded with the decision): the API, or an MCP chat.
+    pub surface: DecisionSurface,
 }
 
 /// Which runs to list.
@@ -772,6 +774,7 @@ impl RunService {
             phase: gate_phase,
             decision,
             approver: approver.to_owned(),
+            surface: request.surface,
         };
         match self.engine.decide_gate(run_id, answer).await {
             Ok(state) => {

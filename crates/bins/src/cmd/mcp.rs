@@ -15,8 +15,11 @@ use clap::{Args, Subcommand};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
-use metaforge_ports::{Clock, ToolHost};
-use metaforge_sidecar::{FlowStores, HeldWrites, HoldPolicy, host_with_bindings, host_with_stores};
+use metaforge_ports::{CallerGrants, Clock, FlowBindings, RunBindings, ToolHost};
+use metaforge_sidecar::{
+    ClientTaskGrants, FlowStores, HeldWrites, HoldPolicy, SidecarCallerGrants, SidecarRuns,
+    host_with_bindings, host_with_stores, with_runs,
+};
 
 use crate::system::{SystemClock, UuidV7Ids};
 
@@ -29,6 +32,25 @@ const GATEWAY_URL_ENV: &str = "METAFORGE_GATEWAY_URL";
 
 /// The gateway's API keys (`identity:key,...` or a bare key); the sidecar sends the first key.
 pub(crate) const GATEWAY_API_KEY_ENV: &str = "METAFORGE_GATEWAY_API_KEY";
+
+/// The owner's opt-in (FORGE-584): `on` lets an HTTP session holding a claimed client task (and
+/// sending a stable `X-MetaForge-Session`) run as `client_task`, confirmed with the run service
+/// before every call; `off` or unset keeps its writes held.
+pub(crate) const CLIENT_TASK_WRITES_ENV: &str = "METAFORGE_CLIENT_TASK_WRITES";
+
+/// `METAFORGE_CLIENT_TASK_WRITES`: `on`, `off` or unset (off); anything else refuses start.
+pub(crate) fn client_task_writes() -> Result<bool, String> {
+    parse_client_task_writes(crate::system::env(CLIENT_TASK_WRITES_ENV).as_deref())
+}
+
+fn parse_client_task_writes(raw: Option<&str>) -> Result<bool, String> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(false),
+        Some(v) if v.eq_ignore_ascii_case("on") => Ok(true),
+        Some(v) if v.eq_ignore_ascii_case("off") => Ok(false),
+        Some(other) => Err(format!("{CLIENT_TASK_WRITES_ENV}={other}: expected on or off")),
+    }
+}
 
 /// Arguments of `metaforge mcp`.
 #[derive(Debug, Args)]
@@ -75,15 +97,34 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let host = match runtime.block_on(compose_host()) {
-        Ok(host) => host,
+    let client_task_writes = match client_task_writes() {
+        Ok(on) => on,
         Err(e) => {
+            eprintln!("metaforge mcp serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let composed = match runtime.block_on(compose_host(client_task_writes)) {
+        Ok(composed) => composed,
+        Err(e @ ComposeError::Config(_)) => {
+            eprintln!("metaforge mcp serve: {e}");
+            return ExitCode::from(2);
+        }
+        Err(e @ ComposeError::Runtime(_)) => {
             eprintln!("metaforge mcp serve: {e}");
             return ExitCode::FAILURE;
         }
     };
     let result = match http {
-        None => runtime.block_on(metaforge_adapters_mcp::serve_stdio(host)),
+        None => {
+            if client_task_writes {
+                tracing::warn!(
+                    event = "mcp_client_task_writes_unused",
+                    "{CLIENT_TASK_WRITES_ENV}=on has no effect on stdio: the caller is local and sends no X-MetaForge-Session"
+                );
+            }
+            runtime.block_on(metaforge_adapters_mcp::serve_stdio(composed.host))
+        }
         Some(addr) => {
             let service_key = crate::system::env_raw(SERVICE_KEY_ENV);
             let client_keys = match client_keys() {
@@ -93,7 +134,7 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            runtime.block_on(serve_http(host, addr, service_key, client_keys))
+            runtime.block_on(serve_http(composed, addr, service_key, client_keys))
         }
     };
     match result {
@@ -122,14 +163,38 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
 pub(crate) const HOLD_TIMEOUT: Duration = Duration::from_secs(1800);
 pub(crate) const HOLD_POLL: Duration = Duration::from_millis(500);
 
-/// The sidecar's host: remote mode with `METAFORGE_GATEWAY_URL` set, otherwise the in-process
-/// host over the SQLite approval ledger and flow-version store under
-/// `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger). With the ledgers
-/// disabled the sidecar serves the reads only and says so: nothing is written without a ledger.
-async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
+/// What the standalone sidecar serves: its host, and (remote mode) the caller grants its HTTP
+/// transport confirms a service-key run and a client-task session with.
+struct ComposedSidecar {
+    host: Arc<dyn ToolHost>,
+    grants: Option<Arc<dyn CallerGrants>>,
+}
+
+/// Why the sidecar could not be composed: configuration (exit 2) or a store (exit 1).
+#[derive(Debug, thiserror::Error)]
+enum ComposeError {
+    /// Bad configuration: nothing was opened.
+    #[error("{0}")]
+    Config(String),
+    /// A store could not be opened.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// The sidecar's host: remote mode with `METAFORGE_GATEWAY_URL` set (the run tools call the
+/// gateway), otherwise the in-process host over the SQLite approval ledger and flow-version
+/// store under `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger; no run
+/// engine runs here, so no run tools). With the ledgers disabled the sidecar serves the reads
+/// only and says so: nothing is written without a ledger.
+async fn compose_host(client_task_writes: bool) -> Result<ComposedSidecar, ComposeError> {
     if let Some(url) = crate::system::env(GATEWAY_URL_ENV) {
-        let key = crate::system::env(GATEWAY_API_KEY_ENV).and_then(|raw| first_api_key(&raw));
-        return compose_remote_host(&url, key);
+        let raw = crate::system::env(GATEWAY_API_KEY_ENV).unwrap_or_default();
+        return compose_remote_host(&url, &raw, client_task_writes).map_err(ComposeError::Config);
+    }
+    if client_task_writes {
+        return Err(ComposeError::Config(format!(
+            "{CLIENT_TASK_WRITES_ENV}=on needs {GATEWAY_URL_ENV}: a client task's claim is confirmed with the gateway's run service, and without one no claim can be"
+        )));
     }
     tracing::warn!(
         event = "mcp_flow_bindings_in_process",
@@ -137,15 +202,20 @@ async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
          ledgers under METAFORGE_HOME; correct only inside the gateway, wrong in a sidecar \
          (a person at the gateway will not see them unless it shares these files)"
     );
-    compose_local_host().await
+    let host = compose_local_host().await.map_err(ComposeError::Runtime)?;
+    Ok(ComposedSidecar { host, grants: None })
 }
 
 /// The keys an HTTP client must present: with `METAFORGE_GATEWAY_API_KEY` set the sidecar is no
-/// more open than the gateway (issue 12), so every key it lists (or the service key) is required.
-pub(crate) fn client_keys() -> Result<Vec<String>, String> {
+/// more open than the gateway (issue 12), so every key it lists (or the service key) is required,
+/// each authenticating the identity the gateway gives it (recorded as a gate's approver).
+pub(crate) fn client_keys() -> Result<Vec<metaforge_adapters_mcp::ClientKey>, String> {
     let raw = crate::system::env_raw(GATEWAY_API_KEY_ENV).unwrap_or_default();
     let keys = metaforge_gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
-    Ok(keys.into_iter().map(|k| k.key).collect())
+    Ok(keys
+        .into_iter()
+        .map(|k| metaforge_adapters_mcp::ClientKey::from((k.identity, k.key)))
+        .collect())
 }
 
 /// The key part of the first `identity:key` (or bare `key`) entry.
@@ -156,8 +226,21 @@ pub(crate) fn first_api_key(raw: &str) -> Option<String> {
 }
 
 /// Remote mode: one ledger, the gateway's. Held calls park and are polled over HTTP and the
-/// flow tools call the gateway's routes; nothing is written under this process's home.
-fn compose_remote_host(url: &str, api_key: Option<String>) -> Result<Arc<dyn ToolHost>, String> {
+/// flow and run tools call the gateway's routes; nothing is written under this process's home.
+/// `raw_keys` is `METAFORGE_GATEWAY_API_KEY`: the first key is the sidecar's own, and each
+/// `identity:key` entry lets a person authenticated here with that key answer a gate, or claim
+/// a task, as themselves at the gateway.
+fn compose_remote_host(
+    url: &str,
+    raw_keys: &str,
+    client_task_writes: bool,
+) -> Result<ComposedSidecar, String> {
+    let api_key = first_api_key(raw_keys);
+    let identities: Vec<(String, String)> = metaforge_gateway::parse_api_keys(raw_keys)
+        .map_err(|e| format!("{GATEWAY_API_KEY_ENV}: {e}"))?
+        .into_iter()
+        .map(|k| (k.identity, k.key))
+        .collect();
     let client = metaforge_adapters_gateway::GatewayClient::new(url, api_key.clone())
         .map_err(|e| format!("{GATEWAY_URL_ENV}: {e}"))?;
     tracing::info!(
@@ -169,7 +252,11 @@ fn compose_remote_host(url: &str, api_key: Option<String>) -> Result<Arc<dyn Too
     let ledger = Arc::new(metaforge_adapters_gateway::RemoteApprovalLedger::new(
         client.clone(),
     ));
-    let bindings = Arc::new(metaforge_adapters_gateway::RemoteFlowBindings::new(client));
+    let bindings = Arc::new(metaforge_adapters_gateway::RemoteFlowBindings::new(
+        client.clone(),
+    ));
+    let runs: Arc<dyn RunBindings> =
+        Arc::new(metaforge_adapters_gateway::RemoteRunBindings::new(client).with_identity_keys(identities));
     let held = HeldWrites {
         approvals: Arc::new(ApprovalService::waiter(
             ledger,
@@ -181,7 +268,30 @@ fn compose_remote_host(url: &str, api_key: Option<String>) -> Result<Arc<dyn Too
             poll: HOLD_POLL,
         },
     };
-    Ok(Arc::new(host_with_bindings(bindings, held)))
+    let flows: Arc<dyn FlowBindings> = bindings.clone();
+    let claims = Arc::new(ClientTaskGrants::new());
+    let run_tools = SidecarRuns::new(Arc::clone(&runs), Arc::clone(&claims));
+    tracing::info!(
+        event = "mcp_run_bindings_remote",
+        client_task_writes,
+        "the run tools call the gateway's /v1/runs and /v1/client-tasks; callers' grants are confirmed with it before every call"
+    );
+    // No twin is composed here (the twin tools write a store, and in remote mode nothing is
+    // written locally): a client-mode phase's deliverables cannot be recorded through this
+    // sidecar until the gateway serves twin writes.
+    tracing::warn!(
+        event = "mcp_remote_twin_unavailable",
+        "remote mode offers no twin.* tools: a client phase's deliverables are recorded through `metaforge up`'s sidecar"
+    );
+    Ok(ComposedSidecar {
+        host: Arc::new(with_runs(host_with_bindings(bindings, held), &run_tools)),
+        grants: Some(Arc::new(SidecarCallerGrants::new(
+            runs,
+            flows,
+            claims,
+            client_task_writes,
+        ))),
+    })
 }
 
 /// In-process mode over the SQLite ledgers under METAFORGE_HOME.
@@ -245,16 +355,21 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
 }
 
 async fn serve_http(
-    host: Arc<dyn ToolHost>,
+    composed: ComposedSidecar,
     addr: SocketAddr,
     service_key: Option<String>,
-    client_keys: Vec<String>,
+    client_keys: Vec<metaforge_adapters_mcp::ClientKey>,
 ) -> Result<(), metaforge_adapters_mcp::ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let keys_required = !client_keys.is_empty();
-    let sidecar = metaforge_adapters_mcp::bind_http(host, addr, service_key.clone(), shutdown.clone())
-        .await?
-        .require_keys(client_keys);
+    let sidecar =
+        metaforge_adapters_mcp::bind_http(composed.host, addr, service_key.clone(), shutdown.clone())
+            .await?
+            .require_keys(client_keys);
+    let sidecar = match composed.grants {
+        Some(grants) => sidecar.with_caller_grants(grants),
+        None => sidecar,
+    };
     // The sidecar's own counters (held-write resolutions, holds no approver can reach) are
     // scrapeable at /metrics on the same loopback listener.
     let sidecar = match metaforge_app::exposition::Exposition::install() {
@@ -290,4 +405,24 @@ async fn serve_http(
         addr: addr.to_string(),
         source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_client_task_writes;
+
+    #[test]
+    fn client_task_writes_are_on_only_when_the_owner_says_on_and_a_typo_refuses_start() {
+        for (raw, want) in [
+            (None, Ok(false)),
+            (Some(""), Ok(false)),
+            (Some("off"), Ok(false)),
+            (Some("ON"), Ok(true)),
+            (Some(" on "), Ok(true)),
+        ] {
+            assert_eq!(parse_client_task_writes(raw), want, "{raw:?}");
+        }
+        let err = parse_client_task_writes(Some("yes")).unwrap_err();
+        assert!(err.contains("METAFORGE_CLIENT_TASK_WRITES=yes"), "{err}");
+    }
 }

@@ -63,9 +63,9 @@ pub(crate) struct Composition {
     pub(crate) auth: Arc<AuthState>,
     /// The usage writer, flushed on a graceful stop (none when no provider is configured).
     pub(crate) usage_sink: Option<Arc<UsageStoreSink>>,
-    /// The sidecar's host (flow tools, held writes): the MCP sidecar of `metaforge up` serves it
-    /// and the agent loop's registry offers it as native tools.
-    pub(crate) natives: Arc<dyn metaforge_ports::ToolHost>,
+    /// What `metaforge up`'s MCP sidecar serves: the natives plus the run tools, and who
+    /// confirms a caller's claimed class before every call.
+    pub(crate) mcp: ComposedMcp,
     /// The tool registry and the MCP servers' states (`crate::tool_servers`).
     #[expect(
         dead_code,
@@ -191,16 +191,14 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
     ));
     // Which run a twin write belongs to is asked of the engine, which is built after the tools.
     let run_scopes = Arc::new(metaforge_app::twin::LateRunScopes::new());
+    let twin_tools = metaforge_sidecar::SidecarTwin::new(Arc::clone(&twin), run_scopes.clone() as _);
     let natives = crate::tool_servers::sidecar_natives(
         &ledger,
         &versions,
         &clock,
         &ids,
         generator.clone(),
-        Some(metaforge_sidecar::SidecarTwin::new(
-            Arc::clone(&twin),
-            run_scopes.clone() as _,
-        )),
+        Some(twin_tools.clone()),
     );
     let tools = crate::tool_servers::compose_tools(&paths.home, &natives)
         .await
@@ -235,6 +233,15 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         usage: usage.clone(),
     })
     .await?;
+    let mcp = compose_mcp(McpInputs {
+        ledger: &ledger,
+        versions: &versions,
+        clock: &clock,
+        ids: &ids,
+        generator: generator.clone(),
+        twin: twin_tools,
+        runs: &runs,
+    })?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
         approvals,
@@ -254,10 +261,74 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         state,
         auth,
         usage_sink,
-        natives: natives.host,
+        mcp,
         tools,
         runs,
         _scratch: scratch,
+    })
+}
+
+/// The MCP sidecar of `metaforge up`: the host it serves and the caller grants its transport
+/// asks before every call.
+pub(crate) struct ComposedMcp {
+    /// The natives plus the run tools over the in-process run bindings.
+    pub(crate) host: Arc<dyn metaforge_ports::ToolHost>,
+    /// Service-key runs and client-task sessions, confirmed with this process's run service.
+    pub(crate) grants: Arc<dyn metaforge_ports::CallerGrants>,
+}
+
+/// What [`compose_mcp`] builds the sidecar's host from.
+struct McpInputs<'a> {
+    ledger: &'a Arc<dyn ApprovalLedger>,
+    versions: &'a Arc<dyn FlowVersionStore>,
+    clock: &'a Arc<dyn Clock>,
+    ids: &'a Arc<dyn IdGen>,
+    generator: Arc<dyn metaforge_app::flow_generator::ProposalGenerator>,
+    twin: metaforge_sidecar::SidecarTwin,
+    runs: &'a crate::runs_config::ComposedRuns,
+}
+
+/// The run tools in process (the sidecar runs inside the gateway, so its run bindings are the
+/// app's own [`metaforge_app::runs::RunService`]) and the caller grants over the same service;
+/// `METAFORGE_CLIENT_TASK_WRITES=on` lets a session holding a claimed client task run as
+/// `client_task`.
+fn compose_mcp(inputs: McpInputs<'_>) -> Result<ComposedMcp, StartError> {
+    let client_task_writes = crate::cmd::mcp::client_task_writes().map_err(StartError::Config)?;
+    let bindings: Arc<dyn metaforge_ports::RunBindings> = Arc::new(
+        metaforge_sidecar::InProcessRunBindings::new(Arc::clone(&inputs.runs.service)),
+    );
+    let claims = Arc::new(metaforge_sidecar::ClientTaskGrants::new());
+    let runs = metaforge_sidecar::SidecarRuns::new(Arc::clone(&bindings), Arc::clone(&claims));
+    let host = crate::tool_servers::sidecar_mcp_host(
+        inputs.ledger,
+        inputs.versions,
+        inputs.clock,
+        inputs.ids,
+        inputs.generator,
+        Some(inputs.twin),
+        &runs,
+    );
+    let flows: Arc<dyn metaforge_ports::FlowBindings> = Arc::new(
+        metaforge_sidecar::InProcessFlowBindings::new(metaforge_sidecar::FlowStores {
+            approvals: Arc::clone(inputs.ledger),
+            versions: Arc::clone(inputs.versions),
+            clock: Arc::clone(inputs.clock),
+            ids: Arc::clone(inputs.ids),
+        }),
+    );
+    tracing::info!(
+        event = "mcp_run_bindings_in_process",
+        client_task_writes,
+        "the MCP sidecar's run tools call this process's run service"
+    );
+    Ok(ComposedMcp {
+        host,
+        grants: Arc::new(metaforge_sidecar::SidecarCallerGrants::new(
+            bindings,
+            flows,
+            claims,
+            client_task_writes,
+        )),
     })
 }
 
@@ -596,8 +667,8 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     let gateway_addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    // The MCP sidecar serves the same host the agent loop's registry offers as native tools.
-    let host = Arc::clone(&composition.natives);
+    // The MCP sidecar serves the agent loop's native tools plus the run tools, in process.
+    let host = Arc::clone(&composition.mcp.host);
     let cancel = tokio_util::sync::CancellationToken::new();
     let service_key = env("METAFORGE_MCP_SERVICE_KEY");
     let sidecar = metaforge_adapters_mcp::bind_http(host, args.mcp_bind, service_key, cancel.clone())
@@ -608,7 +679,8 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
                 bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
             ))
         })?
-        .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?);
+        .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?)
+        .with_caller_grants(Arc::clone(&composition.mcp.grants));
     let mcp_url = format!(
         "http://{}{}",
         sidecar.local_addr,

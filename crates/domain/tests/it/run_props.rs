@@ -170,6 +170,7 @@ fn event(
                 phase: other_phase.map_or_else(|| gate_phase.unwrap_or(phase), any_phase),
                 decision,
                 approver: if *blank { String::new() } else { "alice".to_owned() },
+                surface: metaforge_ports::DecisionSurface::Api,
                 at,
             }
         }
@@ -358,6 +359,7 @@ fn approving_every_gate_completes_each_shipped_template() {
                     phase: gate.phase.clone(),
                     decision: GateDecision::Approve { reason: None },
                     approver: "alice".to_owned(),
+                    surface: metaforge_ports::DecisionSurface::Api,
                     at,
                 }
             } else {

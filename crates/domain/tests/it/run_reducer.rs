@@ -222,6 +222,7 @@ impl Table {
                 phase,
                 decision: step.decision.clone().unwrap(),
                 approver: step.approver.clone().unwrap(),
+                surface: metaforge_ports::DecisionSurface::Api,
                 at,
             },
             "gate_expired" => RunEvent::GateExpired { phase, at },
@@ -546,6 +547,7 @@ fn the_phase_brief_carries_retry_feedback_and_earlier_summaries() {
             reason: "record the model".into(),
         },
         approver: "alice".into(),
+        surface: metaforge_ports::DecisionSurface::Api,
         at: minutes(3),
     };
     let s3 = apply(&flow, &s2, &retry).unwrap().state;

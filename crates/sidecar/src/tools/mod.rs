@@ -1,6 +1,8 @@
 //! The sidecar's tools, one module per role: the flow reads (`flow.list`, `flow.validate`), the
-//! one `flow.propose`, `flow.version` with its markdown resource, `approvals.list`, and the
-//! `twin.*` family (writes and reads of the digital twin, sharing one module).
+//! one `flow.propose`, `flow.version` with its markdown resource, `approvals.list`, the `twin.*`
+//! family (writes and reads of the digital twin, sharing one module), and the run family
+//! (`flow.start_run`, `flow.status`, `flow.await_gate`, `run.*`, `phase.*`, their resource and
+//! prompt, sharing one module).
 //!
 //! Each tool parses its arguments into its type from [`crate::args`] and declares the schema
 //! generated from that type; its body returns [`crate::envelope::ToolError`], and
@@ -9,6 +11,7 @@
 pub mod approvals_list;
 pub mod flow_read;
 pub mod propose;
+pub mod runs;
 pub mod twin;
 pub mod version;
 

@@ -1,0 +1,165 @@
+//! The run tools (issue 16 item 7; FORGE-400/581/582/584) over [`RunBindings`] — in process over
+//! the run service, or the gateway's routes in remote mode; every line of every tool is shared:
+//!
+//! - `flow.start_run` starts a run on an approved version (or a shipped template): a version that
+//!   is not approved is refused 409-style and the call is never held — its approval was the
+//!   person's decision on the version;
+//! - `flow.status`, `run.list`, `run.get`, `phase.list_tasks` read, never held (a follower polls);
+//! - `flow.await_gate` waits for the run's next gate and asks the person by elicitation with only
+//!   the decisions the gate allows, recording their answer as them with `surface: "chat"`; it
+//!   decides nothing itself, and nothing from its arguments (the answers come from the person's
+//!   form, [`metaforge_ports::CallFacts`]);
+//! - `phase.claim` is a held write (the person lets the client take the phase, once); a claim
+//!   records the session's grant ([`ClientTaskGrants`]), which `phase.submit` ends;
+//! - resource `metaforge://flow/run/{id}` (the run as markdown) and prompt `metaforge:flow`.
+
+pub mod args;
+pub mod gate;
+pub mod phase;
+pub mod prompt;
+pub mod read;
+pub mod start;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaforge_domain::tool_gating::{Annotation, ToolSpec};
+use metaforge_ports::{
+    CallFacts, HostCallOutcome, PortError, PortErrorKind, RunBindings, ToolDescriptor, ToolHints, ToolOutput,
+};
+use serde::Serialize;
+
+use crate::envelope::{not_found, port_failure};
+use crate::grants::ClientTaskGrants;
+use crate::host::{SidecarPrompt, SidecarResource, SidecarTool};
+
+/// The identity recorded when the transport authenticated nobody (stdio, an HTTP listener
+/// without keys): the local user, as the gateway calls an open loopback caller.
+pub const LOCAL_IDENTITY: &str = "local";
+
+/// How `flow.await_gate` waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunToolSettings {
+    /// How often it reads the run's flow state while it waits.
+    pub gate_poll: Duration,
+    /// How long it waits when the call names no `wait_seconds`.
+    pub default_gate_wait: Duration,
+}
+
+impl Default for RunToolSettings {
+    /// A poll a second, two minutes' wait.
+    fn default() -> Self {
+        Self {
+            gate_poll: Duration::from_secs(1),
+            default_gate_wait: Duration::from_secs(120),
+        }
+    }
+}
+
+/// The longest `flow.await_gate` waits in one call (its schema's `wait_seconds` maximum).
+pub const MAX_GATE_WAIT: Duration = Duration::from_secs(1800);
+
+/// What the run tools share: the bindings, the sessions' client-task grants, and the settings.
+#[derive(Clone)]
+pub struct SidecarRuns {
+    /// The run use cases (in process or through the gateway).
+    pub bindings: Arc<dyn RunBindings>,
+    /// The client tasks this sidecar's sessions hold (the transport's client-task grants and the
+    /// remote twin's run scopes read them).
+    pub grants: Arc<ClientTaskGrants>,
+    /// How `flow.await_gate` waits.
+    pub settings: RunToolSettings,
+}
+
+impl SidecarRuns {
+    /// The run tools over `bindings`, recording claims in `grants`.
+    pub fn new(bindings: Arc<dyn RunBindings>, grants: Arc<ClientTaskGrants>) -> Self {
+        Self {
+            bindings,
+            grants,
+            settings: RunToolSettings::default(),
+        }
+    }
+
+    /// The same tools waiting as `settings` say.
+    #[must_use]
+    pub fn with_settings(mut self, settings: RunToolSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Every run tool.
+    pub fn tools(&self) -> Vec<Arc<dyn SidecarTool>> {
+        vec![
+            Arc::new(start::StartRun::new(self.clone())),
+            Arc::new(read::FlowStatus::new(self.clone())),
+            Arc::new(read::RunList::new(self.clone())),
+            Arc::new(read::RunGet::new(self.clone())),
+            Arc::new(read::ListTasks::new(self.clone())),
+            Arc::new(gate::AwaitGate::new(self.clone())),
+            Arc::new(phase::Claim::new(self.clone())),
+            Arc::new(phase::Submit::new(self.clone())),
+        ]
+    }
+
+    /// `metaforge://flow/run/{id}`.
+    pub fn resource(&self) -> Arc<dyn SidecarResource> {
+        Arc::new(read::RunResource::new(self.clone()))
+    }
+
+    /// `metaforge:flow`.
+    pub fn prompt(&self) -> Arc<dyn SidecarPrompt> {
+        Arc::new(prompt::FlowPrompt)
+    }
+}
+
+/// The identity a call acts as: the one the transport authenticated, else `local`.
+pub(crate) fn identity(facts: &CallFacts) -> String {
+    facts
+        .identity
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .unwrap_or(LOCAL_IDENTITY)
+        .to_owned()
+}
+
+/// A port failure as the tool's answer: an unknown record names its id; a conflict, an
+/// unreachable engine or gateway, or a request the bindings refused is a tool-level error; a
+/// corrupt record or an internal failure stays a protocol error.
+pub(crate) fn failure(tool: &str, id: &str, err: PortError) -> Result<HostCallOutcome, PortError> {
+    if err.kind == PortErrorKind::NotFound {
+        return Ok(not_found(id, &err.message));
+    }
+    port_failure(tool, &err).ok_or(err)
+}
+
+/// A value as the tool's successful result.
+pub(crate) fn output(value: &impl Serialize) -> Result<HostCallOutcome, PortError> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| PortError::with_source(PortErrorKind::Internal, "a run tool's answer", e))?;
+    Ok(HostCallOutcome::Done(ToolOutput::json(value)))
+}
+
+/// A write's hints: changes a record, destroys nothing.
+pub(crate) fn write_hints() -> ToolHints {
+    ToolHints {
+        read_only_hint: Some(false),
+        destructive_hint: Some(false),
+        idempotent_hint: Some(false),
+        open_world_hint: Some(false),
+    }
+}
+
+/// How the domain's gating sees a run write: additive, held for a person when
+/// `requires_approval` (the ask tier).
+pub(crate) fn write_spec(descriptor: &ToolDescriptor, requires_approval: bool) -> ToolSpec {
+    ToolSpec {
+        name: descriptor.name.clone(),
+        origin: "native".to_owned(),
+        input_schema: Some(descriptor.input_schema.clone()),
+        required_gates: Vec::new(),
+        requires_approval,
+        annotation: Annotation::Additive,
+    }
+}

@@ -1,0 +1,339 @@
+//! The run reads: `flow.status` (never held: a follower polls it, FORGE-400), `run.list`,
+//! `run.get`, `phase.list_tasks`, and the resource `metaforge://flow/run/{id}` — the run as
+//! markdown for a client with no canvas: its phases and statuses, the open gate, and whether the
+//! state was read live or is unknown.
+
+use std::sync::OnceLock;
+
+use metaforge_ports::run_bindings::{FlowStateView, RunDetail};
+use metaforge_ports::{
+    CallerContext, HostCallOutcome, PortError, ResourceTemplateDescriptor, ResourceText, RunQuery,
+    ToolDescriptor,
+};
+use serde_json::{Map, Value, json};
+
+use super::args::{ListTasksArgs, RunIdArgs, RunListArgs};
+use super::{SidecarRuns, failure, output};
+use crate::args::parse;
+use crate::envelope::{ToolError, at_boundary};
+use crate::host::{SidecarResource, SidecarTool};
+use crate::tools::{read_only, schema_once};
+
+/// `flow.status`.
+pub const STATUS_TOOL: &str = "flow.status";
+/// `run.list`.
+pub const LIST_TOOL: &str = "run.list";
+/// `run.get`.
+pub const GET_TOOL: &str = "run.get";
+/// `phase.list_tasks`.
+pub const LIST_TASKS_TOOL: &str = "phase.list_tasks";
+
+fn descriptor(name: &str, title: &str, description: &str, input_schema: Value) -> ToolDescriptor {
+    ToolDescriptor {
+        name: name.to_owned(),
+        title: Some(title.to_owned()),
+        description: description.to_owned(),
+        input_schema,
+        hints: read_only(),
+    }
+}
+
+/// `flow.status`: the run phase by phase, the open gate with the decisions it allows, `live`.
+pub struct FlowStatus {
+    runs: SidecarRuns,
+}
+
+impl FlowStatus {
+    /// The tool over `runs`.
+    pub fn new(runs: SidecarRuns) -> Self {
+        Self { runs }
+    }
+
+    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
+        let args: RunIdArgs = parse(arguments)?;
+        match self.runs.bindings.flow_state(&args.run_id).await {
+            Ok(state) => {
+                let mut value = serde_json::to_value(&state).map_err(|e| {
+                    PortError::with_source(metaforge_ports::PortErrorKind::Internal, "flow state", e)
+                })?;
+                value["awaiting_gate"] = json!(state.gate.is_some());
+                Ok(output(&value)?)
+            }
+            Err(e) => Ok(failure(STATUS_TOOL, &args.run_id, e)?),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SidecarTool for FlowStatus {
+    fn descriptor(&self) -> ToolDescriptor {
+        static SCHEMA: OnceLock<Value> = OnceLock::new();
+        descriptor(
+            STATUS_TOOL,
+            "Follow a run",
+            "The run phase by phase as its engine reports it now: each phase's status, the open \
+             gate (ready, findings, the decisions it allows) and live (false: the engine could not \
+             be asked; statuses then read unknown). Never held; poll it to follow a run.",
+            schema_once::<RunIdArgs>(&SCHEMA),
+        )
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        at_boundary(STATUS_TOOL, self.read(arguments).await)
+    }
+}
+
+/// `run.list`: runs, oldest first.
+pub struct RunList {
+    runs: SidecarRuns,
+}
+
+impl RunList {
+    /// The tool over `runs`.
+    pub fn new(runs: SidecarRuns) -> Self {
+        Self { runs }
+    }
+
+    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
+        let args: RunListArgs = parse(arguments)?;
+        let query = RunQuery {
+            status: args.status.map(Into::into),
+            project_id: args.project_id.filter(|p| !p.trim().is_empty()),
+        };
+        match self.runs.bindings.list(query).await {
+            Ok(runs) => Ok(output(&json!({ "runs": runs }))?),
+            Err(e) => Ok(failure(LIST_TOOL, "runs", e)?),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SidecarTool for RunList {
+    fn descriptor(&self) -> ToolDescriptor {
+        static SCHEMA: OnceLock<Value> = OnceLock::new();
+        descriptor(
+            LIST_TOOL,
+            "List runs",
+            "Design-flow runs, oldest first, optionally of one status and/or project: what each runs \
+             on (template, version id and hash), its engine and intelligence, where it is.",
+            schema_once::<RunListArgs>(&SCHEMA),
+        )
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        at_boundary(LIST_TOOL, self.read(arguments).await)
+    }
+}
+
+/// `run.get`: one run with its history and its model usage.
+pub struct RunGet {
+    runs: SidecarRuns,
+}
+
+impl RunGet {
+    /// The tool over `runs`.
+    pub fn new(runs: SidecarRuns) -> Self {
+        Self { runs }
+    }
+
+    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
+        let args: RunIdArgs = parse(arguments)?;
+        match self.runs.bindings.get(&args.run_id).await {
+            Ok(run) => Ok(output(&run)?),
+            Err(e) => Ok(failure(GET_TOOL, &args.run_id, e)?),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SidecarTool for RunGet {
+    fn descriptor(&self) -> ToolDescriptor {
+        static SCHEMA: OnceLock<Value> = OnceLock::new();
+        descriptor(
+            GET_TOOL,
+            "Read a run",
+            "One run: its record (engine, template, version id and hash, status, approval reason), \
+             its status history and the model usage recorded for it.",
+            schema_once::<RunIdArgs>(&SCHEMA),
+        )
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        at_boundary(GET_TOOL, self.read(arguments).await)
+    }
+}
+
+/// `phase.list_tasks`: the client tasks of client-mode runs, with their briefs.
+pub struct ListTasks {
+    runs: SidecarRuns,
+}
+
+impl ListTasks {
+    /// The tool over `runs`.
+    pub fn new(runs: SidecarRuns) -> Self {
+        Self { runs }
+    }
+
+    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
+        let args: ListTasksArgs = parse(arguments)?;
+        let run_id = args.run_id.filter(|r| !r.trim().is_empty());
+        match self
+            .runs
+            .bindings
+            .client_tasks(run_id.as_deref(), args.status.map(Into::into))
+            .await
+        {
+            Ok(tasks) => Ok(output(&json!({ "tasks": tasks }))?),
+            Err(e) => Ok(failure(LIST_TASKS_TOOL, run_id.as_deref().unwrap_or("tasks"), e)?),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SidecarTool for ListTasks {
+    fn descriptor(&self) -> ToolDescriptor {
+        static SCHEMA: OnceLock<Value> = OnceLock::new();
+        descriptor(
+            LIST_TASKS_TOOL,
+            "List phase tasks",
+            "The phases client-mode runs posted for you (tasks run:phase:attempt), oldest first, \
+             each with the brief a phase brain would get: goal, required deliverables, context, \
+             feedback. Take an open one with phase.claim.",
+            schema_once::<ListTasksArgs>(&SCHEMA),
+        )
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        at_boundary(LIST_TASKS_TOOL, self.read(arguments).await)
+    }
+}
+
+/// The resource URI prefix.
+pub const RUN_URI_PREFIX: &str = "metaforge://flow/run/";
+
+/// `metaforge://flow/run/{id}`: the run as markdown.
+pub struct RunResource {
+    runs: SidecarRuns,
+}
+
+impl RunResource {
+    /// The resource over `runs`.
+    pub fn new(runs: SidecarRuns) -> Self {
+        Self { runs }
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "—".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// A run as markdown: what it runs on, whether the state is live, one row per phase of its
+/// frozen version, the open gate with the decisions it allows, and why it ended.
+pub fn run_markdown(run: &RunDetail, state: &FlowStateView) -> String {
+    let summary = &run.run;
+    let mut md = format!(
+        "# Run {}\n\n- Status: {}\n- Flow: {} {} — version `{}` (hash `{}`)\n- Engine: {} · Intelligence: {} · Project: {}\n",
+        summary.id,
+        state.status,
+        state.flow_template_id,
+        state.flow_version,
+        state.flow_version_id,
+        state.flow_content_hash,
+        state.flow_engine.as_str(),
+        summary.intelligence.as_str(),
+        summary.project_id.as_deref().unwrap_or("(none)"),
+    );
+    if state.live {
+        md.push_str("- State: live (read from the engine just now)\n");
+    } else {
+        md.push_str(&format!(
+            "- State: unknown — {} (statuses read `unknown`, never `pending`)\n",
+            state.reason.as_deref().unwrap_or("the engine could not be asked")
+        ));
+    }
+    md.push_str("\n## Phases\n\n");
+    if let Some(why) = &state.phases_unavailable {
+        md.push_str(&format!("No phases listed: {why}\n"));
+    } else {
+        md.push_str("| # | Phase | Status | Gate | Requires | Recorded |\n|---|---|---|---|---|---|\n");
+        for (i, phase) in state.phases.iter().enumerate() {
+            let gate = match (&phase.gate, phase.auto_approve) {
+                (Some(gate), true) => format!("{gate} (auto)"),
+                (Some(gate), false) => gate.clone(),
+                (None, _) => "—".to_owned(),
+            };
+            md.push_str(&format!(
+                "| {} | {} (`{}`) | {} | {} | {} | {} |\n",
+                i + 1,
+                phase.title,
+                phase.id,
+                phase.status,
+                gate,
+                list(&phase.required_deliverables),
+                list(&phase.deliverables),
+            ));
+        }
+    }
+    if let Some(gate) = &state.gate {
+        let allowed: Vec<String> = gate.allowed.iter().map(|d| d.as_str().to_owned()).collect();
+        md.push_str(&format!(
+            "\n## Open gate: {} on `{}`\n\n- Ready: {}\n- Findings: {}\n- Allowed decisions: {}\n- A person answers it: flow.await_gate asks them in the chat; no tool decides it.\n",
+            gate.gate,
+            gate.phase,
+            if gate.ready { "yes" } else { "no" },
+            list(&gate.findings),
+            list(&allowed),
+        ));
+    }
+    if let Some(error) = &state.error {
+        md.push_str(&format!("\n## Ended\n\n{error}\n"));
+    }
+    md
+}
+
+#[async_trait::async_trait]
+impl SidecarResource for RunResource {
+    fn template(&self) -> ResourceTemplateDescriptor {
+        ResourceTemplateDescriptor {
+            uri_template: format!("{RUN_URI_PREFIX}{{id}}"),
+            name: "flow-run".to_owned(),
+            description: "A design-flow run as markdown: phases, statuses, the open gate, live or unknown"
+                .to_owned(),
+            mime_type: "text/markdown".to_owned(),
+        }
+    }
+
+    async fn read(&self, uri: &str) -> Option<Result<ResourceText, PortError>> {
+        let id = uri.strip_prefix(RUN_URI_PREFIX)?;
+        let read = async {
+            let run = self.runs.bindings.get(id).await?;
+            let state = self.runs.bindings.flow_state(id).await?;
+            Ok(ResourceText {
+                uri: uri.to_owned(),
+                mime_type: "text/markdown".to_owned(),
+                text: run_markdown(&run, &state),
+            })
+        };
+        Some(read.await)
+    }
+}
