@@ -158,7 +158,8 @@ fn test() -> Result<()> {
     test_with(&[])
 }
 
-/// nextest over the workspace, the feature-gated store engines and the doctests, with `envs` added.
+/// nextest over the workspace, the feature-gated store engines, the binary's Kafka run events and
+/// the doctests, with `envs` added.
 fn test_with(envs: &[(&str, &str)]) -> Result<()> {
     run_env(
         "cargo",
@@ -178,6 +179,24 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
             "metaforge-adapters-store",
             "--features",
             "falkordb,kafka,crash-harness",
+        ],
+        envs,
+    )?;
+    // The binary's Kafka event bus: a run's events read back from their topics on a tansu broker
+    // the test starts (bundled librdkafka, so behind the bins' `kafka` feature).
+    run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-bins",
+            "--features",
+            "kafka",
+            "--test",
+            "run_events_kafka",
         ],
         envs,
     )?;

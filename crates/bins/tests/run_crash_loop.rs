@@ -16,7 +16,6 @@
 //! terminal whether the test passes or fails.
 
 #![expect(
-    clippy::expect_used,
     clippy::unwrap_used,
     clippy::panic,
     reason = "process tests: a failure must stop the test loudly"

@@ -9,7 +9,6 @@
 
 #![expect(
     clippy::expect_used,
-    clippy::panic,
     reason = "test helpers outside #[test] fns: a process that cannot start must fail the test loudly"
 )]
 
