@@ -148,6 +148,10 @@ mod tests;
 
 /// A hold as the sidecar's approvals service builds it before parking.
 #[cfg(test)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "a test fixture stamped with the wall clock"
+)]
 pub(crate) fn sample_record(deadline_seconds: Option<i64>) -> ApprovalRecord {
     let now = chrono::Utc::now();
     ApprovalRecord {

@@ -75,6 +75,11 @@ impl BedrockProvider {
                 session_token,
                 region,
             }) => {
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "SigV4 signs with the wall clock AWS checks, never a test clock"
+                )]
+                let signed_at = SystemTime::now();
                 let headers = sigv4_headers(
                     &url,
                     &payload,
@@ -82,7 +87,7 @@ impl BedrockProvider {
                     secret_access_key,
                     session_token.as_deref(),
                     region,
-                    SystemTime::now(),
+                    signed_at,
                 )?;
                 for (name, value) in headers {
                     builder = builder.header(name, value);

@@ -128,6 +128,10 @@ pub(crate) async fn read_json(
 }
 
 /// `Retry-After` (seconds or HTTP date) or `retry-after-ms`, whichever the provider sent.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "an HTTP-date Retry-After is relative to the provider's wall clock, not to the Clock port's"
+)]
 pub(crate) fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(ms) = headers
         .get("retry-after-ms")

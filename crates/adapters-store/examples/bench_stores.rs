@@ -3,6 +3,10 @@
 //! feature — twin commits on a real FalkorDB server this program starts and stops.
 //!
 //! Run through `cargo xtask bench stores`. Prints one table.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark configured through its environment"
+)]
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -589,7 +589,7 @@ impl TwinStore for FalkorTwinStore {
         let pattern = match direction {
             EdgeDirection::Outgoing => "WHERE a.id = $id",
             EdgeDirection::Incoming => "WHERE z.id = $id",
-            _ => "WHERE a.id = $id OR z.id = $id",
+            EdgeDirection::Both => "WHERE a.id = $id OR z.id = $id",
         };
         let rows = self
             .run(

@@ -1,6 +1,10 @@
 //! Crash safety and cross-process concurrency of the approval ledger and flow-version store,
 //! driven through the `store_crash_child` helper process (feature `crash-harness`).
 #![expect(
+    clippy::disallowed_methods,
+    reason = "the test configures its child processes through the environment"
+)]
+#![expect(
     clippy::expect_used,
     reason = "test helpers outside #[test] fns: a failed expectation fails the test"
 )]

@@ -11,7 +11,10 @@
 //!
 //! The difference is the loop's own cost per turn. Turn counts are bounded
 //! (`METAFORGE_BENCH_TURNS`, default 200).
-
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark configured through its environment"
+)]
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "benchmark harness")]
 
 use std::collections::{BTreeMap, BTreeSet};

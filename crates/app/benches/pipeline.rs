@@ -5,7 +5,10 @@
 //! layout, credential pinning from a 0600 file store, retry bookkeeping, usage recording).
 //! Reports per-call latency p50/p99 in µs, the pipeline's added latency over the bare call, and
 //! sequential and concurrent throughput. Request loops are bounded in count.
-
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a benchmark configured through its environment"
+)]
 #![expect(clippy::unwrap_used, reason = "benchmark harness")]
 
 use std::collections::BTreeMap;

@@ -8,6 +8,7 @@ use metaforge_ports::{Clock, IdGen, Timestamp};
 pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
+    #[expect(clippy::disallowed_methods, reason = "the one system clock every port reads")]
     fn now(&self) -> Timestamp {
         chrono::Utc::now()
     }
@@ -95,7 +96,32 @@ pub(crate) fn init_logging() {
 
 /// Reads an environment variable, treating an empty value as unset.
 pub(crate) fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    env_raw(name).filter(|v| !v.trim().is_empty())
+}
+
+/// Reads an environment variable as it is set (an empty value is `Some("")`, for the rules that
+/// refuse a variable set but empty). The binary's one door to the environment: clippy refuses
+/// `std::env::var` everywhere else (`clippy.toml`).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the binary's one reader of the environment"
+)]
+pub(crate) fn env_raw(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Every variable whose name starts with `prefix` (the `METAFORGE_ROUTE_*` overrides).
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the binary's one reader of the environment"
+)]
+pub(crate) fn env_with_prefix(prefix: &str) -> std::collections::BTreeMap<String, String> {
+    std::env::vars().filter(|(k, _)| k.starts_with(prefix)).collect()
+}
+
+/// The user's home directory (`HOME`), where `~/.metaforge` and `~/.codex` live by default.
+pub(crate) fn user_home() -> Option<std::path::PathBuf> {
+    env("HOME").map(std::path::PathBuf::from)
 }
 
 /// A bind failure in words a person can act on: an address already in use names the flag and

@@ -1,6 +1,6 @@
 //! `metaforge providers list` and `metaforge llm complete` from the outside: base URL sources,
 //! configuration errors exit 2 naming the problem, a world-readable credentials file is refused.
-
+#![expect(clippy::disallowed_methods, reason = "the test reads its own environment")]
 #![expect(clippy::unwrap_used, reason = "test helper outside #[test] fns")]
 
 use std::os::unix::fs::PermissionsExt;

@@ -10,6 +10,10 @@
 //! Where they are looked for: npm peers under `METAFORGE_NODE_DIR` (default
 //! `/var/tmp/metaforge-node`); pip peers through the interpreter `METAFORGE_PYTHON` (default
 //! `python3`); the recordings in the first `shared/` (holding `seeds/`) above this crate.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "test harness: where the peers are installed is the test run's own environment"
+)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,10 @@
 //! llama-cpp-python serving SmolLM2-135M — one chat turn and one forced tool call. Ignored in the
 //! everyday run because the server needs a ~10-minute native build; xtask starts it and sets
 //! `METAFORGE_E2E_OPENAI_BASE_URL`.
-
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the opt-in real-model test reads where the model server is"
+)]
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,

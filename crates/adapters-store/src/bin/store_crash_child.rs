@@ -6,6 +6,10 @@
 //! - `loop <dir> <tag>`: restore (as a gateway start would), then park, decide and save forever.
 //! - `decide <dir> <approval-id> <approver> <go-file>`: wait for `<go-file>`, decide once, print
 //!   `won` or `conflict`.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "a test helper process configured by its parent through the environment"
+)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

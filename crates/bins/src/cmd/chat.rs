@@ -90,9 +90,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 }
 
 fn client(target: &GatewayTarget) -> Result<ChatClient, ExitCode> {
-    let key = std::env::var(super::mcp::GATEWAY_API_KEY_ENV)
-        .ok()
-        .and_then(|raw| super::mcp::first_api_key(&raw));
+    let key =
+        crate::system::env(super::mcp::GATEWAY_API_KEY_ENV).and_then(|raw| super::mcp::first_api_key(&raw));
     GatewayClient::new(&target.gateway, key)
         .map(ChatClient::new)
         .map_err(|e| {

@@ -98,9 +98,7 @@ fn chain_from_args(args: &CompleteArgs) -> Result<(String, Vec<Candidate>, Optio
         }
         None => RoutingTable::default(),
     };
-    let routes: BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX))
-        .collect();
+    let routes: BTreeMap<String, String> = crate::system::env_with_prefix(ROUTE_ENV_PREFIX);
     let inputs = RoutingInputs {
         table: &table,
         env: &routes,

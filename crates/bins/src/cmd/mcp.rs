@@ -85,7 +85,7 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
     let result = match http {
         None => runtime.block_on(metaforge_adapters_mcp::serve_stdio(host)),
         Some(addr) => {
-            let service_key = std::env::var(SERVICE_KEY_ENV).ok();
+            let service_key = crate::system::env_raw(SERVICE_KEY_ENV);
             let client_keys = match client_keys() {
                 Ok(keys) => keys,
                 Err(e) => {
@@ -127,13 +127,8 @@ pub(crate) const HOLD_POLL: Duration = Duration::from_millis(500);
 /// `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger). With the ledgers
 /// disabled the sidecar serves the reads only and says so: nothing is written without a ledger.
 async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
-    if let Some(url) = std::env::var(GATEWAY_URL_ENV)
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-    {
-        let key = std::env::var(GATEWAY_API_KEY_ENV)
-            .ok()
-            .and_then(|raw| first_api_key(&raw));
+    if let Some(url) = crate::system::env(GATEWAY_URL_ENV) {
+        let key = crate::system::env(GATEWAY_API_KEY_ENV).and_then(|raw| first_api_key(&raw));
         return compose_remote_host(&url, key);
     }
     tracing::warn!(
@@ -148,7 +143,7 @@ async fn compose_host() -> Result<Arc<dyn ToolHost>, String> {
 /// The keys an HTTP client must present: with `METAFORGE_GATEWAY_API_KEY` set the sidecar is no
 /// more open than the gateway (issue 12), so every key it lists (or the service key) is required.
 pub(crate) fn client_keys() -> Result<Vec<String>, String> {
-    let raw = std::env::var(GATEWAY_API_KEY_ENV).unwrap_or_default();
+    let raw = crate::system::env_raw(GATEWAY_API_KEY_ENV).unwrap_or_default();
     let keys = metaforge_gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
     Ok(keys.into_iter().map(|k| k.key).collect())
 }
@@ -191,11 +186,8 @@ fn compose_remote_host(url: &str, api_key: Option<String>) -> Result<Arc<dyn Too
 
 /// In-process mode over the SQLite ledgers under METAFORGE_HOME.
 async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
-    let paths = StorePaths::resolve(
-        |name| std::env::var(name).ok(),
-        std::env::var_os("HOME").map(std::path::PathBuf::from),
-    )
-    .map_err(|e| e.to_string())?;
+    let paths =
+        StorePaths::resolve(crate::system::env_raw, crate::system::user_home()).map_err(|e| e.to_string())?;
     let (Some(approvals_path), Some(versions_path)) = (&paths.tool_approvals, &paths.flow_versions) else {
         tracing::warn!(
             event = "mcp_sidecar_ledgers_disabled",

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -85,7 +84,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         .map_err(|e| StartError::Config(e.to_string()))?;
     gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
     let approver_policy = approver_policy(!keys.is_empty())?;
-    let paths = StorePaths::resolve(|k| std::env::var(k).ok(), env("HOME").map(PathBuf::from))
+    let paths = StorePaths::resolve(crate::system::env_raw, crate::system::user_home())
         .map_err(|e| StartError::Config(e.to_string()))?;
     let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
         tracing::warn!(
@@ -359,9 +358,7 @@ async fn harness_config(
         }
         None => RoutingTable::default(),
     };
-    let env_routes: std::collections::BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k.starts_with(ROUTE_ENV_PREFIX))
-        .collect();
+    let env_routes = crate::system::env_with_prefix(ROUTE_ENV_PREFIX);
     for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
         if problem.blocks_start() {
             return Err(StartError::Config(format!("routing: {problem}")));
@@ -394,9 +391,11 @@ async fn gateway_pipeline(
 ) -> Result<(Option<Arc<ProviderPipeline>>, Option<Arc<UsageStoreSink>>), StartError> {
     use metaforge_domain::routing::{RouteCall, resolve_route};
     // A bad threshold refuses start even with no provider yet: it would bite the day one is added.
-    let env_vars: std::collections::BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| k == metaforge_domain::usage::RUN_SPEND_ALERT_ENV)
-        .collect();
+    let env_vars: std::collections::BTreeMap<String, String> =
+        crate::system::env_raw(metaforge_domain::usage::RUN_SPEND_ALERT_ENV)
+            .map(|v| (metaforge_domain::usage::RUN_SPEND_ALERT_ENV.to_owned(), v))
+            .into_iter()
+            .collect();
     let threshold =
         metaforge_domain::usage::spend_threshold_from_env(&env_vars).map_err(StartError::Config)?;
     let configured: Vec<String> = rows

@@ -5,7 +5,10 @@
 //!
 //! Included with `mod common;` from each test file that needs it; a file that uses only part of
 //! it puts `#[expect(dead_code, ...)]` on that line.
-
+#![expect(
+    clippy::disallowed_methods,
+    reason = "process tests read where peers live and the wall clock for their own waits"
+)]
 #![expect(
     clippy::expect_used,
     clippy::panic,

@@ -1,4 +1,8 @@
 //! Usage summary and health: unknown is null, never zero; bad windows name the field.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test reads the wall clock to stamp usage events"
+)]
 
 use axum::http::StatusCode;
 use metaforge_ports::{Billing, UsageEvent};
