@@ -20,6 +20,10 @@
     clippy::panic,
     reason = "process tests: a failure must stop the test loudly"
 )]
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the test reads its replay seed from its environment and seeds from the wall clock otherwise"
+)]
 
 #[expect(dead_code, reason = "shared process helpers; this test uses the gateway's")]
 mod common;
