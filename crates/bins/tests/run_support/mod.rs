@@ -1,9 +1,10 @@
-//! What the run process tests (`run_crash_loop.rs`, `run_events_kafka.rs`) share: a scripted
-//! OpenAI-compatible model that plays the three roles of a server-intelligence phase (planner,
-//! the phase worker calling `twin.commit_work_product` for every deliverable its brief names,
-//! evaluator), the environment that routes every role of a `metaforge gateway` to it, a gateway
-//! started with its log kept, HTTP exchanges that report a dead gateway instead of failing the
-//! test, and one driving step (answer every open gate, read the runs).
+//! What the run process tests (`run_crash_loop.rs`, `run_events_kafka.rs`, `runs_process.rs`)
+//! share: the scripted phase model of `metaforge_test_support::phase_model` (planner, the phase
+//! worker calling `twin.commit_work_product` for every deliverable its brief names, evaluator)
+//! told the product's worker prompt, the environment that routes every role of a
+//! `metaforge gateway` to it, a gateway started with its log kept, HTTP exchanges that report a
+//! dead gateway instead of failing the test, and reading a run's open gate, the runs, and whether
+//! a run was merged into the twin's `main`.
 //!
 //! Included with `mod run_support;` (after `mod common;`) from each test file that needs it.
 
@@ -12,259 +13,51 @@
     reason = "test helpers outside #[test] fns: a process that cannot start must fail the test loudly"
 )]
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use metaforge_test_support::upstream::{Received, Reply, Scripted};
+use metaforge_test_support::phase_model::{PhaseModelCalls, RolePrompts, ScriptedPhaseModel};
 use serde_json::{Value, json};
 
 use crate::common::{self, KEY, Process};
 
-/// The system prompt a phase worker's turn starts with (`metaforge_app::runs::PHASE_SYSTEM_PROMPT`).
-const WORKER_PROMPT: &str = metaforge_app::runs::PHASE_SYSTEM_PROMPT;
-/// How the planner's system prompt begins (`metaforge_agent::pge`).
-const PLANNER_PROMPT: &str = "You are the planner.";
-/// How the evaluator's system prompt begins (`metaforge_agent::pge`).
-const EVALUATOR_PROMPT: &str = "You are the evaluator.";
-/// The tool the worker records each deliverable with, as the registry names it for a provider
-/// (a native tool's id with `.` → `_`).
-pub(crate) const COMMIT_TOOL: &str = "twin_commit_work_product";
-/// The route every role of the gateway takes to the scripted model.
-const ROUTE: &str = "openai:gpt-4o-mini";
-
-/// What the scripted model was asked, by role.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct ModelCalls {
-    /// Planner calls by phase attempt key (`run:phase:attempt`): one per time the phase brain
-    /// took that attempt up, so a count above one is a phase re-run after a kill.
-    pub(crate) planner_by_key: BTreeMap<String, usize>,
-    /// Worker calls (each generator turn makes two: the tool calls, then the answer).
-    pub(crate) worker: usize,
-    /// Evaluator calls.
-    pub(crate) evaluator: usize,
-    /// Work products the worker asked to commit.
-    pub(crate) commits: usize,
-    /// Requests the script did not recognise (answered 500), each described.
-    pub(crate) unexpected: Vec<String>,
-}
-
-impl ModelCalls {
-    /// Phase attempts the brain took up more than once (a kill mid-phase), and how many extra
-    /// times in all.
-    pub(crate) fn reruns(&self) -> (usize, usize) {
-        let rerun = self.planner_by_key.values().filter(|n| **n > 1).count();
-        let extra = self.planner_by_key.values().map(|n| n.saturating_sub(1)).sum();
-        (rerun, extra)
-    }
-}
-
-/// The scripted model: a loopback OpenAI-compatible upstream living as long as the test's
-/// runtime, answering each request from what it reads in it.
+/// The scripted phase model (`metaforge_test_support::phase_model`) told the product's worker
+/// prompt, living as long as the test's runtime.
 pub(crate) struct ScriptedModel {
-    upstream: Scripted,
-    calls: Arc<Mutex<ModelCalls>>,
+    model: ScriptedPhaseModel,
 }
 
 impl ScriptedModel {
     /// Starts it on the current runtime.
     pub(crate) async fn start() -> Self {
-        let calls = Arc::new(Mutex::new(ModelCalls::default()));
-        let log = Arc::clone(&calls);
-        let upstream = Scripted::respond(move |request| {
-            let mut calls = log.lock().unwrap_or_else(PoisonError::into_inner);
-            answer(request, &mut calls)
-        })
-        .await;
-        Self { upstream, calls }
+        let prompts = RolePrompts::with_worker(metaforge_app::runs::PHASE_SYSTEM_PROMPT);
+        Self {
+            model: ScriptedPhaseModel::start(prompts).await,
+        }
     }
 
     /// What it was asked so far.
-    pub(crate) fn calls(&self) -> ModelCalls {
-        self.calls.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    pub(crate) fn calls(&self) -> PhaseModelCalls {
+        self.model.calls()
     }
 
-    /// The gateway environment that routes the phase worker, the planner and the evaluator (and
-    /// every other role, as the default route) to this model; the credentials file stays in
-    /// `home`. Also: no rate limit (the test polls), the native tool loop.
+    /// The gateway environment that routes every role to this model
+    /// (`phase_model::route_env`); the credentials file stays in `home`, and there is no rate
+    /// limit (the tests poll).
     pub(crate) fn gateway_env(&self, home: &Path) -> Vec<(&'static str, String)> {
-        vec![
-            ("HARNESS_OPENAI_BASE_URL", format!("{}/v1", self.upstream.url())),
-            ("OPENAI_API_KEY", "sk-test-scripted".to_owned()),
+        let mut vars = self.model.route_env();
+        vars.extend([
             (
                 "METAFORGE_CREDENTIALS_PATH",
                 home.join("credentials.json").display().to_string(),
             ),
-            ("METAFORGE_LLM_PROVIDER", "openai".to_owned()),
-            ("METAFORGE_LLM_MODEL", "gpt-4o-mini".to_owned()),
-            ("METAFORGE_ROUTE_PHASE_BRAIN", ROUTE.to_owned()),
-            ("METAFORGE_ROUTE_PLANNER", ROUTE.to_owned()),
-            ("METAFORGE_ROUTE_EVALUATOR", ROUTE.to_owned()),
-            ("METAFORGE_INTELLIGENCE", "server".to_owned()),
-            ("METAFORGE_AGENT_LOOP", "native".to_owned()),
             ("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0".to_owned()),
-        ]
+        ]);
+        vars
     }
-}
-
-/// The text of a chat message's `content` (a string or a list of text parts).
-fn text_of(content: &Value) -> String {
-    match content {
-        Value::String(text) => text.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        _ => String::new(),
-    }
-}
-
-/// The comma-separated list after `label` on its own line of `brief` (`(none)` → empty).
-fn listed(brief: &str, label: &str) -> Vec<String> {
-    brief
-        .lines()
-        .find_map(|line| line.strip_prefix(label))
-        .map(|rest| {
-            rest.split(',')
-                .map(|s| s.trim().trim_end_matches('.').to_owned())
-                .filter(|s| !s.is_empty() && s != "(none)")
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The phase attempt key the brief names: `… (task run:phase:attempt).`
-fn task_key(brief: &str) -> Option<String> {
-    let start = brief.find("(task ")? + "(task ".len();
-    let end = brief[start..].find(')')? + start;
-    Some(brief[start..end].to_owned())
-}
-
-/// The phase id the brief names: `Phase: Title ('id'), …`.
-fn phase_of(brief: &str) -> Option<String> {
-    let line = brief.lines().find(|l| l.starts_with("Phase: "))?;
-    let start = line.find("('")? + 2;
-    let end = line[start..].find("')")? + start;
-    Some(line[start..end].to_owned())
-}
-
-/// One chat completion answer in OpenAI's shape.
-fn completion(message: Value, finish: &str) -> Reply {
-    let body = json!({
-        "id": "chatcmpl-scripted", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 40, "completion_tokens": 8, "total_tokens": 48}
-    });
-    Reply::json(200, body.to_string())
-}
-
-fn unexpected(calls: &mut ModelCalls, what: String) -> Reply {
-    calls.unexpected.push(what.clone());
-    Reply::json(
-        500,
-        json!({"error": {"message": format!("the scripted model did not expect this: {what}")}}).to_string(),
-    )
-}
-
-/// The script: the role is read from the system prompt, the phase from the brief in the user
-/// message; the worker calls the commit tool once per deliverable (required and expected), and
-/// answers once the tool results are in.
-fn answer(request: &Received, calls: &mut ModelCalls) -> Reply {
-    let body = &request.body;
-    if body["stream"] == json!(true) {
-        return unexpected(calls, "a streamed completion".to_owned());
-    }
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let system = messages
-        .iter()
-        .find(|m| m["role"] == "system")
-        .map(|m| text_of(&m["content"]))
-        .unwrap_or_default();
-    let user = messages
-        .iter()
-        .find(|m| m["role"] == "user")
-        .map(|m| text_of(&m["content"]))
-        .unwrap_or_default();
-    if system.starts_with(PLANNER_PROMPT) {
-        let key = task_key(&user).unwrap_or_else(|| "(no key)".to_owned());
-        *calls.planner_by_key.entry(key).or_default() += 1;
-        return completion(
-            json!({"role": "assistant", "content": "1. Record every deliverable in the twin. 2. Summarise."}),
-            "stop",
-        );
-    }
-    if system.starts_with(EVALUATOR_PROMPT) {
-        calls.evaluator += 1;
-        return completion(
-            json!({"role": "assistant", "content": "{\"passed\": true, \"findings\": []}"}),
-            "stop",
-        );
-    }
-    if !system.starts_with(WORKER_PROMPT) {
-        return unexpected(
-            calls,
-            format!(
-                "a system prompt {:?}",
-                system.chars().take(60).collect::<String>()
-            ),
-        );
-    }
-    calls.worker += 1;
-    let mut deliverables = listed(
-        &user,
-        "Required deliverables (the gate checks these are recorded): ",
-    );
-    for artifact in listed(&user, "Expected artifacts: ") {
-        if !deliverables.contains(&artifact) {
-            deliverables.push(artifact);
-        }
-    }
-    let results = messages.iter().filter(|m| m["role"] == "tool").count();
-    if results > 0 {
-        return completion(
-            json!({"role": "assistant", "content": format!("Recorded {} in the twin.", deliverables.join(", "))}),
-            "stop",
-        );
-    }
-    let offered = body["tools"]
-        .as_array()
-        .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == COMMIT_TOOL));
-    if !offered {
-        return unexpected(
-            calls,
-            format!("a worker turn without {COMMIT_TOOL} among its tools"),
-        );
-    }
-    let phase = phase_of(&user).unwrap_or_default();
-    let tool_calls: Vec<Value> = deliverables
-        .iter()
-        .enumerate()
-        .map(|(i, artifact)| {
-            let arguments = json!({
-                "artifact": artifact,
-                "title": format!("{artifact} ({phase})"),
-                "content": format!("{artifact} recorded by phase {phase}"),
-            });
-            json!({"id": format!("call_{i}"), "type": "function",
-                   "function": {"name": COMMIT_TOOL, "arguments": arguments.to_string()}})
-        })
-        .collect();
-    if tool_calls.is_empty() {
-        return completion(
-            json!({"role": "assistant", "content": "Nothing to record in this phase."}),
-            "stop",
-        );
-    }
-    calls.commits += tool_calls.len();
-    completion(
-        json!({"role": "assistant", "content": null, "tool_calls": tool_calls}),
-        "tool_calls",
-    )
 }
 
 /// `metaforge gateway` on a free loopback port over `home` with `vars`, its stderr appended to
