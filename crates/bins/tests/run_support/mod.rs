@@ -44,20 +44,25 @@ impl ScriptedModel {
         self.model.calls()
     }
 
-    /// The gateway environment that routes every role to this model
-    /// (`phase_model::route_env`); the credentials file stays in `home`, and there is no rate
-    /// limit (the tests poll).
+    /// [`gateway_env`] for this model.
     pub(crate) fn gateway_env(&self, home: &Path) -> Vec<(&'static str, String)> {
-        let mut vars = self.model.route_env();
-        vars.extend([
-            (
-                "METAFORGE_CREDENTIALS_PATH",
-                home.join("credentials.json").display().to_string(),
-            ),
-            ("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0".to_owned()),
-        ]);
-        vars
+        gateway_env(&self.model.base_url(), home)
     }
+}
+
+/// The gateway environment that routes every role to the scripted phase model at `base_url`
+/// (`phase_model::route_env`); the credentials file stays in `home`, and there is no rate limit
+/// (the tests poll).
+pub(crate) fn gateway_env(base_url: &str, home: &Path) -> Vec<(&'static str, String)> {
+    let mut vars = metaforge_test_support::phase_model::route_env(base_url);
+    vars.extend([
+        (
+            "METAFORGE_CREDENTIALS_PATH",
+            home.join("credentials.json").display().to_string(),
+        ),
+        ("METAFORGE_GATEWAY_RATE_LIMIT_PER_MINUTE", "0".to_owned()),
+    ]);
+    vars
 }
 
 /// `metaforge gateway` on a free loopback port over `home` with `vars`, its stderr appended to
