@@ -133,6 +133,22 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
+    // So is the binary's Kafka run-events test (required-features kafka).
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "-p",
+            "metaforge-bins",
+            "--features",
+            "kafka",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     layering::check()?;
     doc_check::run()?;
     alerts()?;
