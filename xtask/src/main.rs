@@ -11,7 +11,8 @@
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
-//! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`, `bench gateway`, `bench mcp`, `bench agent`).
+//! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`, `bench gateway`, `bench mcp`, `bench agent`,
+//!   `bench runs`).
 //! - `api-fuzz` — schemathesis against a running gateway's `/openapi.json` (zero failures to pass).
 //! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
 
@@ -27,6 +28,7 @@ mod bench_gateway;
 mod bench_kit;
 mod bench_mcp;
 mod bench_pipeline;
+mod bench_runs;
 mod doc_check;
 mod e2e;
 mod layering;
@@ -55,6 +57,9 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("gateway") => bench_gateway::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("agent") => bench_agent::run(),
+        Some("bench") if args.get(1).map(String::as_str) == Some("runs") => {
+            bench_runs::run(args.get(2).map(String::as_str))
+        }
         Some("bench") if args.get(1).map(String::as_str) == Some("upstream") => {
             let port = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
             bench_kit::serve_upstream(port)
@@ -62,7 +67,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|upstream PORT>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [N]|upstream PORT>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }
@@ -128,6 +133,22 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
+    // So is the binary's Kafka run-events test (required-features kafka).
+    run(
+        "cargo",
+        &[
+            "clippy",
+            "-p",
+            "metaforge-bins",
+            "--features",
+            "kafka",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     layering::check()?;
     doc_check::run()?;
     alerts()?;
@@ -179,7 +200,8 @@ fn test() -> Result<()> {
     test_with(&[])
 }
 
-/// nextest over the workspace, the feature-gated store engines and the doctests, with `envs` added.
+/// nextest over the workspace, the feature-gated store engines, the binary's Kafka run events and
+/// the doctests, with `envs` added.
 fn test_with(envs: &[(&str, &str)]) -> Result<()> {
     run_env(
         "cargo",
@@ -199,6 +221,24 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
             "metaforge-adapters-store",
             "--features",
             "falkordb,kafka,crash-harness",
+        ],
+        envs,
+    )?;
+    // The binary's Kafka event bus: a run's events read back from their topics on a tansu broker
+    // the test starts (bundled librdkafka, so behind the bins' `kafka` feature).
+    run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-bins",
+            "--features",
+            "kafka",
+            "--test",
+            "run_events_kafka",
         ],
         envs,
     )?;

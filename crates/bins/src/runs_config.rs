@@ -10,11 +10,11 @@ use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
     RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain, UnavailableEngine,
-    parse_flow_engine, parse_intelligence,
+    parse_flow_engine, parse_gate_timeout, parse_intelligence,
 };
 use metaforge_ports::{
     ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
-    IntelligenceMode, RunLedger, TwinStore, UsageStore,
+    IntelligenceMode, RunLedger, RunSettings, TwinStore, UsageStore,
 };
 
 use crate::cmd::serve::StartError;
@@ -97,6 +97,9 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     let default_intelligence =
         parse_intelligence(env(metaforge_app::runs::settings::INTELLIGENCE_ENV).as_deref())
             .map_err(|e| StartError::Config(e.to_string()))?;
+    let gate_timeout_seconds =
+        parse_gate_timeout(env(metaforge_app::runs::settings::GATE_TIMEOUT_ENV).as_deref())
+            .map_err(|e| StartError::Config(e.to_string()))?;
     let open = |what: &str, path: &Path, e: metaforge_ports::PortError| {
         StartError::Runtime(format!("{what} {}: {e}", path.display()))
     };
@@ -166,6 +169,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                 settled = report.settled.len(),
                 unresumable = report.failed.len(),
                 default_intelligence = default_intelligence.as_str(),
+                gate_timeout_seconds = ?gate_timeout_seconds,
                 "design-flow runs resume at their last boundary"
             );
             for (run, reason) in &report.failed {
@@ -189,7 +193,10 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         service_ports,
         RunServiceSettings {
             default_intelligence,
-            ..RunServiceSettings::default()
+            run: RunSettings {
+                gate_timeout_seconds,
+                ..RunSettings::default()
+            },
         },
     ));
     let engine: Arc<dyn FlowEngine> = engine;

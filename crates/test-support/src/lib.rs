@@ -2,8 +2,8 @@
 //! generator, and one generic contract suite per port that every adapter of that port runs; and
 //! the harness every test binary shares: bound loopback listeners ([`net`]), the npm/pip peers and
 //! the skip-or-fail decision when one is missing ([`peers`]), children killed with their process
-//! group ([`process`]), one scripted OpenAI-compatible upstream ([`upstream`]) and the rule case
-//! tables ([`cases`]).
+//! group ([`process`]), one scripted OpenAI-compatible upstream ([`upstream`]), the scripted model that
+//! does a design-flow phase on it ([`phase_model`]) and the rule case tables ([`cases`]).
 //!
 //! The doubles exist for unit tests only. Nothing in production code may depend on this crate
 //! (adapters take it as a dev-dependency), so a double can never be selected silently at run time.
@@ -18,6 +18,7 @@ pub mod contracts;
 pub mod doubles;
 pub mod net;
 pub mod peers;
+pub mod phase_model;
 pub mod process;
 pub mod upstream;
 

@@ -82,7 +82,15 @@ impl Scripted {
 
     /// Answers each request with what `responder` makes of it.
     pub async fn respond(responder: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Self {
-        let listener = net::tokio_listener().await;
+        Self::respond_on(net::tokio_listener().await, responder)
+    }
+
+    /// [`Scripted::respond`] on a listener the caller bound (a program serving on a port it was
+    /// told, such as the `scripted_phase_model` example).
+    pub fn respond_on(
+        listener: tokio::net::TcpListener,
+        responder: impl Fn(&Received) -> Reply + Send + Sync + 'static,
+    ) -> Self {
         let url = listener
             .local_addr()
             .map(|addr| format!("http://{addr}"))

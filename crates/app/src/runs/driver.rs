@@ -457,24 +457,18 @@ impl Driver {
         gate_approval_id(self.run_id(), phase, attempt)
     }
 
-    /// The effect the event itself asks for: a decided or expired gate's hold is closed.
+    /// The effect the event itself asks for: a decided or expired gate's hold ([`event_hold`]) is
+    /// closed.
     async fn event_effect(&mut self, event: &RunEvent, state: &RunState) -> bool {
         let approvals = Arc::clone(&self.shared.ports.approvals);
         match event {
             RunEvent::GateDecided {
-                phase,
                 decision,
                 approver,
                 surface,
                 ..
             } => {
-                let attempt = state
-                    .decisions
-                    .iter()
-                    .rev()
-                    .find(|d| d.phase == *phase && !d.auto)
-                    .map_or(0, |d| d.attempt);
-                let id = gate_approval_id(self.run_id(), phase, attempt);
+                let id = event_hold(self.run_id(), event, state).unwrap_or_default();
                 let decided = approvals
                     .decide(
                         &id,
@@ -491,8 +485,8 @@ impl Driver {
                 }
                 self.hold_result(&id, decided)
             }
-            RunEvent::GateExpired { phase, .. } => {
-                let id = self.hold_id(state, phase);
+            RunEvent::GateExpired { .. } => {
+                let id = event_hold(self.run_id(), event, state).unwrap_or_default();
                 let resolved = approvals
                     .resolve(
                         &id,
@@ -793,5 +787,32 @@ impl Driver {
             attempt,
             token,
         });
+    }
+}
+
+/// The gate hold `event` itself decides (a person's decision) or times out (an expiry), as of
+/// `state`, the state right after it; `None` for every other event. The driver closes it as the
+/// event's effect, also on resume; the start-up sweep of stray holds leaves it to the driver.
+pub(crate) fn event_hold(run_id: &str, event: &RunEvent, state: &RunState) -> Option<String> {
+    match event {
+        RunEvent::GateDecided { phase, .. } => {
+            let attempt = state
+                .decisions
+                .iter()
+                .rev()
+                .find(|d| d.phase == *phase && !d.auto)
+                .map_or(0, |d| d.attempt);
+            Some(gate_approval_id(run_id, phase, attempt))
+        }
+        RunEvent::GateExpired { phase, .. } => {
+            let attempt = state.phase(phase).map_or(0, |p| p.attempt);
+            Some(gate_approval_id(run_id, phase, attempt))
+        }
+        RunEvent::PhaseStarted { .. }
+        | RunEvent::PhaseFinished { .. }
+        | RunEvent::PhaseFailed { .. }
+        | RunEvent::GateOpened { .. }
+        | RunEvent::FlowChanged { .. }
+        | RunEvent::Canceled { .. } => None,
     }
 }

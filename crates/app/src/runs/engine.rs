@@ -6,7 +6,7 @@
 //! notices keyed by run, sequence and index). After a crash, [`EmbeddedEngine::resume_all`]
 //! re-acts from the last transition and the reducer's `resume`, so nothing is duplicated.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use metaforge_domain::run::{FrozenFlow, start};
 use metaforge_ports::{
     ApprovalKind, ApprovalLedger, BusEvent, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind,
     FlowVersionStore, GateAnswer, IdGen, PhaseBrain, PortError, PortErrorKind, RunLedger, RunRecord,
-    RunState, RunTransition, RunView, StartRun, TwinStore, WaiterResolution,
+    RunState, RunTransition, RunView, StartRun, TwinStore, WaiterResolution, gate_approval_id,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -282,6 +282,7 @@ impl EmbeddedEngine {
         }
         let mut report = ResumeReport::default();
         let mut parked: HashMap<String, Option<String>> = HashMap::new();
+        let mut resumed_holds: HashSet<String> = HashSet::new();
         for record in unsettled {
             match record.flow_engine {
                 FlowEngineKind::Embedded => {}
@@ -313,6 +314,21 @@ impl EmbeddedEngine {
                 record.id.clone(),
                 latest.state.gate.as_ref().and_then(|g| g.approval_id.clone()),
             );
+            // The resumed driver owns two holds the sweep must not race it to a cancel: the one
+            // its open gate waits at, even before the transition naming it is persisted (the park
+            // may have landed just before a kill), and the one the last transition's own event
+            // decides (the resume re-acts that decision with the person as approver).
+            if let Some(gate) = &latest.state.gate {
+                let attempt = latest.state.phase(&gate.phase).map_or(0, |p| p.attempt);
+                resumed_holds.insert(gate_approval_id(&record.id, &gate.phase, attempt));
+            }
+            if let Some(hold) = latest
+                .event
+                .as_ref()
+                .and_then(|event| super::driver::event_hold(&record.id, event, &latest.state))
+            {
+                resumed_holds.insert(hold);
+            }
             let terminal = latest.state.status.is_terminal();
             tracing::info!(event = "run_resumed", run_id = %record.id, seq = latest.seq, status = latest.state.status.as_str(), "picking up a run at its last boundary");
             if terminal {
@@ -322,13 +338,18 @@ impl EmbeddedEngine {
             }
             self.shared.spawn_driver(flow, record, latest, Opening::Resume);
         }
-        report.closed_holds = self.close_stray_gate_holds(&parked).await;
+        report.closed_holds = self.close_stray_gate_holds(&parked, &resumed_holds).await;
         Ok(report)
     }
 
     /// Closes gate holds still open for runs this start-up loaded whose state no longer parks
-    /// at them (a decision or cancel recorded in the run whose hold update was lost).
-    async fn close_stray_gate_holds(&self, parked: &HashMap<String, Option<String>>) -> Vec<String> {
+    /// at them (a decision or cancel recorded in the run whose hold update was lost) — except
+    /// those in `resumed`, which the resumed drivers decide as their last transition says.
+    async fn close_stray_gate_holds(
+        &self,
+        parked: &HashMap<String, Option<String>>,
+        resumed: &HashSet<String>,
+    ) -> Vec<String> {
         let pending = match self.shared.ports.approvals.list_pending().await {
             Ok(pending) => pending,
             Err(e) => {
@@ -352,7 +373,7 @@ impl EmbeddedEngine {
             let Some(waiting_at) = parked.get(run_id) else {
                 continue;
             };
-            if waiting_at.as_deref() == Some(hold.id.as_str()) {
+            if waiting_at.as_deref() == Some(hold.id.as_str()) || resumed.contains(&hold.id) {
                 continue;
             }
             let reason = Some(format!("run {run_id} no longer waits at this gate"));

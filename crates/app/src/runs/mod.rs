@@ -34,5 +34,7 @@ pub use service::{
     RunServiceError, RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id,
     parse_event_id,
 };
-pub use settings::{RunSettingError, parse_flow_engine, parse_intelligence, resolve_intelligence};
+pub use settings::{
+    RunSettingError, parse_flow_engine, parse_gate_timeout, parse_intelligence, resolve_intelligence,
+};
 pub use unavailable::UnavailableEngine;

@@ -1,6 +1,6 @@
 //! The deployment's run settings, parsed strictly: `METAFORGE_FLOW_ENGINE` (which engine runs
-//! design flows) and `METAFORGE_INTELLIGENCE` (who does phase work when a run request does not
-//! say). Only the binary reads the environment; it hands the raw values here. A value that is
+//! design flows), `METAFORGE_INTELLIGENCE` (who does phase work when a run request does not
+//! say) and `METAFORGE_GATE_TIMEOUT_SECONDS` (how long a human gate stays open). Only the binary reads the environment; it hands the raw values here. A value that is
 //! not one of the accepted ones is an error naming the variable and every accepted value — never a
 //! quiet fall-through to the default (FORGE-401/581).
 
@@ -11,6 +11,9 @@ pub const FLOW_ENGINE_ENV: &str = "METAFORGE_FLOW_ENGINE";
 /// The variable giving the deployment's default intelligence mode (`server`, the default, or
 /// `client`).
 pub const INTELLIGENCE_ENV: &str = "METAFORGE_INTELLIGENCE";
+/// The variable giving how long a human gate of a new run stays open before it expires as a
+/// rejection (FORGE-401: "a gate that expires is a rejection"); unset: gates wait for a person.
+pub const GATE_TIMEOUT_ENV: &str = "METAFORGE_GATE_TIMEOUT_SECONDS";
 /// The run request's field choosing the intelligence mode of one run.
 pub const INTELLIGENCE_FIELD: &str = "intelligence";
 
@@ -48,6 +51,23 @@ pub fn parse_flow_engine(value: Option<&str>) -> Result<FlowEngineKind, RunSetti
 /// anything else is an error (the binary refuses to start).
 pub fn parse_intelligence(value: Option<&str>) -> Result<IntelligenceMode, RunSettingError> {
     parse_mode(INTELLIGENCE_ENV, value, IntelligenceMode::Server)
+}
+
+/// Parses `METAFORGE_GATE_TIMEOUT_SECONDS`: unset or empty → `None` (no deadline); a whole
+/// number of seconds, 1 or more → that; anything else (0, a unit, a fraction) is an error — a
+/// gate that expires at once, or never while the operator thinks it does, is not a default.
+pub fn parse_gate_timeout(value: Option<&str>) -> Result<Option<u64>, RunSettingError> {
+    match value.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(text) => match text.parse::<u64>() {
+            Ok(seconds) if seconds > 0 => Ok(Some(seconds)),
+            Ok(_) | Err(_) => Err(RunSettingError {
+                name: GATE_TIMEOUT_ENV,
+                value: text.to_owned(),
+                accepted: "a whole number of seconds, 1 or more (unset: gates wait for a person)",
+            }),
+        },
+    }
 }
 
 /// The intelligence mode of one run: the request's `intelligence` when it names one, else the
@@ -93,6 +113,21 @@ mod tests {
             let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
             assert!(
                 text.contains(FLOW_ENGINE_ENV) && text.contains("embedded, temporal") && text.contains(bad),
+                "{bad}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gate_timeout_is_whole_seconds_or_unset_and_anything_else_names_the_variable() {
+        assert_eq!(parse_gate_timeout(None), Ok(None));
+        assert_eq!(parse_gate_timeout(Some(" ")), Ok(None));
+        assert_eq!(parse_gate_timeout(Some(" 90\n")), Ok(Some(90)));
+        for bad in ["0", "-1", "1.5", "90s", "soon"] {
+            let err = parse_gate_timeout(Some(bad)).err();
+            let text = err.as_ref().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                text.contains(GATE_TIMEOUT_ENV) && text.contains(bad),
                 "{bad}: {text}"
             );
         }
