@@ -1,13 +1,15 @@
 //! `cargo xtask readme-check`: runs the README's walk-through, as written, against a real
 //! `metaforge up`, so the walk-through cannot drift from the binary again.
 //!
-//! Every ```` ```sh ```` block of the `## Walk-through` and `## Chat with the agent` sections is
-//! run, in order, as one bash script under `set -euo pipefail`, from the repository root, with
+//! Every ```` ```sh ```` block of the `## Walk-through`, `## Run the flow` and `## Chat with the
+//! agent` sections is run, in order, as one bash script under `set -euo pipefail`, from the repository root, with
 //! the freshly built `metaforge` first on `PATH` (as `cargo install` would put it) and `metaforge
 //! up` listening on the README's own addresses over a scratch `METAFORGE_HOME`. The chat section
 //! needs a model and a tool server: the check gives `up` aimock (the fixtures of the chat process
 //! tests) as its OpenAI provider for the `chat` role and server-everything in the servers file,
-//! as the README tells a reader to configure their own. The check fails
+//! as the README tells a reader to configure their own; the run section needs the phase roles: the
+//! check starts the README's scripted phase model example and routes them to it (provider
+//! `vllm`), as the README shows. The check fails
 //! when a command fails, a command is not found, or a field the README selects with jq comes
 //! back `null` (the sign of a renamed field).
 
@@ -29,6 +31,10 @@ const MUST_NOT_BE_NULL: &[&str] = &[
     "content_hash",
     "error",
     "message",
+    "flow_engine",
+    "flow_content_hash",
+    "phase",
+    "artifact",
 ];
 
 /// Kills the server when the check ends, however it ends.
@@ -47,6 +53,17 @@ pub(crate) fn run() -> Result<()> {
     let script = walkthrough_script(&readme)?;
     crate::setup::ensure()?;
     crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
+    crate::run(
+        "cargo",
+        &[
+            "build",
+            "--locked",
+            "-p",
+            "metaforge-bins",
+            "--example",
+            "scripted_phase_model",
+        ],
+    )?;
     let target = MetadataCommand::new()
         .no_deps()
         .exec()
@@ -63,10 +80,13 @@ pub(crate) fn run() -> Result<()> {
         .context("cannot create the server log")?;
     let (model, model_env) = start_model(&home)?;
     let _model = Server(model);
+    let (phase_model, phase_env) = start_phase_model(&bin_dir.join("examples").join("scripted_phase_model"))?;
+    let _phase_model = Server(phase_model);
     let mut child = Command::new(bin_dir.join("metaforge").as_std_path())
         .arg("up")
         .env("METAFORGE_HOME", &home)
         .envs(model_env)
+        .envs(phase_env)
         .env_remove("METAFORGE_GATEWAY_API_KEY")
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
@@ -166,6 +186,40 @@ fn start_model(home: &std::path::Path) -> Result<(Child, Vec<(String, String)>)>
     Ok((child, env))
 }
 
+/// The README's scripted phase model on a free port, and the environment that routes the phase
+/// roles to it the way the README does (provider `vllm`, so the chat role keeps its own model).
+fn start_phase_model(binary: &cargo_metadata::camino::Utf8Path) -> Result<(Child, Vec<(String, String)>)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let mut child = Command::new(binary.as_std_path())
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {binary}"))?;
+    let mut ready = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        BufReader::new(stdout)
+            .read_line(&mut ready)
+            .context("reading the phase model's ready line")?;
+    }
+    if !ready.contains("listening") {
+        let _ = child.kill();
+        bail!("the scripted phase model did not start: {ready:?}");
+    }
+    let route = "vllm:scripted".to_owned();
+    let env = vec![
+        (
+            "HARNESS_VLLM_BASE_URL".to_owned(),
+            format!("http://127.0.0.1:{port}/v1"),
+        ),
+        ("METAFORGE_AGENT_LOOP".to_owned(), "native".to_owned()),
+        ("METAFORGE_ROUTE_PHASE_BRAIN".to_owned(), route.clone()),
+        ("METAFORGE_ROUTE_PLANNER".to_owned(), route.clone()),
+        ("METAFORGE_ROUTE_EVALUATOR".to_owned(), route),
+    ];
+    Ok((child, env))
+}
+
 /// The two banner lines of `metaforge up` (gateway, sidecar), or why they never came.
 fn read_banners(stdout: Option<std::process::ChildStdout>) -> Result<Vec<String>> {
     let stdout = stdout.context("metaforge up has no stdout")?;
@@ -192,7 +246,9 @@ fn walkthrough_script(readme: &str) -> Result<String> {
     let mut script = String::new();
     for line in readme.lines() {
         if line.starts_with("## ") {
-            in_section = line.starts_with("## Walk-through") || line.starts_with("## Chat with the agent");
+            in_section = line.starts_with("## Walk-through")
+                || line.starts_with("## Run the flow")
+                || line.starts_with("## Chat with the agent");
             continue;
         }
         if !in_section {
@@ -211,7 +267,9 @@ fn walkthrough_script(readme: &str) -> Result<String> {
         }
     }
     if script.trim().is_empty() {
-        bail!("README.md has no sh blocks under a '## Walk-through' or '## Chat with the agent' heading");
+        bail!(
+            "README.md has no sh blocks under a '## Walk-through', '## Run the flow' or '## Chat with the agent' heading"
+        );
     }
     Ok(script)
 }
@@ -224,10 +282,11 @@ mod tests {
     fn only_the_sh_blocks_of_the_walkthrough_section_are_run() {
         let readme = "# T\n## On a fresh machine\n```sh\ncargo run\n```\n## Walk-through: x\ntext\n```sh\necho one\n```\n\
                       ```json\n{}\n```\n```sh\necho two\n```\n## The CLI\n```sh\nmetaforge up\n```\n\
-                      ## Chat with the agent\n```sh\necho three\n```\n";
+                      ## Run the flow: y\n```\nnot run\n```\n```sh\necho three\n```\n\
+                      ## Chat with the agent\n```sh\necho four\n```\n";
         assert_eq!(
             walkthrough_script(readme).ok().as_deref(),
-            Some("echo one\n\necho two\n\necho three\n\n")
+            Some("echo one\n\necho two\n\necho three\n\necho four\n\n")
         );
         assert!(walkthrough_script("# nothing\n").is_err());
     }
