@@ -199,6 +199,36 @@ fn a_thread_stream_carries_the_turn_to_agent_done_and_the_stored_thread_has_the_
     assert_eq!(roles, ["user", "tool", "assistant"]);
 }
 
+/// The first hold awaiting a person, within 30 s.
+fn first_pending_hold(addr: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, approvals) = http(addr, "GET", "/v1/approvals", None);
+        if let Some(hold) = approvals["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["status"] == "awaiting_approval")
+        {
+            return hold.clone();
+        }
+        assert!(Instant::now() < deadline, "no hold appeared: {approvals}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Approves `hold` as the operator, from a second terminal.
+fn approve(addr: &str, hold: &Value) -> Value {
+    let (status, decided) = http(
+        addr,
+        "POST",
+        &format!("/v1/approvals/{}/decision", hold["id"].as_str().unwrap()),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    decided
+}
+
 #[test]
 fn a_held_call_waits_for_a_decision_from_a_second_terminal_and_the_turn_continues() {
     let home = tempfile::tempdir().unwrap();
@@ -206,29 +236,10 @@ fn a_held_call_waits_for_a_decision_from_a_second_terminal_and_the_turn_continue
         return;
     };
     let child = chat(&addr, &["-m", "turn on logging please"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let hold = loop {
-        let (_, approvals) = http(&addr, "GET", "/v1/approvals", None);
-        if let Some(hold) = approvals["approvals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["status"] == "awaiting_approval")
-        {
-            break hold.clone();
-        }
-        assert!(Instant::now() < deadline, "no hold appeared: {approvals}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let hold = first_pending_hold(&addr);
     assert_eq!(hold["tool"], "everything.toggle-simulated-logging");
     assert_eq!(hold["kind"], "tool_call");
-    let (status, decided) = http(
-        &addr,
-        "POST",
-        &format!("/v1/approvals/{}/decision", hold["id"].as_str().unwrap()),
-        Some(&json!({"decision": "approve"})),
-    );
-    assert_eq!(status, 200, "{decided}");
+    let decided = approve(&addr, &hold);
     assert_eq!(decided["approver"], "ops");
     let (code, out, err) = finish(child, Duration::from_secs(60));
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
@@ -253,28 +264,9 @@ fn a_twin_write_from_a_turn_is_held_once_announced_on_the_turn_and_committed_aft
         return;
     };
     let child = chat(&addr, &["-m", "record the bracket drawing in the twin"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let hold = loop {
-        let (_, approvals) = http(&addr, "GET", "/v1/approvals", None);
-        if let Some(hold) = approvals["approvals"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|a| a["status"] == "awaiting_approval")
-        {
-            break hold.clone();
-        }
-        assert!(Instant::now() < deadline, "no hold appeared: {approvals}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let hold = first_pending_hold(&addr);
     assert_eq!(hold["tool"], "twin.commit_work_product");
-    let (status, decided) = http(
-        &addr,
-        "POST",
-        &format!("/v1/approvals/{}/decision", hold["id"].as_str().unwrap()),
-        Some(&json!({"decision": "approve"})),
-    );
-    assert_eq!(status, 200, "{decided}");
+    assert_eq!(approve(&addr, &hold)["status"], "approved");
     let (code, out, err) = finish(child, Duration::from_secs(60));
     assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
     // The turn itself announced the hold (the terminal showed it), not only the ledger.
