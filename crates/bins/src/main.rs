@@ -7,6 +7,8 @@ mod cmd;
 mod listen;
 mod providers_config;
 mod runs_config;
+#[cfg(feature = "temporal")]
+mod runs_temporal;
 mod system;
 mod tool_servers;
 
