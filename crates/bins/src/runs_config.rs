@@ -186,13 +186,21 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             (Arc::clone(&engine) as Arc<dyn RunEngine>, Some(engine))
         }
         #[cfg(feature = "temporal")]
-        FlowEngineKind::Temporal => (
-            Arc::new(crate::runs_temporal::TemporalRunEngine::new(
+        FlowEngineKind::Temporal => {
+            let engine = Arc::new(crate::runs_temporal::TemporalRunEngine::new(
                 Arc::clone(&runs),
                 Arc::clone(&inputs.clock),
-            )) as Arc<dyn RunEngine>,
-            None,
-        ),
+            ));
+            // A phase worker's twin writes (in the worker process) and a client's (through the
+            // gateway's sidecar) are scoped by the run's phase in flight, asked of the workflow.
+            inputs
+                .run_scopes
+                .set(Arc::new(metaforge_app::twin::EngineRunScopes::new(
+                    Arc::clone(&engine) as Arc<dyn FlowEngine>,
+                    Some(Arc::clone(&tasks)),
+                )));
+            (engine as Arc<dyn RunEngine>, None)
+        }
         #[cfg(not(feature = "temporal"))]
         FlowEngineKind::Temporal => (
             Arc::new(metaforge_app::runs::UnavailableEngine::temporal_not_built(
