@@ -171,9 +171,11 @@ impl SidecarServer {
             session,
             input_channel: input_channel(context),
         };
+        // A client never vouches for its own approval: `approved_hold` is for in-process callers.
         let facts = CallFacts {
             identity,
             answers: None,
+            approved_hold: None,
         };
         (caller, facts)
     }

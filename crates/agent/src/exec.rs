@@ -12,7 +12,7 @@ use metaforge_domain::compaction::truncate_observation;
 use metaforge_domain::grounding::TurnStep;
 use metaforge_domain::tool_cap::ToolOrigin;
 use metaforge_domain::tool_gating::{
-    Caller, Decision, call_failed_envelope, canonical_call_key, decide, invalid_arguments_envelope,
+    Caller, Decision, ToolSpec, call_failed_envelope, canonical_call_key, decide, invalid_arguments_envelope,
     tool_error_envelope,
 };
 use metaforge_ports::{
@@ -272,7 +272,19 @@ impl<'a> TurnExec<'a> {
         if let Some(stored) = hit {
             return record(&tool.id, cached_view(stored), true, None);
         }
-        let verdict = decide(&tool.gate, &self.settings.caller, &call.arguments);
+        // A forward-mode turn leaves a host-enforced tool's ask tier to its host (see
+        // `ToolPolicy::host_enforced`); every other rule of the gate still applies here.
+        let forwarded;
+        let gate = if tool.host_enforced && matches!(self.settings.approval_mode, ApprovalMode::Forward) {
+            forwarded = ToolSpec {
+                requires_approval: false,
+                ..tool.gate.clone()
+            };
+            &forwarded
+        } else {
+            &tool.gate
+        };
+        let verdict = decide(gate, &self.settings.caller, &call.arguments);
         let mut approval_id = None;
         match verdict.decision {
             Decision::Refuse if !verdict.validation_errors.is_empty() => {
@@ -314,7 +326,12 @@ impl<'a> TurnExec<'a> {
             () = self.cancel.cancelled() => {
                 return record(&tool.id, canceled_envelope(&tool.id), false, approval_id);
             }
-            result = self.ports.tools.call(tool, arguments) => result,
+            result = async {
+                match &approval_id {
+                    Some(id) => self.ports.tools.call_approved(tool, arguments, id).await,
+                    None => self.ports.tools.call(tool, arguments).await,
+                }
+            } => result,
         };
         let value = match result {
             Ok(output) if output.is_error => tool_error_envelope(&tool.id, &output),

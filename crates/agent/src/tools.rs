@@ -28,6 +28,8 @@ pub struct AgentTool {
     pub descriptor: ToolDescriptor,
     /// How the gating rule sees it (name = registry id, schema, gates, ask tier, annotation).
     pub gate: ToolSpec,
+    /// Its host applies the same gating itself ([`ToolPolicy::host_enforced`]).
+    pub host_enforced: bool,
 }
 
 impl AgentTool {
@@ -49,12 +51,14 @@ impl AgentTool {
             requires_approval: policy.holds(&id),
             annotation: Annotation::from_hints(&descriptor.hints),
         };
+        let host_enforced = policy.host_enforced.contains(&id);
         Self {
             id,
             provider_name,
             origin,
             descriptor,
             gate,
+            host_enforced,
         }
     }
 
@@ -79,6 +83,19 @@ pub trait ToolBox: Send + Sync {
     /// Runs one already validated and gated call. A tool that ran and failed is `Ok` with
     /// `is_error`; `Err` means no result was reached.
     async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
+
+    /// Runs a call the loop held and a person approved (hold `approval_id`): a box whose tools
+    /// hold on their own (the sidecar's ask tier) passes the approval down so the call is not
+    /// held twice; the default is [`ToolBox::call`].
+    async fn call_approved(
+        &self,
+        tool: &AgentTool,
+        arguments: Map<String, Value>,
+        approval_id: &str,
+    ) -> Result<ToolOutput, PortError> {
+        let _ = approval_id;
+        self.call(tool, arguments).await
+    }
 }
 
 impl ToolPolicy {
@@ -112,4 +129,10 @@ pub struct ToolPolicy {
     pub requires_approval: BTreeSet<String>,
     /// Registry id → static gates it declares (`twin_write`, `project_write`).
     pub required_gates: BTreeMap<String, Vec<String>>,
+    /// Native ids whose host applies the same gating to every call itself (the sidecar's ask
+    /// tier, e.g. the twin writes). A turn that holds calls holds these itself, so it can
+    /// announce the hold and ask in the terminal, then passes the approval down; a forward-mode
+    /// turn (a design-flow phase) leaves them to the host's own check, as it forwards an MCP
+    /// tool — FORGE-490's refusal is for in-process tools nothing else checks.
+    pub host_enforced: BTreeSet<String>,
 }

@@ -4,6 +4,7 @@
 
 mod chat_config;
 mod cmd;
+mod ledgers;
 mod listen;
 mod providers_config;
 mod runs_config;

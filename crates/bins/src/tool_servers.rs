@@ -105,6 +105,7 @@ pub(crate) fn sidecar_natives(
     let host = natives_host(approvals, versions, clock, ids, generator, twin);
     Natives {
         gates: host.declared_gates(),
+        holds: host.declared_holds(),
         host: Arc::new(host),
     }
 }
@@ -159,6 +160,9 @@ pub(crate) struct Natives {
     pub(crate) host: Arc<dyn ToolHost>,
     /// Tool id → the gates it declares.
     pub(crate) gates: std::collections::BTreeMap<String, Vec<String>>,
+    /// The ask-tier tools: the agent loop holds them itself (and says so on the turn's stream),
+    /// then passes the approved hold to the host, which runs the call without a second hold.
+    pub(crate) holds: std::collections::BTreeSet<String>,
 }
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
@@ -178,7 +182,8 @@ async fn compose_tools_from(
     let mut scope = DomainScope::seed();
     let mut policy = ToolPolicy {
         required_gates: natives.gates.clone(),
-        ..ToolPolicy::default()
+        requires_approval: natives.holds.clone(),
+        host_enforced: natives.holds.clone(),
     };
     let mut builder = ToolRegistry::builder().natives(Arc::clone(&natives.host));
     for config in servers {

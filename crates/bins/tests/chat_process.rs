@@ -245,3 +245,65 @@ fn a_held_call_waits_for_a_decision_from_a_second_terminal_and_the_turn_continue
         "Simulated logging is toggled on the everything server, after your approval."
     );
 }
+
+#[test]
+fn a_twin_write_from_a_turn_is_held_once_announced_on_the_turn_and_committed_after_approval() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let child = chat(&addr, &["-m", "record the bracket drawing in the twin"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let hold = loop {
+        let (_, approvals) = http(&addr, "GET", "/v1/approvals", None);
+        if let Some(hold) = approvals["approvals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["status"] == "awaiting_approval")
+        {
+            break hold.clone();
+        }
+        assert!(Instant::now() < deadline, "no hold appeared: {approvals}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(hold["tool"], "twin.commit_work_product");
+    let (status, decided) = http(
+        &addr,
+        "POST",
+        &format!("/v1/approvals/{}/decision", hold["id"].as_str().unwrap()),
+        Some(&json!({"decision": "approve"})),
+    );
+    assert_eq!(status, 200, "{decided}");
+    let (code, out, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    // The turn itself announced the hold (the terminal showed it), not only the ledger.
+    assert!(
+        err.contains("⏸ held for a person: twin.commit_work_product"),
+        "{err}"
+    );
+    assert_eq!(
+        out.trim(),
+        "The shelf bracket drawing is recorded in the twin, after your approval."
+    );
+    // One hold for one write: the host ran the call on the approval the turn already had.
+    let (_, approvals) = http(&addr, "GET", "/v1/approvals?status=all", None);
+    let twin_holds: Vec<&Value> = approvals["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["tool"] == "twin.commit_work_product")
+        .collect();
+    assert_eq!(twin_holds.len(), 1, "{approvals}");
+    assert_eq!(twin_holds[0]["status"], "approved");
+    let (status, nodes) = http(
+        &addr,
+        "GET",
+        "/v1/twin/nodes?branch=main&type=WorkProduct&artifact=drawing",
+        None,
+    );
+    assert_eq!(status, 200, "{nodes}");
+    let nodes = nodes["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(nodes[0]["properties"]["title"], "Shelf bracket drawing");
+}

@@ -212,6 +212,13 @@ pub struct CallFacts {
     pub identity: Option<String>,
     /// The person's answers, keyed by question id, when this call comes back with them.
     pub answers: Option<Map<String, Value>>,
+    /// A hold a person already approved for exactly this call, set only by an in-process caller
+    /// that held the call itself (the agent loop's ask tier, which told its watchers
+    /// `tool.approval_requested`). A host runs an ask-tier call without a second hold only when
+    /// its ledger reads this hold approved, for this tool and these arguments; anything else
+    /// (unknown, pending, rejected, another call's hold) is held as usual. Transports never set it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_hold: Option<String>,
 }
 
 /// One prompt template the sidecar serves (e.g. `/metaforge:flow`).

@@ -73,6 +73,20 @@ impl Drop for CancelOnDrop {
 }
 
 impl HeldWrites {
+    /// True only when `id` is a hold this ledger reads approved, for `tool` with exactly
+    /// `arguments` — the in-process agent loop's own ask tier already asked a person, so the
+    /// call runs without a second hold ([`metaforge_ports::CallFacts::approved_hold`]). An
+    /// unknown id is `false`, never an error: the call is then held as usual.
+    pub async fn approved_for(&self, id: &str, tool: &str, arguments: &Value) -> Result<bool, PortError> {
+        match self.approvals.get(id).await {
+            Ok(record) => Ok(record.status == ApprovalStatus::Approved
+                && record.tool == tool
+                && record.arguments == *arguments),
+            Err(e) if e.kind == PortErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Parks `tool`'s call and waits for a person, at most the policy's timeout.
     pub async fn hold_and_wait(
         &self,

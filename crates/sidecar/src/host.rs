@@ -1,7 +1,7 @@
 //! The sidecar's tool host: a fixed set of tools, resources and prompts behind the [`ToolHost`]
 //! port.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use metaforge_ports::{
@@ -163,6 +163,18 @@ impl SidecarHost {
         self.tools.values().map(|t| t.descriptor()).collect()
     }
 
+    /// The tools in the ask tier (every call held for a person unless the domain's gating lets
+    /// the caller's class through, as a run's worker on its run): the agent loop holds these
+    /// itself, so a chat turn can tell its watchers and ask in the terminal. A tool that holds
+    /// its own effect (`flow.propose` parks the proposal) is not among them.
+    pub fn declared_holds(&self) -> BTreeSet<String> {
+        self.tools
+            .iter()
+            .filter(|(_, tool)| !tool.holds_its_own_effect() && tool.gate_spec().requires_approval)
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
     /// The static gates each tool declares (`twin_write` …), by tool id, for tools that declare
     /// any: what a composition folds into the agent loop's `ToolPolicy::required_gates`, so the
     /// grounding guard counts a twin write and a disabled gate refuses it in a turn too.
@@ -237,6 +249,14 @@ impl ToolHost for SidecarHost {
                             None,
                         ));
                     };
+                    let approved_already = match &facts.approved_hold {
+                        Some(id) => held.approved_for(id, tool, &as_value).await?,
+                        None => false,
+                    };
+                    if approved_already {
+                        tracing::info!(event = "tool_call_runs_on_its_approved_hold", tool, approval_id = ?facts.approved_hold, "a person approved this exact call already");
+                        return handler.call_with(caller, facts, arguments).await;
+                    }
                     match held
                         .hold_and_wait(tool, as_value, caller.class.as_str(), &verdict.reason)
                         .await?

@@ -184,6 +184,7 @@ fn as_ana() -> CallFacts {
     CallFacts {
         identity: Some("ana".into()),
         answers: None,
+        approved_hold: None,
     }
 }
 
@@ -191,6 +192,7 @@ fn answered(answers: Value) -> CallFacts {
     CallFacts {
         identity: Some("ana".into()),
         answers: Some(answers.as_object().cloned().unwrap()),
+        approved_hold: None,
     }
 }
 

@@ -578,3 +578,118 @@ async fn the_grounding_guard_counts_a_commit_and_finds_its_node_id_in_the_answer
     });
     assert!(ungrounded.flagged, "a refused commit grounds nothing");
 }
+
+/// A hold the agent loop parked itself for `arguments` (as its ask tier does), decided or not.
+async fn agents_hold(w: &World, id: &str, arguments: Value, approve: Option<bool>) {
+    let now = metaforge_ports::Clock::now(&ManualClock::fixed());
+    w.approvals
+        .park(metaforge_ports::ApprovalRecord {
+            id: id.to_owned(),
+            kind: ApprovalKind::ToolCall,
+            tool: "twin.commit_work_product".to_owned(),
+            arguments,
+            caller: "local".to_owned(),
+            status: ApprovalStatus::AwaitingApproval,
+            reason: Some("ask tier".to_owned()),
+            approver: None,
+            flow_version_id: None,
+            created_at: now,
+            decided_at: None,
+            deadline: None,
+            requested_by: None,
+        })
+        .await
+        .unwrap();
+    if let Some(approve) = approve {
+        w.approvals
+            .decide(
+                id,
+                ApprovalDecision {
+                    approve,
+                    approver: "alice".into(),
+                    note: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+}
+
+async fn call_on_hold(w: &World, hold: &str, arguments: Value) -> ToolOutput {
+    let facts = metaforge_ports::CallFacts {
+        identity: None,
+        answers: None,
+        approved_hold: Some(hold.to_owned()),
+    };
+    done(
+        w.host
+            .call_with(
+                &caller(CallerClass::Local, Some("thread-1")),
+                &facts,
+                "twin.commit_work_product",
+                args(arguments),
+            )
+            .await
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_write_on_the_agents_approved_hold_for_exactly_this_call_runs_without_a_second_hold() {
+    let w = world();
+    agents_hold(&w, "agent-hold-1", bracket(), Some(true)).await;
+    let out = call_on_hold(&w, "agent-hold-1", bracket()).await;
+    assert!(!out.is_error, "{}", out.text());
+    assert_eq!(out.structured.unwrap()["status"], "committed");
+    assert!(
+        w.approvals.list_pending().await.unwrap().is_empty(),
+        "no second hold was parked"
+    );
+}
+
+#[tokio::test]
+async fn a_hold_that_is_not_an_approval_of_this_exact_call_is_held_again_and_writes_nothing_when_rejected() {
+    let w = world();
+    agents_hold(
+        &w,
+        "approved-other-args",
+        json!({"artifact": "bom", "title": "BOM", "content": "x"}),
+        Some(true),
+    )
+    .await;
+    agents_hold(&w, "rejected", bracket(), Some(false)).await;
+    agents_hold(&w, "still-pending", bracket(), None).await;
+    for hold in ["approved-other-args", "rejected", "still-pending", "no-such-hold"] {
+        // The pending agent hold is the first listed; the person rejects the host's own hold.
+        let approvals = w.approvals.clone();
+        let decider = tokio::spawn(async move {
+            loop {
+                let pending = approvals.list_pending().await.unwrap();
+                if let Some(own) = pending.iter().find(|h| h.id != "still-pending") {
+                    approvals
+                        .decide(
+                            &own.id,
+                            ApprovalDecision {
+                                approve: false,
+                                approver: "alice".into(),
+                                note: None,
+                            },
+                        )
+                        .await
+                        .unwrap();
+                    return own.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let out = call_on_hold(&w, hold, bracket()).await;
+        let own = decider.await.unwrap();
+        assert_ne!(own.id, hold, "{hold}: the host parked a hold of its own");
+        assert!(
+            out.is_error,
+            "{hold}: a rejected hold runs nothing: {}",
+            out.text()
+        );
+        assert!(nothing_committed(&w).await, "{hold}: nothing written");
+    }
+}

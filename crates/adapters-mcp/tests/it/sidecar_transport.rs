@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metaforge_adapters_mcp::{
-    McpToolServer, ProtocolChoice, SERVICE_KEY_HEADER, ServerConfig, ServerTransport, bind_http,
+    McpToolServer, ProtocolChoice, SERVICE_KEY_HEADER, SESSION_HEADER, ServerConfig, ServerTransport,
+    bind_http,
 };
 use metaforge_ports::{
     CallerClass, CallerContext, HostCallOutcome, InputChannel, InputQuestion, PortError, PortErrorKind,
@@ -287,13 +288,47 @@ async fn a_client_without_elicitation_gets_the_questions_as_the_result() {
     shutdown.cancel();
 }
 
+/// Grants that confirm every claim naming run `run-7` (what the gateway would answer for a
+/// running run on an approved version in the caller's project) and nothing else.
+struct RunSevenGrants;
+
+#[async_trait::async_trait]
+impl metaforge_ports::CallerGrants for RunSevenGrants {
+    async fn confirm(&self, claim: &metaforge_ports::ClassClaim) -> bool {
+        claim.class == CallerClass::Service && claim.session == "run-7"
+    }
+}
+
 #[tokio::test]
-async fn the_service_key_makes_a_service_caller_and_a_wrong_key_an_untrusted_one() {
+async fn the_service_key_makes_a_service_caller_only_for_a_confirmed_run_and_a_wrong_key_an_untrusted_one() {
     let host = Arc::new(QuestionHost::default());
-    let (url, shutdown) = sidecar(Arc::clone(&host), local(), Some("s3cret")).await;
+    let shutdown = CancellationToken::new();
+    let bound = bind_http(
+        Arc::clone(&host) as Arc<dyn ToolHost>,
+        local(),
+        Some("s3cret".to_owned()),
+        shutdown.clone(),
+    )
+    .await
+    .unwrap()
+    .with_caller_grants(Arc::new(RunSevenGrants));
+    let url = format!("http://{}/mcp", bound.local_addr);
+    tokio::spawn(bound.run());
     for (headers, expected) in [
-        (vec![(SERVICE_KEY_HEADER, "s3cret")], "service"),
-        (vec![(SERVICE_KEY_HEADER, "guess")], "untrusted"),
+        (
+            vec![(SERVICE_KEY_HEADER, "s3cret"), (SESSION_HEADER, "run-7")],
+            "service",
+        ),
+        // The right key on a run the gateway does not confirm, or naming no run: fail closed.
+        (
+            vec![(SERVICE_KEY_HEADER, "s3cret"), (SESSION_HEADER, "run-8")],
+            "untrusted",
+        ),
+        (vec![(SERVICE_KEY_HEADER, "s3cret")], "untrusted"),
+        (
+            vec![(SERVICE_KEY_HEADER, "guess"), (SESSION_HEADER, "run-7")],
+            "untrusted",
+        ),
         (vec![], "remote"),
     ] {
         let client = answering(false)
@@ -304,9 +339,31 @@ async fn the_service_key_makes_a_service_caller_and_a_wrong_key_an_untrusted_one
             .call_tool(CallToolRequestParams::new("ask.route"))
             .await
             .unwrap();
-        assert_eq!(result.structured_content.unwrap()["caller"], expected);
+        assert_eq!(
+            result.structured_content.unwrap()["caller"],
+            expected,
+            "{headers:?}"
+        );
         client.cancel().await.unwrap();
     }
+    shutdown.cancel();
+}
+
+#[tokio::test]
+async fn without_caller_grants_a_service_key_is_untrusted() {
+    let host = Arc::new(QuestionHost::default());
+    let (url, shutdown) = sidecar(Arc::clone(&host), local(), Some("s3cret")).await;
+    let headers = vec![(SERVICE_KEY_HEADER, "s3cret"), (SESSION_HEADER, "run-7")];
+    let client = answering(false)
+        .serve_with_lifecycle(transport(&url, &headers), ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    let result = client
+        .call_tool(CallToolRequestParams::new("ask.route"))
+        .await
+        .unwrap();
+    assert_eq!(result.structured_content.unwrap()["caller"], "untrusted");
+    client.cancel().await.unwrap();
     shutdown.cancel();
 }
 

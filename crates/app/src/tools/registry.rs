@@ -22,8 +22,8 @@ use metaforge_agent::{AgentTool, ToolBox, ToolBoxes, ToolPolicy};
 use metaforge_domain::tool_cap::ToolOrigin;
 use metaforge_domain::tool_naming::{hashed_name, mcp_tool_id, preferred_provider_name};
 use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHost,
-    ToolOutput, ToolSource,
+    CallFacts, CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor,
+    ToolHost, ToolOutput, ToolSource,
 };
 use serde_json::{Map, Value, json};
 
@@ -529,6 +529,28 @@ impl ToolBox for TurnTools {
     }
 
     async fn call(&self, tool: &AgentTool, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        self.call_native_or_mcp(tool, arguments, None).await
+    }
+
+    async fn call_approved(
+        &self,
+        tool: &AgentTool,
+        arguments: Map<String, Value>,
+        approval_id: &str,
+    ) -> Result<ToolOutput, PortError> {
+        self.call_native_or_mcp(tool, arguments, Some(approval_id)).await
+    }
+}
+
+impl TurnTools {
+    /// One call: `search_tools` here, a native through the host (with the hold a person already
+    /// approved for it, if any, so the host does not hold it again), an MCP tool on its server.
+    async fn call_native_or_mcp(
+        &self,
+        tool: &AgentTool,
+        arguments: Map<String, Value>,
+        approved_hold: Option<&str>,
+    ) -> Result<ToolOutput, PortError> {
         match &tool.origin {
             ToolOrigin::Native if tool.id == SEARCH_TOOLS_ID && !self.shared.servers.is_empty() => {
                 self.search(&arguments)
@@ -540,7 +562,15 @@ impl ToolBox for TurnTools {
                         format!("no native host serves {:?}", tool.id),
                     ));
                 };
-                match host.call(&self.caller, &tool.descriptor.name, arguments).await? {
+                let facts = CallFacts {
+                    identity: None,
+                    answers: None,
+                    approved_hold: approved_hold.map(str::to_owned),
+                };
+                match host
+                    .call_with(&self.caller, &facts, &tool.descriptor.name, arguments)
+                    .await?
+                {
                     HostCallOutcome::Done(output) => Ok(output),
                     // A turn has no channel to ask a person mid-call: the questions go back to
                     // the model as the result, as for an MCP client with no input channel.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, StorePaths};
+use metaforge_adapters_store::StorePaths;
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
 use metaforge_ports::{CallerGrants, Clock, FlowBindings, RunBindings, ToolHost};
@@ -305,19 +305,10 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
         );
         return Ok(Arc::new(metaforge_sidecar::read_only_host()));
     };
-    for path in [approvals_path, versions_path] {
-        if let Some(dir) = path.parent() {
-            metaforge_adapters_store::paths::create_private_dir(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-    }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let approvals = SqliteApprovalLedger::open(approvals_path, Arc::clone(&clock))
-        .await
-        .map_err(|e| format!("approval ledger {}: {e}", approvals_path.display()))?;
-    let versions = SqliteFlowVersionStore::open(versions_path)
-        .await
-        .map_err(|e| format!("flow-version store {}: {e}", versions_path.display()))?;
+    let crate::ledgers::Ledgers {
+        approvals, versions, ..
+    } = crate::ledgers::open_ledgers(approvals_path, versions_path, &clock).await?;
     tracing::info!(
         event = "mcp_sidecar_ledgers",
         approvals = %approvals_path.display(),
@@ -339,8 +330,8 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
         Arc::new(metaforge_app::twin::NoRunScopes),
     );
     let stores = FlowStores {
-        approvals: Arc::new(UnreachableApproverLedger::new(Arc::new(approvals))),
-        versions: Arc::new(versions),
+        approvals: Arc::new(UnreachableApproverLedger::new(approvals)),
+        versions,
         clock,
         ids,
     };

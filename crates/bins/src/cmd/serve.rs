@@ -6,10 +6,7 @@ use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{
-    FileSelectionStore, SELECTION_FILE, SqliteApprovalLedger, SqliteFlowVersionStore, SqliteUsageStore,
-    StorePaths,
-};
+use metaforge_adapters_store::{FileSelectionStore, SELECTION_FILE, SqliteUsageStore, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
 use metaforge_app::pipeline::StoreSink as UsageStoreSink;
@@ -119,23 +116,13 @@ pub(crate) async fn compose_as(
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let ids: Arc<dyn IdGen> = Arc::new(UuidV7Ids);
-    let ledger: Arc<dyn ApprovalLedger> = Arc::new(
-        SqliteApprovalLedger::open(&approvals_path, Arc::clone(&clock))
-            .await
-            .map_err(|e| StartError::Runtime(e.to_string()))?,
-    );
-    let versions: Arc<dyn FlowVersionStore> = Arc::new(
-        SqliteFlowVersionStore::open(&versions_path)
-            .await
-            .map_err(|e| StartError::Runtime(e.to_string()))?,
-    );
-    let restored = versions
-        .restore()
+    let crate::ledgers::Ledgers {
+        approvals: ledger,
+        versions,
+        restored,
+    } = crate::ledgers::open_ledgers(&approvals_path, &versions_path, &clock)
         .await
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
-    for skipped in &restored.skipped {
-        tracing::error!(event = "flow_version_skipped", id = %skipped.id, reason = %skipped.reason, "stored flow version failed its hash check; not served");
-    }
+        .map_err(StartError::Runtime)?;
     let approvals = Arc::new(
         ApprovalService::new(
             Arc::clone(&ledger),

@@ -39,6 +39,7 @@ fn read_only_natives() -> Natives {
     Natives {
         host: Arc::new(metaforge_sidecar::read_only_host()),
         gates: std::collections::BTreeMap::new(),
+        holds: std::collections::BTreeSet::new(),
     }
 }
 
