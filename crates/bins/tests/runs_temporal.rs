@@ -95,10 +95,14 @@ struct System {
 
 impl System {
     fn start(model: &ScriptedModel, temporal: &TemporalServer, with_worker: bool) -> Self {
+        Self::on_engine(model, temporal, "temporal", with_worker)
+    }
+
+    fn on_engine(model: &ScriptedModel, temporal: &TemporalServer, engine: &str, with_worker: bool) -> Self {
         let home = tempfile::tempdir().unwrap();
         let mut vars = model.gateway_env(home.path());
         vars.extend([
-            ("METAFORGE_FLOW_ENGINE", "temporal".to_owned()),
+            ("METAFORGE_FLOW_ENGINE", engine.to_owned()),
             ("TEMPORAL_HOST", temporal.host.clone()),
         ]);
         let log = home.path().join("gateway.log");
@@ -221,6 +225,97 @@ fn a_server_mode_run_on_temporal_completes_through_its_four_gates_with_a_worker_
         "temporal run {run} completed; reruns {:?}",
         model.calls().reruns()
     );
+}
+
+/// What one run came to under a decision script: each gate answered (phase, attempt, decision)
+/// in order, the run record's status history, and each phase's final status and attempt.
+type Trace = (
+    Vec<(String, u64, String)>,
+    Vec<String>,
+    Vec<(String, String, u64)>,
+);
+
+/// Drives a `design_v1` run on `system` with one script — retry the first feasibility gate with a
+/// reason, approve every other gate — and reads back what happened.
+fn drive_script(system: &System) -> Trace {
+    let run = system.wait("a run started", || {
+        let (status, body) = system.call("POST", "/v1/runs", Some(&json!({"template_id": "design_v1"})));
+        (status == 201).then_some(body)
+    });
+    let run = run["id"].as_str().unwrap().to_owned();
+    let mut answered = Vec::new();
+    let mut retried = false;
+    loop {
+        let (_, state) = system.call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+        if state["status"] == "completed" || state["status"] == "failed" {
+            break;
+        }
+        let gate = &state["gate"];
+        if gate["ready"] != true {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let phase = gate["phase"].as_str().unwrap().to_owned();
+        let attempt = state["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["id"] == phase.as_str())
+            .and_then(|p| p["attempt"].as_u64())
+            .unwrap_or(0);
+        let decision = if phase == "feasibility" && !retried {
+            retried = true;
+            json!({"decision": "retry", "gate_phase": phase, "reason": "cite the load case"})
+        } else {
+            json!({"decision": "approve", "gate_phase": phase})
+        };
+        let (status, body) = system.call("POST", &format!("/v1/runs/{run}/approval"), Some(&decision));
+        assert_eq!(status, 200, "{decision}: {body}\n{}", system.logs());
+        answered.push((phase, attempt, decision["decision"].as_str().unwrap().to_owned()));
+        // Wait until the answered gate is no longer the open one before reading the next.
+        system.wait("the decision applied", || {
+            let (_, now) = system.call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+            let same = now["gate"]["phase"] == answered.last().unwrap().0.as_str()
+                && now["gate"]["opened_at"] == gate["opened_at"];
+            (!same).then_some(())
+        });
+    }
+    let (_, record) = system.call("GET", &format!("/v1/runs/{run}"), None);
+    let history = record["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["status"].as_str().unwrap().to_owned())
+        .collect();
+    let (_, state) = system.call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+    let phases = state["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["id"].as_str().unwrap().to_owned(),
+                p["status"].as_str().unwrap().to_owned(),
+                p["attempt"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    (answered, history, phases)
+}
+
+#[test]
+fn the_same_decision_script_makes_the_same_run_on_the_embedded_engine_and_on_temporal() {
+    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+        return;
+    };
+    let rt = runtime();
+    let model = rt.block_on(ScriptedModel::start());
+    let temporal = TemporalServer::start(&cli);
+    let embedded = drive_script(&System::on_engine(&model, &temporal, "embedded", false));
+    let on_temporal = drive_script(&System::on_engine(&model, &temporal, "temporal", true));
+    println!("embedded: {embedded:?}\ntemporal: {on_temporal:?}");
+    assert_eq!(embedded.0.len(), 5, "one retry, four approvals: {:?}", embedded.0);
+    assert_eq!(embedded, on_temporal, "both engines made the same decisions");
 }
 
 #[test]
