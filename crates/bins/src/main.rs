@@ -8,6 +8,8 @@ mod ledgers;
 mod listen;
 mod providers_config;
 mod runs_config;
+#[cfg(feature = "temporal")]
+mod runs_temporal;
 mod system;
 mod tool_servers;
 

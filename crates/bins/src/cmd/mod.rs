@@ -6,6 +6,7 @@ pub(crate) mod flow;
 pub(crate) mod llm;
 pub(crate) mod mcp;
 pub(crate) mod serve;
+pub(crate) mod worker;
 
 use std::process::ExitCode;
 
@@ -46,6 +47,11 @@ pub(crate) enum Command {
     /// terminal; stop it with Ctrl-C.
     #[command(after_help = SERVING_CONFIGURATION)]
     Up(serve::UpArgs),
+    /// The Temporal design-flow worker (feature `temporal`): polls `metaforge-design-flows` on
+    /// `TEMPORAL_HOST` (default 127.0.0.1:7233) and runs phases with the same brains the
+    /// embedded engine builds. Stop it with Ctrl-C.
+    #[command(after_help = SERVING_CONFIGURATION)]
+    Worker(serve::GatewayArgs),
     /// Call a model through the provider pipeline.
     #[command(subcommand)]
     Llm(llm::LlmCommand),
@@ -70,6 +76,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Check(args) => check::run(&args),
         Command::Gateway(args) => serve::run(&args),
         Command::Up(args) => serve::run_up(&args),
+        Command::Worker(args) => worker::run(&args),
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
         Command::Mcp(args) => mcp::run(args),

@@ -77,6 +77,15 @@ pub(crate) struct Composition {
 
 /// Opens the ledgers, restores them, and builds the gateway state from the environment.
 pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartError> {
+    compose_as(args, None).await
+}
+
+/// [`compose`] with the flow engine fixed (`metaforge worker` always composes Temporal, so it
+/// never resumes embedded runs whatever `METAFORGE_FLOW_ENGINE` says).
+pub(crate) async fn compose_as(
+    args: &GatewayArgs,
+    engine: Option<metaforge_ports::FlowEngineKind>,
+) -> Result<Composition, StartError> {
     let keys = gateway::parse_api_keys(&env("METAFORGE_GATEWAY_API_KEY").unwrap_or_default())
         .map_err(|e| StartError::Config(e.to_string()))?;
     gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
@@ -218,6 +227,7 @@ pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartErro
         ids: Arc::clone(&ids),
         loop_mode: chat_settings_loop_mode,
         usage: usage.clone(),
+        engine,
     })
     .await?;
     let mcp = compose_mcp(McpInputs {

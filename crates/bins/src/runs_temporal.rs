@@ -1,0 +1,122 @@
+//! Design-flow runs on Temporal as the binary composes them (feature `temporal`, issue 17): the
+//! gateway's engine (`METAFORGE_FLOW_ENGINE=temporal`, `TEMPORAL_HOST`) and the brains
+//! `metaforge worker` registers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use metaforge_adapters_temporal::{
+    DEFAULT_TEMPORAL_HOST, PhaseActivities, TemporalEngine, TemporalSettings, WorkerPresence,
+    activity::RunCompletion,
+};
+use metaforge_app::runs::{PhaseBrains, RunEngine, RunNoticeStream, WorkerHealth};
+use metaforge_ports::{
+    Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, RunLedger, RunState, RunView, StartRun,
+    TwinStore,
+};
+
+use crate::system::env;
+
+/// Where the Temporal frontend listens (`host:port`).
+pub(crate) const TEMPORAL_HOST_ENV: &str = "TEMPORAL_HOST";
+
+/// `TEMPORAL_HOST`, or the dev server's default.
+pub(crate) fn temporal_host() -> String {
+    env(TEMPORAL_HOST_ENV)
+        .filter(|h| !h.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_TEMPORAL_HOST.to_owned())
+}
+
+/// The Temporal engine as the run service sees it.
+pub(crate) struct TemporalRunEngine {
+    inner: TemporalEngine,
+}
+
+impl TemporalRunEngine {
+    /// The engine on `TEMPORAL_HOST`, recording runs in `runs`.
+    pub(crate) fn new(runs: Arc<dyn RunLedger>, clock: Arc<dyn Clock>) -> Self {
+        let host = temporal_host();
+        tracing::info!(event = "flow_engine_started", engine = "temporal", host = %host, "design-flow runs start on Temporal; a worker must poll metaforge-design-flows");
+        Self {
+            inner: TemporalEngine::new(TemporalSettings::new(host), runs, clock),
+        }
+    }
+}
+
+#[async_trait]
+impl FlowEngine for TemporalRunEngine {
+    fn kind(&self) -> FlowEngineKind {
+        self.inner.kind()
+    }
+
+    async fn start(&self, request: StartRun) -> Result<RunState, PortError> {
+        self.inner.start(request).await
+    }
+
+    async fn decide_gate(&self, run_id: &str, answer: GateAnswer) -> Result<RunState, PortError> {
+        self.inner.decide_gate(run_id, answer).await
+    }
+
+    async fn state(&self, run_id: &str) -> Result<RunView, PortError> {
+        self.inner.state(run_id).await
+    }
+
+    async fn cancel(&self, run_id: &str, by: &str, reason: Option<String>) -> Result<RunState, PortError> {
+        self.inner.cancel(run_id, by, reason).await
+    }
+}
+
+#[async_trait]
+impl RunEngine for TemporalRunEngine {
+    /// No notice stream yet on Temporal: the stream ends at once (flow-state is the live view).
+    async fn notices(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, PortError> {
+        use futures::StreamExt as _;
+        self.inner.state(run_id).await?;
+        let _ = after;
+        Ok(futures::stream::empty().boxed())
+    }
+
+    async fn worker(&self) -> WorkerHealth {
+        match self.inner.worker_presence().await {
+            WorkerPresence::Ok => WorkerHealth::Ok,
+            WorkerPresence::Absent { reason } => WorkerHealth::Absent { reason },
+            WorkerPresence::Unknown { reason } => WorkerHealth::Unknown { reason },
+        }
+    }
+}
+
+/// A completed run's twin branch merged into `main` by the twin use case (the embedded engine's
+/// rule, called rather than copied).
+struct TwinMerge {
+    twin: Arc<dyn TwinStore>,
+}
+
+#[async_trait]
+impl RunCompletion for TwinMerge {
+    async fn completed(&self, run_id: &str) -> Result<(), String> {
+        use metaforge_app::twin::{RunMerge, TwinError, merge_run_branch};
+        match merge_run_branch(self.twin.as_ref(), run_id).await {
+            Ok(RunMerge::Merged { .. } | RunMerge::NothingRecorded) => Ok(()),
+            Err(e @ TwinError::MainMoved { .. }) => {
+                tracing::error!(event = "run_twin_merge_refused", run_id, error = %e, "the completed run's twin branch could not be fast-forwarded into main (main moved); merge it by hand");
+                Ok(())
+            }
+            Err(
+                e @ (TwinError::Store(_)
+                | TwinError::Invalid { .. }
+                | TwinError::UnknownBranch { .. }
+                | TwinError::UnknownNode { .. }),
+            ) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The activities `metaforge worker` registers: the brains the embedded engine would use.
+pub(crate) fn activities(brains: &PhaseBrains, twin: Arc<dyn TwinStore>) -> PhaseActivities {
+    PhaseActivities::new(
+        Arc::clone(&brains.server),
+        Arc::clone(&brains.client),
+        Arc::clone(&twin),
+        Arc::new(TwinMerge { twin }),
+    )
+}
