@@ -11,6 +11,8 @@
 //! - [`engine`]: [`TemporalEngine`], the `FlowEngine` port over temporalio-client (start checks
 //!   that a worker polls the queue, and records nothing when none does).
 //! - [`worker`]: [`run_worker`], what `metaforge worker` runs.
+//! - [`replay`]: Temporal's own replayer over recorded histories (`metaforge replay`, and the
+//!   determinism test over `tests/histories/`).
 //!
 //! The crate depends on the ports and on the domain (the reducer, the frozen flow, the brief):
 //! the one adapter allowed the domain, because its workflow *is* an engine and must call the
@@ -18,6 +20,7 @@
 
 pub mod activity;
 pub mod engine;
+pub mod replay;
 pub mod worker;
 pub mod workflow;
 

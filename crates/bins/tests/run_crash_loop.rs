@@ -27,6 +27,7 @@
 
 #[expect(dead_code, reason = "shared process helpers; this test uses the gateway's")]
 mod common;
+#[expect(dead_code, reason = "shared run helpers; the crash loop never stalls a phase")]
 mod run_support;
 
 use std::collections::{BTreeMap, BTreeSet};

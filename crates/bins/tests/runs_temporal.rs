@@ -83,57 +83,92 @@ impl TemporalServer {
     }
 }
 
-/// A gateway (and optionally a worker) over one home, with their logs.
+/// A gateway (and optionally a worker) over one home, with their logs; either can be killed
+/// and started again on the same home.
 struct System {
-    _gateway: common::Process,
-    _worker: Option<common::Process>,
+    gateway: common::Process,
+    worker: Option<common::Process>,
     addr: String,
+    vars: Vec<(&'static str, String)>,
     log: PathBuf,
     worker_log: PathBuf,
-    _home: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 impl System {
     fn start(model: &ScriptedModel, temporal: &TemporalServer, with_worker: bool) -> Self {
-        Self::on_engine(model, temporal, "temporal", with_worker)
+        Self::on_engine(model, temporal, "temporal", with_worker, &[])
     }
 
-    fn on_engine(model: &ScriptedModel, temporal: &TemporalServer, engine: &str, with_worker: bool) -> Self {
+    fn on_engine(
+        model: &ScriptedModel,
+        temporal: &TemporalServer,
+        engine: &str,
+        with_worker: bool,
+        extra: &[(&'static str, &str)],
+    ) -> Self {
         let home = tempfile::tempdir().unwrap();
         let mut vars = model.gateway_env(home.path());
         vars.extend([
             ("METAFORGE_FLOW_ENGINE", engine.to_owned()),
             ("TEMPORAL_HOST", temporal.host.clone()),
         ]);
+        vars.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
         let log = home.path().join("gateway.log");
         let worker_log = home.path().join("worker.log");
         let (gateway, addr) = start_gateway(home.path(), &vars, &log);
-        let worker = with_worker.then(|| {
-            let log = std::fs::File::create(&worker_log).unwrap();
-            let mut command = common::server_command(&["worker"], home.path());
-            command
-                .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
-                .env("RUST_LOG", "info")
-                .stderr(Stdio::from(log));
-            let mut worker = common::spawn(&mut command, "metaforge worker");
-            let mut banner = String::new();
-            BufReader::new(worker.child_mut().stdout.take().unwrap())
-                .read_line(&mut banner)
-                .unwrap();
-            assert!(
-                banner.contains("metaforge-design-flows"),
-                "the worker's banner: {banner:?}"
-            );
-            worker
-        });
-        Self {
-            _gateway: gateway,
-            _worker: worker,
+        let mut system = Self {
+            gateway,
+            worker: None,
             addr,
+            vars,
             log,
             worker_log,
-            _home: home,
+            home,
+        };
+        if with_worker {
+            system.start_worker();
         }
+        system
+    }
+
+    /// Starts `metaforge worker` on the home; returns once it printed its banner.
+    fn start_worker(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.worker_log)
+            .unwrap();
+        let mut command = common::server_command(&["worker"], self.home.path());
+        command
+            .envs(self.vars.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::from(log));
+        let mut worker = common::spawn(&mut command, "metaforge worker");
+        let mut banner = String::new();
+        BufReader::new(worker.child_mut().stdout.take().unwrap())
+            .read_line(&mut banner)
+            .unwrap();
+        assert!(
+            banner.contains("metaforge-design-flows"),
+            "the worker's banner: {banner:?}"
+        );
+        self.worker = Some(worker);
+    }
+
+    /// SIGKILLs the worker's process group.
+    fn kill_worker(&mut self) {
+        if let Some(mut worker) = self.worker.take() {
+            worker.kill();
+        }
+    }
+
+    /// SIGKILLs the gateway and starts a new one on the same home (a new port).
+    fn restart_gateway(&mut self) {
+        self.gateway.kill();
+        let (gateway, addr) = start_gateway(self.home.path(), &self.vars, &self.log);
+        self.gateway = gateway;
+        self.addr = addr;
     }
 
     fn logs(&self) -> String {
@@ -311,8 +346,8 @@ fn the_same_decision_script_makes_the_same_run_on_the_embedded_engine_and_on_tem
     let rt = runtime();
     let model = rt.block_on(ScriptedModel::start());
     let temporal = TemporalServer::start(&cli);
-    let embedded = drive_script(&System::on_engine(&model, &temporal, "embedded", false));
-    let on_temporal = drive_script(&System::on_engine(&model, &temporal, "temporal", true));
+    let embedded = drive_script(&System::on_engine(&model, &temporal, "embedded", false, &[]));
+    let on_temporal = drive_script(&System::on_engine(&model, &temporal, "temporal", true, &[]));
     println!("embedded: {embedded:?}\ntemporal: {on_temporal:?}");
     assert_eq!(embedded.0.len(), 5, "one retry, four approvals: {:?}", embedded.0);
     assert_eq!(embedded, on_temporal, "both engines made the same decisions");
@@ -338,4 +373,343 @@ fn with_no_worker_polling_a_run_start_is_503_naming_the_queue_and_records_nothin
     let (status, runs) = system.call("GET", "/v1/runs", None);
     assert_eq!(status, 200, "{runs}");
     assert_eq!(runs["runs"], json!([]), "no run is recorded: {runs}");
+}
+
+impl System {
+    /// Starts a `design_v1` run (waiting out the moment before the worker's pollers register).
+    fn start_run(&self) -> String {
+        let run = self.wait("a run started on Temporal", || {
+            let (status, body) = self.call("POST", "/v1/runs", Some(&json!({"template_id": "design_v1"})));
+            (status == 201).then_some(body)
+        });
+        assert_eq!(run["flow_engine"], "temporal", "{run}");
+        run["id"].as_str().unwrap().to_owned()
+    }
+
+    /// Waits until `run` is parked at `phase`'s gate, ready for an answer.
+    fn wait_gate(&self, run: &str, phase: &str) {
+        self.wait(&format!("{run} parked at the {phase} gate"), || {
+            let gate = open_gate(&self.addr, run).ok()??;
+            (gate.phase == phase && gate.approvable).then_some(())
+        });
+    }
+
+    /// Answers `run`'s open gate with `body`; the answer must be accepted.
+    fn answer(&self, run: &str, body: &Value) -> Value {
+        let (status, state) = self.call("POST", &format!("/v1/runs/{run}/approval"), Some(body));
+        assert_eq!(status, 200, "{body}: {state}\n{}", self.logs());
+        state
+    }
+
+    /// Approves every gate from `from` on, in order.
+    fn approve_from(&self, run: &str, from: usize) {
+        for phase in &GATES[from..] {
+            self.wait_gate(run, phase);
+            self.answer(run, &json!({"decision": "approve", "gate_phase": phase}));
+        }
+    }
+
+    /// Waits until `run` reads `status` (live), and returns its flow-state.
+    fn wait_status(&self, run: &str, status: &str) -> Value {
+        self.wait(&format!("{run} {status}"), || {
+            let (code, state) = self.call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+            (code == 200 && state["live"] == true && state["status"] == status).then_some(state)
+        })
+    }
+
+    fn flow_state(&self, run: &str) -> Value {
+        let (status, state) = self.call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+        assert_eq!(status, 200, "{state}");
+        state
+    }
+}
+
+/// The attempt the run's flow-state shows for `phase`.
+fn attempt_of(state: &Value, phase: &str) -> u64 {
+    state["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == phase)
+        .and_then(|p| p["attempt"].as_u64())
+        .unwrap_or(0)
+}
+
+/// How many times the run record's status history reads `status`.
+fn times_in_history(system: &System, run: &str, status: &str) -> usize {
+    let (code, record) = system.call("GET", &format!("/v1/runs/{run}"), None);
+    assert_eq!(code, 200, "{record}");
+    record["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["status"] == status)
+        .count()
+}
+
+#[test]
+fn a_worker_killed_mid_phase_has_the_attempt_retried_by_temporal_and_the_run_completes_once() {
+    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+        return;
+    };
+    let rt = runtime();
+    let model = rt.block_on(ScriptedModel::start());
+    // The feasibility phase's first planner call hangs, so the worker is killed mid-phase.
+    model.stall_first_planner_call("feasibility", Duration::from_secs(600));
+    let temporal = TemporalServer::start(&cli);
+    let mut system = System::start(&model, &temporal, true);
+    let run = system.start_run();
+    let key = format!("{run}:feasibility:1");
+    system.wait("the feasibility phase in flight on the worker", || {
+        model.calls().planner_by_key.contains_key(&key).then_some(())
+    });
+    system.kill_worker();
+    println!("killed the worker (SIGKILL) while {key} was in flight");
+
+    // Nobody can answer the workflow's query now: the live view says so instead of guessing.
+    let state = system.flow_state(&run);
+    assert_eq!(
+        state["live"], false,
+        "flow-state with the worker stopped: {state}"
+    );
+    assert!(state["reason"].as_str().is_some_and(|r| !r.is_empty()), "{state}");
+    println!(
+        "flow-state with no worker: live false, reason {}",
+        state["reason"]
+    );
+
+    system.start_worker();
+    println!("started a new worker; Temporal retries the attempt once the heartbeat times out");
+    system.approve_from(&run, 0);
+    let state = system.wait_status(&run, "completed");
+    assert_eq!(
+        model.calls().planner_by_key.get(&key),
+        Some(&2),
+        "the killed attempt was taken up again exactly once: {:?}",
+        model.calls().planner_by_key
+    );
+    assert_eq!(
+        attempt_of(&state, "feasibility"),
+        1,
+        "Temporal's retry is the same phase attempt, not a new one: {state}"
+    );
+    assert_eq!(
+        times_in_history(&system, &run, "completed"),
+        1,
+        "the run completed once"
+    );
+    assert!(
+        run_support::merged_into_main(&system.addr, &run).unwrap(),
+        "the completed run's twin branch was merged once"
+    );
+    println!(
+        "run {run} completed once; feasibility attempt 1 ran twice (the kill), reruns {:?}",
+        model.calls().reruns()
+    );
+}
+
+#[test]
+fn a_gateway_restarted_while_a_run_waits_at_a_gate_still_lands_the_approval() {
+    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+        return;
+    };
+    let rt = runtime();
+    let model = rt.block_on(ScriptedModel::start());
+    let temporal = TemporalServer::start(&cli);
+    let mut system = System::start(&model, &temporal, true);
+    let run = system.start_run();
+    println!(
+        "[1] POST /v1/runs -> 201, run {run} on temporal (gateway {})",
+        system.addr
+    );
+    system.wait_gate(&run, "feasibility");
+    let before = system.flow_state(&run);
+    println!(
+        "[2] flow-state: status {}, gate {} opened at {}",
+        before["status"], before["gate"]["phase"], before["gate"]["opened_at"]
+    );
+    let old = system.addr.clone();
+    system.restart_gateway();
+    println!(
+        "[3] gateway {old} SIGKILLed; a new gateway on the same home listens on {}",
+        system.addr
+    );
+    let after = system.flow_state(&run);
+    assert_eq!(after["live"], true, "{after}");
+    assert_eq!(after["gate"]["phase"], "feasibility", "{after}");
+    assert_eq!(
+        after["gate"]["opened_at"], before["gate"]["opened_at"],
+        "the same gate: {after}"
+    );
+    println!(
+        "[4] new gateway, flow-state: status {}, gate {} opened at {} (live {})",
+        after["status"], after["gate"]["phase"], after["gate"]["opened_at"], after["live"]
+    );
+    let answered = system.answer(
+        &run,
+        &json!({"decision": "approve", "gate_phase": "feasibility", "reason": "after the restart"}),
+    );
+    println!(
+        "[5] POST /v1/runs/{run}/approval (approve feasibility) -> 200, status {}",
+        answered["status"]
+    );
+    system.approve_from(&run, 1);
+    println!("[6] design, simulation, release approved on the new gateway");
+    let state = system.wait_status(&run, "completed");
+    let (_, record) = system.call("GET", &format!("/v1/runs/{run}"), None);
+    let history: Vec<&str> = record["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["status"].as_str())
+        .collect();
+    println!(
+        "[7] flow-state: status {}; run record status {}, history {history:?}",
+        state["status"], record["status"]
+    );
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(times_in_history(&system, &run, "completed"), 1, "{record}");
+}
+
+/// Where `METAFORGE_RECORD_HISTORIES` asks the recorded histories to be kept (by decision kind),
+/// to refresh `crates/adapters-temporal/tests/histories/`.
+const RECORD_HISTORIES_ENV: &str = "METAFORGE_RECORD_HISTORIES";
+
+#[test]
+fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build() {
+    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+        return;
+    };
+    let rt = runtime();
+    let model = rt.block_on(ScriptedModel::start());
+    let temporal = TemporalServer::start(&cli);
+    let system = System::start(&model, &temporal, true);
+    let mut recorded: Vec<(&str, String)> = Vec::new();
+
+    let run = system.start_run();
+    system.approve_from(&run, 0);
+    system.wait_status(&run, "completed");
+    recorded.push(("approve", run));
+
+    let run = system.start_run();
+    system.wait_gate(&run, "feasibility");
+    system.answer(
+        &run,
+        &json!({"decision": "retry", "gate_phase": "feasibility", "reason": "cite the load case"}),
+    );
+    system.wait("the retried feasibility attempt", || {
+        (attempt_of(&system.flow_state(&run), "feasibility") == 2).then_some(())
+    });
+    system.approve_from(&run, 0);
+    system.wait_status(&run, "completed");
+    recorded.push(("retry", run));
+
+    let run = system.start_run();
+    system.wait_gate(&run, "feasibility");
+    system.answer(&run, &json!({"decision": "approve", "gate_phase": "feasibility"}));
+    system.wait_gate(&run, "design");
+    system.answer(
+        &run,
+        &json!({"decision": "rework", "gate_phase": "design", "phase": "needs", "reason": "the load case changed"}),
+    );
+    system.wait("the reworked needs phase", || {
+        (attempt_of(&system.flow_state(&run), "needs") == 2).then_some(())
+    });
+    system.approve_from(&run, 0);
+    system.wait_status(&run, "completed");
+    recorded.push(("rework", run));
+
+    let run = system.start_run();
+    system.wait_gate(&run, "feasibility");
+    system.answer(
+        &run,
+        &json!({"decision": "reject", "gate_phase": "feasibility", "reason": "not feasible"}),
+    );
+    system.wait_status(&run, "failed");
+    recorded.push(("reject", run));
+
+    let run = system.start_run();
+    system.wait_gate(&run, "feasibility");
+    let (status, canceled) = system.call(
+        "POST",
+        &format!("/v1/runs/{run}/cancel"),
+        Some(&json!({"reason": "superseded"})),
+    );
+    assert_eq!(status, 200, "{canceled}");
+    system.wait_status(&run, "canceled");
+    recorded.push(("cancel_at_gate", run));
+
+    // A cancel while a phase is in flight: the release phase's planner hangs.
+    model.stall_first_planner_call("release", Duration::from_secs(600));
+    let run = system.start_run();
+    for phase in &GATES[..3] {
+        system.wait_gate(&run, phase);
+        system.answer(&run, &json!({"decision": "approve", "gate_phase": phase}));
+    }
+    let key = format!("{run}:release:1");
+    system.wait("the release phase in flight", || {
+        model.calls().planner_by_key.contains_key(&key).then_some(())
+    });
+    let (status, canceled) = system.call(
+        "POST",
+        &format!("/v1/runs/{run}/cancel"),
+        Some(&json!({"reason": "stop mid-phase"})),
+    );
+    assert_eq!(status, 200, "{canceled}");
+    system.wait_status(&run, "canceled");
+    recorded.push(("cancel_mid_phase", run));
+
+    // Expiry is a rejection: a gateway whose gates time out after a second.
+    let expiring = System::on_engine(
+        &model,
+        &temporal,
+        "temporal",
+        true,
+        &[("METAFORGE_GATE_TIMEOUT_SECONDS", "1")],
+    );
+    let run = expiring.start_run();
+    expiring.wait_status(&run, "failed");
+    recorded.push(("gate_expired", run));
+    drop(expiring);
+
+    let saved = tempfile::tempdir().unwrap();
+    let mut replay = common::metaforge();
+    replay
+        .arg("replay")
+        .args(recorded.iter().flat_map(|(_, run)| ["--run", run.as_str()]))
+        .arg("--save")
+        .arg(saved.path())
+        .env("TEMPORAL_HOST", &temporal.host);
+    let out = replay.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("$ metaforge replay --run … ({} runs)\n{stdout}", recorded.len());
+    assert!(
+        out.status.success(),
+        "every recorded history replays: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{0} of {0} histories replay deterministically",
+            recorded.len()
+        )),
+        "{stdout}"
+    );
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test reads its own recording switch"
+    )]
+    let keep = std::env::var_os(RECORD_HISTORIES_ENV);
+    if let Some(dir) = keep {
+        let dir = PathBuf::from(dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for (kind, run) in &recorded {
+            std::fs::copy(
+                saved.path().join(format!("{run}.json")),
+                dir.join(format!("{kind}.json")),
+            )
+            .unwrap();
+        }
+        println!("kept the {} histories in {}", recorded.len(), dir.display());
+    }
 }

@@ -103,7 +103,12 @@ impl PhaseModelCalls {
 pub struct ScriptedPhaseModel {
     upstream: Scripted,
     calls: Arc<Mutex<PhaseModelCalls>>,
+    stalls: Arc<Mutex<Stalls>>,
 }
+
+/// Phases whose first planner call per attempt key is answered only after a delay, so a test can
+/// kill the process doing the phase while it is in flight.
+type Stalls = BTreeMap<String, std::time::Duration>;
 
 impl ScriptedPhaseModel {
     /// Starts it on a free loopback port of the current runtime.
@@ -114,12 +119,29 @@ impl ScriptedPhaseModel {
     /// Serves it on `listener` (a port the caller was told to use); needs a tokio runtime.
     pub fn serve(listener: tokio::net::TcpListener, prompts: RolePrompts) -> Self {
         let calls = Arc::new(Mutex::new(PhaseModelCalls::default()));
+        let stalls = Arc::new(Mutex::new(Stalls::new()));
         let log = Arc::clone(&calls);
+        let stalled = Arc::clone(&stalls);
         let upstream = Scripted::respond_on(listener, move |request| {
             let mut calls = log.lock().unwrap_or_else(PoisonError::into_inner);
-            answer(&prompts, request, &mut calls)
+            let stalls = stalled.lock().unwrap_or_else(PoisonError::into_inner);
+            answer(&prompts, &stalls, request, &mut calls)
         });
-        Self { upstream, calls }
+        Self {
+            upstream,
+            calls,
+            stalls,
+        }
+    }
+
+    /// From now on, the first planner call of each attempt of `phase` is answered only after
+    /// `delay` (a later call with the same attempt key, a re-run, is answered at once): the phase
+    /// is in flight for that long, so a test can kill whoever runs it.
+    pub fn stall_first_planner_call(&self, phase: &str, delay: std::time::Duration) {
+        self.stalls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(phase.to_owned(), delay);
     }
 
     /// The OpenAI-compatible base URL, `http://127.0.0.1:<port>/v1` (`HARNESS_OPENAI_BASE_URL`).
@@ -231,7 +253,7 @@ fn unexpected(calls: &mut PhaseModelCalls, what: String) -> Reply {
 }
 
 /// The script (module docs).
-fn answer(prompts: &RolePrompts, request: &Received, calls: &mut PhaseModelCalls) -> Reply {
+fn answer(prompts: &RolePrompts, stalls: &Stalls, request: &Received, calls: &mut PhaseModelCalls) -> Reply {
     let body = &request.body;
     if body["stream"] == json!(true) {
         return unexpected(calls, "a streamed completion".to_owned());
@@ -251,11 +273,17 @@ fn answer(prompts: &RolePrompts, request: &Received, calls: &mut PhaseModelCalls
         if let Some(reason) = feedback_of(&user) {
             calls.feedback_by_key.insert(key.clone(), reason);
         }
-        *calls.planner_by_key.entry(key).or_default() += 1;
-        return completion(
+        let seen = calls.planner_by_key.entry(key).or_default();
+        *seen += 1;
+        let plan = completion(
             json!({"role": "assistant", "content": "1. Record every deliverable in the twin. 2. Summarise."}),
             "stop",
         );
+        let stall = phase_of(&user).and_then(|phase| stalls.get(&phase).copied());
+        return match stall {
+            Some(delay) if *seen == 1 => Reply::Delayed(delay, Box::new(plan)),
+            Some(_) | None => plan,
+        };
     }
     if system.starts_with(&prompts.evaluator) {
         calls.evaluator += 1;
@@ -364,6 +392,7 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, first) = body(&answer(
             &prompts,
+            &Stalls::new(),
             &request("You are the worker. Go.", true, false),
             &mut calls,
         ));
@@ -382,6 +411,7 @@ mod tests {
         assert_eq!(artifacts, ["feasibility_report", "risk_list", "cost_estimate"]);
         let (_, second) = body(&answer(
             &prompts,
+            &Stalls::new(),
             &request("You are the worker. Go.", true, true),
             &mut calls,
         ));
@@ -396,6 +426,7 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, _) = body(&answer(
             &prompts,
+            &Stalls::new(),
             &request("You are the planner. Plan.", false, false),
             &mut calls,
         ));
@@ -414,16 +445,40 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, _) = body(&answer(
             &prompts,
+            &Stalls::new(),
             &request("You are a poet.", true, false),
             &mut calls,
         ));
         assert_eq!(status, 500);
         let (status, _) = body(&answer(
             &prompts,
+            &Stalls::new(),
             &request("You are the worker.", false, false),
             &mut calls,
         ));
         assert_eq!(status, 500);
         assert_eq!(calls.unexpected.len(), 2, "{:?}", calls.unexpected);
+    }
+
+    #[test]
+    fn a_stalled_phase_delays_only_the_first_planner_call_of_each_attempt() {
+        let prompts = RolePrompts::with_worker("You are the worker.");
+        let stalls = Stalls::from([("feasibility".to_owned(), std::time::Duration::from_secs(7))]);
+        let mut calls = PhaseModelCalls::default();
+        let planner = request("You are the planner. Plan.", false, false);
+        let first = answer(&prompts, &stalls, &planner, &mut calls);
+        assert!(
+            matches!(first, Reply::Delayed(delay, _) if delay == std::time::Duration::from_secs(7)),
+            "the first call of r1:feasibility:2 waits"
+        );
+        let rerun = answer(&prompts, &stalls, &planner, &mut calls);
+        assert_eq!(
+            body(&rerun).0,
+            200,
+            "a re-run of the same attempt is answered at once"
+        );
+        let other = answer(&prompts, &Stalls::new(), &planner, &mut calls);
+        assert_eq!(body(&other).0, 200, "no stall named: no delay");
+        assert_eq!(calls.planner_by_key.get("r1:feasibility:2"), Some(&3));
     }
 }

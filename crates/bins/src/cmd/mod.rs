@@ -5,6 +5,7 @@ pub(crate) mod check;
 pub(crate) mod flow;
 pub(crate) mod llm;
 pub(crate) mod mcp;
+pub(crate) mod replay;
 pub(crate) mod serve;
 pub(crate) mod worker;
 
@@ -52,6 +53,10 @@ pub(crate) enum Command {
     /// embedded engine builds. Stop it with Ctrl-C.
     #[command(after_help = SERVING_CONFIGURATION)]
     Worker(serve::GatewayArgs),
+    /// Check recorded Temporal histories of design-flow runs (files, or `--run` fetched from
+    /// `TEMPORAL_HOST`) against this build's workflow with Temporal's replayer (feature
+    /// `temporal`): exit 1 names each history this build would decide differently.
+    Replay(replay::ReplayArgs),
     /// Call a model through the provider pipeline.
     #[command(subcommand)]
     Llm(llm::LlmCommand),
@@ -77,6 +82,7 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Gateway(args) => serve::run(&args),
         Command::Up(args) => serve::run_up(&args),
         Command::Worker(args) => worker::run(&args),
+        Command::Replay(args) => replay::run(&args),
         Command::Llm(command) => llm::run_llm(command),
         Command::Providers(command) => llm::run_providers(command),
         Command::Mcp(args) => mcp::run(args),

@@ -44,6 +44,12 @@ impl ScriptedModel {
         self.model.calls()
     }
 
+    /// Holds the first planner call of each attempt of `phase` for `delay`
+    /// (`ScriptedPhaseModel::stall_first_planner_call`).
+    pub(crate) fn stall_first_planner_call(&self, phase: &str, delay: Duration) {
+        self.model.stall_first_planner_call(phase, delay);
+    }
+
     /// [`gateway_env`] for this model.
     pub(crate) fn gateway_env(&self, home: &Path) -> Vec<(&'static str, String)> {
         gateway_env(&self.model.base_url(), home)
