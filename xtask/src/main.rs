@@ -57,9 +57,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("gateway") => bench_gateway::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("agent") => bench_agent::run(),
-        Some("bench") if args.get(1).map(String::as_str) == Some("runs") => {
-            bench_runs::run(args.get(2).map(String::as_str))
-        }
+        Some("bench") if args.get(1).map(String::as_str) == Some("runs") => bench_runs::run(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("upstream") => {
             let port = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
             bench_kit::serve_upstream(port)
@@ -67,7 +65,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [N]|upstream PORT>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [--engine embedded|temporal] [N]|upstream PORT>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }

@@ -274,6 +274,24 @@ impl TemporalEngine {
         }
     }
 
+    /// Waits (at most `within`) until run `run_id`'s workflow closes and returns its final
+    /// state, the run record brought in line with it: what a caller that started a run and has
+    /// nothing else to do (a script, a benchmark) waits on, instead of polling flow-state.
+    pub async fn wait_closed(&self, run_id: &str, within: Duration) -> Result<RunState, PortError> {
+        let client = self.client().await?;
+        let handle = client.get_workflow_handle::<DesignFlowWorkflow>(run_id);
+        let state = tokio::time::timeout(within, handle.get_result(WorkflowGetResultOptions::default()))
+            .await
+            .map_err(|_| unavailable(format!("run {run_id}'s workflow did not close within {within:?}")))?
+            .map_err(|e| {
+                unavailable(format!(
+                    "the result of run {run_id}'s workflow could not be read: {e}"
+                ))
+            })?;
+        self.reconcile(&state).await;
+        Ok(state)
+    }
+
     /// The record follows the workflow's state (FORGE-485).
     async fn reconcile(&self, state: &RunState) {
         let Ok(record) = self.runs.get(&state.run_id).await else {

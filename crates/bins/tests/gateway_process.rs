@@ -558,3 +558,52 @@ fn up_answers_flow_propose_without_operations_through_the_gateways_generator() {
         .expect("flow.propose answers");
     assert!(refused.text().contains("intent"), "{}", refused.text());
 }
+
+#[cfg(not(feature = "temporal"))]
+#[test]
+fn the_temporal_commands_of_a_build_without_the_engine_exit_2_saying_how_to_get_it() {
+    for command in [
+        &["worker"][..],
+        &["replay", "--run", "r1"][..],
+        &[
+            "up",
+            "--engine",
+            "temporal",
+            "--bind",
+            "127.0.0.1:0",
+            "--mcp-bind",
+            "127.0.0.1:0",
+        ][..],
+    ] {
+        let home = tempfile::tempdir().expect("tempdir");
+        let out = metaforge()
+            .args(command)
+            .env("METAFORGE_HOME", home.path())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(stderr.contains("--features temporal"), "{command:?}: {stderr}");
+    }
+}
+
+#[test]
+fn replay_with_no_history_named_or_an_unknown_engine_is_exit_2() {
+    let out = metaforge().args(["replay"]).output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = metaforge()
+        .args(["up", "--engine", "cadence"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("embedded"),
+        "clap names the accepted engines: {stderr}"
+    );
+}

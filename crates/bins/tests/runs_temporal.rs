@@ -713,3 +713,122 @@ fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build()
         println!("kept the {} histories in {}", recorded.len(), dir.display());
     }
 }
+
+/// The dev server `metaforge up --engine temporal` starts when nothing else is named.
+const DEFAULT_TEMPORAL_HOST: &str = "127.0.0.1:7233";
+
+#[test]
+fn metaforge_up_with_the_temporal_engine_starts_a_dev_server_and_a_worker_and_runs_a_flow() {
+    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+        return;
+    };
+    assert!(
+        std::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST).is_err(),
+        "something already listens on {DEFAULT_TEMPORAL_HOST}; this test needs it free"
+    );
+    let rt = runtime();
+    let model = rt.block_on(ScriptedModel::start());
+    let home = tempfile::tempdir().unwrap();
+    let log = home.path().join("up.log");
+    let cli_dir = cli.parent().unwrap().display().to_string();
+    let mut command = common::server_command(
+        &[
+            "up",
+            "--engine",
+            "temporal",
+            "--bind",
+            "127.0.0.1:0",
+            "--mcp-bind",
+            &format!("127.0.0.1:{}", net::unused_port()),
+        ],
+        home.path(),
+    );
+    command
+        .envs(model.gateway_env(home.path()))
+        .env_remove("TEMPORAL_HOST")
+        .env_remove("METAFORGE_FLOW_ENGINE")
+        .env("PATH", format!("{cli_dir}:/usr/bin:/bin"))
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    let mut up = common::spawn(&mut command, "metaforge up --engine temporal");
+    let mut lines = BufReader::new(up.child_mut().stdout.take().unwrap()).lines();
+    let banner = lines.next().unwrap().unwrap();
+    assert!(banner.contains("http://"), "{banner}\n{}", log_tail(&log, 30));
+    let addr = common::banner_address(&banner);
+    let printed: Vec<String> = lines.by_ref().take(2).map(Result::unwrap).collect();
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.contains("polling metaforge-design-flows on 127.0.0.1:7233")),
+        "up runs a worker beside the gateway: {printed:?}"
+    );
+    let call = |method: &str, path: &str, body: Option<&Value>| {
+        exchange(&addr, method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", log_tail(&log, 30)))
+    };
+    let deadline = Instant::now() + WAIT;
+    let run = loop {
+        let (status, body) = call("POST", "/v1/runs", Some(&json!({"template_id": "design_v1"})));
+        if status == 201 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no run started: {status} {body}");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    assert_eq!(run["flow_engine"], "temporal", "{run}");
+    let run = run["id"].as_str().unwrap().to_owned();
+    let (status, health) = call("GET", "/health", None);
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["design_flow_worker"]["status"], "ok", "{health}");
+    for phase in GATES {
+        let deadline = Instant::now() + WAIT;
+        while !open_gate(&addr, &run)
+            .ok()
+            .flatten()
+            .is_some_and(|g| g.phase == phase && g.approvable)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "{run} never parked at {phase}\n{}",
+                log_tail(&log, 30)
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let (status, body) = call(
+            "POST",
+            &format!("/v1/runs/{run}/approval"),
+            Some(&json!({"decision": "approve", "gate_phase": phase})),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, state) = call("GET", &format!("/v1/runs/{run}/flow-state"), None);
+        if state["status"] == "completed" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{state}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        home.path().join("temporal.db").exists(),
+        "the dev server keeps its history in METAFORGE_HOME"
+    );
+    // A graceful stop takes the dev server down with it.
+    let stopped = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let deadline = Instant::now() + WAIT;
+    while up.child_mut().try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "up did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST).is_ok() {
+        assert!(Instant::now() < deadline, "the dev server outlived up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    println!("metaforge up --engine temporal: run {run} completed; the dev server stopped with up");
+}

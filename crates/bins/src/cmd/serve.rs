@@ -71,6 +71,12 @@ pub(crate) struct Composition {
     pub(crate) tools: crate::tool_servers::ComposedTools,
     /// Design-flow runs: the engine, its stores and brains.
     pub(crate) runs: crate::runs_config::ComposedRuns,
+    /// `METAFORGE_HOME` (where `up --engine temporal` keeps its dev server's history).
+    #[cfg_attr(
+        not(feature = "temporal"),
+        expect(dead_code, reason = "read only by `up --engine temporal`")
+    )]
+    pub(crate) home: std::path::PathBuf,
     /// Holds the temporary ledger directory alive when the ledgers are disabled.
     _scratch: Option<tempfile::TempDir>,
 }
@@ -261,6 +267,7 @@ pub(crate) async fn compose_as(
         mcp,
         tools,
         runs,
+        home: paths.home.clone(),
         _scratch: scratch,
     })
 }
@@ -610,6 +617,11 @@ pub(crate) struct UpArgs {
     /// Loopback address of the MCP sidecar (streamable HTTP on /mcp).
     #[arg(long, env = "METAFORGE_MCP_BIND", default_value = "127.0.0.1:8765")]
     pub(crate) mcp_bind: SocketAddr,
+    /// The flow engine, over `METAFORGE_FLOW_ENGINE`: `temporal` (feature `temporal`) also
+    /// runs a design-flow worker in this process and, with no `TEMPORAL_HOST` and nothing on
+    /// 127.0.0.1:7233, a `temporal server start-dev` from PATH (history in METAFORGE_HOME).
+    #[arg(long, value_name = "embedded|temporal", value_parser = ["embedded", "temporal"])]
+    pub(crate) engine: Option<String>,
 }
 
 /// Runs `metaforge up`: the gateway and the HTTP MCP sidecar in one process, sharing one
@@ -645,7 +657,31 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         )));
     }
     let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
-    let composition = compose(&args.gateway).await?;
+    let temporal = match args.engine.as_deref() {
+        Some("temporal") => true,
+        Some(_) | None => false,
+    };
+    let engine = args.engine.as_deref().map(|name| match name {
+        "temporal" => metaforge_ports::FlowEngineKind::Temporal,
+        _ => metaforge_ports::FlowEngineKind::Embedded,
+    });
+    #[cfg(not(feature = "temporal"))]
+    if temporal {
+        return Err(StartError::Config(
+            "--engine temporal: this metaforge was built without the Temporal engine; build it with \
+             `cargo build --release -p metaforge-bins --features temporal`"
+                .to_owned(),
+        ));
+    }
+    let composition = compose_as(&args.gateway, engine).await?;
+    #[cfg(feature = "temporal")]
+    let _dev_server = if temporal {
+        crate::runs_temporal::ensure_server(&composition.home)
+            .await
+            .map_err(StartError::Config)?
+    } else {
+        None
+    };
     let router = gateway::build(
         Arc::clone(&composition.state),
         Arc::clone(&composition.auth),
@@ -690,22 +726,69 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     tracing::info!(event = "metaforge_up", gateway = %gateway_addr, mcp = %mcp_url);
     let stop = cancel.clone();
     let shutdown = async move {
-        shutdown_signal().await;
+        tokio::select! {
+            () = shutdown_signal() => {}
+            () = stop.cancelled() => {}
+        }
         stop.cancel();
     };
     let (sidecar_listener, sidecar_router) = sidecar.into_parts();
     let sidecar_stop = cancel.clone();
-    let (gateway_result, sidecar_result) =
-        tokio::join!(crate::listen::serve(listener, router, limits, shutdown), async {
+    let worker_stop = cancel.clone();
+    let composed = &composition;
+    let worker = async move {
+        if !temporal {
+            return Ok(());
+        }
+        worker_beside(composed, worker_stop).await
+    };
+    let (gateway_result, sidecar_result, worker_result) = tokio::join!(
+        crate::listen::serve(listener, router, limits, shutdown),
+        async {
             let result = crate::listen::serve(sidecar_listener, sidecar_router, limits, async move {
                 sidecar_stop.cancelled_owned().await;
             })
             .await;
             cancel.cancel();
             result
-        });
+        },
+        worker
+    );
     composition.runs.shutdown().await;
     flush_usage(&composition).await;
+    worker_result?;
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;
     sidecar_result.map_err(|e| StartError::Runtime(format!("MCP sidecar: {e}")))
+}
+
+/// `up --engine temporal`'s design-flow worker, beside the gateway in this process with the
+/// brains the gateway composed: polls until `stop`; if it fails, everything stops with its error.
+#[cfg(feature = "temporal")]
+async fn worker_beside(
+    composition: &Composition,
+    stop: tokio_util::sync::CancellationToken,
+) -> Result<(), StartError> {
+    let activities =
+        crate::runs_temporal::activities(&composition.runs.brains, Arc::clone(&composition.runs.twin));
+    let host = crate::runs_temporal::temporal_host();
+    println!(
+        "metaforge worker polling {} on {host}  (beside the gateway)",
+        metaforge_adapters_temporal::TASK_QUEUE
+    );
+    tokio::select! {
+        worked = metaforge_adapters_temporal::run_worker(&host, activities) => {
+            stop.cancel();
+            worked.map_err(|e| StartError::Runtime(format!("design-flow worker: {e}")))
+        }
+        () = stop.cancelled() => Ok(()),
+    }
+}
+
+/// Without the feature `up` never runs a worker (`--engine temporal` was refused).
+#[cfg(not(feature = "temporal"))]
+async fn worker_beside(
+    _composition: &Composition,
+    _stop: tokio_util::sync::CancellationToken,
+) -> Result<(), StartError> {
+    Ok(())
 }
