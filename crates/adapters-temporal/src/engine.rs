@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use metaforge_domain::run::{FrozenFlow, apply, start};
 use metaforge_ports::{
     Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunEvent, RunLedger, RunRecord,
-    RunState, RunView, StartRun,
+    RunState, RunTransition, RunView, StartRun,
 };
 use temporalio_client::{
     Client, WorkflowGetResultOptions, WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
@@ -274,6 +274,39 @@ impl TemporalEngine {
         }
     }
 
+    /// The run's transitions after number `after` (at most a page; ask again from the last
+    /// one), as its workflow made them: what the run's watchers are told (the notices are built
+    /// from them by the same rule as on the embedded engine).
+    pub async fn transitions_after(&self, run_id: &str, after: u64) -> Result<Vec<RunTransition>, PortError> {
+        let client = self.client().await?;
+        let handle = client.get_workflow_handle::<DesignFlowWorkflow>(run_id);
+        let asked = tokio::time::timeout(
+            self.settings.call_timeout,
+            handle.query(
+                DesignFlowWorkflow::run_transitions,
+                after,
+                WorkflowQueryOptions::default(),
+            ),
+        )
+        .await
+        .map_err(|_| {
+            unavailable(format!(
+                "the run_transitions query of run {run_id} got no answer within {:?} (is a worker running?)",
+                self.settings.call_timeout
+            ))
+        })?;
+        match asked {
+            Ok(transitions) => Ok(transitions),
+            Err(WorkflowQueryError::NotFound(_)) => Err(PortError::new(
+                PortErrorKind::NotFound,
+                format!("run {run_id} has no workflow on {}", self.settings.host),
+            )),
+            Err(e) => Err(unavailable(format!(
+                "the run_transitions query of run {run_id} failed: {e}"
+            ))),
+        }
+    }
+
     /// Waits (at most `within`) until run `run_id`'s workflow closes and returns its final
     /// state, the run record brought in line with it: what a caller that started a run and has
     /// nothing else to do (a script, a benchmark) waits on, instead of polling flow-state.
@@ -392,6 +425,7 @@ impl FlowEngine for TemporalEngine {
             frozen: request.version.frozen.clone(),
             settings: request.settings,
             state: None,
+            transitions_before: 0,
         };
         let client = self.client().await?;
         tokio::time::timeout(

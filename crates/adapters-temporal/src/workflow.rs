@@ -24,7 +24,9 @@ use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
 use metaforge_domain::run::{FrozenFlow, Transition, apply, phase_brief, resume, start};
-use metaforge_ports::{GateAnswer, IntelligenceMode, RunCommand, RunEvent, RunSettings, RunState, Timestamp};
+use metaforge_ports::{
+    GateAnswer, IntelligenceMode, RunCommand, RunEvent, RunSettings, RunState, RunTransition, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use temporalio_common::RetryPolicy;
 use temporalio_macros::{workflow, workflow_methods};
@@ -62,6 +64,10 @@ pub struct DesignFlowInput {
     pub settings: RunSettings,
     /// The state to resume from (continue-as-new); `None`: a new run.
     pub state: Option<RunState>,
+    /// How many transitions the run made before this execution (continue-as-new), so the
+    /// transition numbers watchers see keep counting across the boundary.
+    #[serde(default)]
+    pub transitions_before: u64,
 }
 
 /// A message to a running design flow.
@@ -119,7 +125,15 @@ pub struct DesignFlowWorkflow {
     frozen: String,
     inbox: VecDeque<RunSignal>,
     refusals: Vec<String>,
+    /// Every transition this execution made, in order (the `run_transitions` query): kept in
+    /// workflow memory only, never in a command, so it does not touch determinism.
+    transitions: Vec<RunTransition>,
+    /// Transitions made by earlier executions (continue-as-new).
+    transitions_before: u64,
 }
+
+/// Transitions one `run_transitions` answer carries at most (a watcher asks again for more).
+pub const MAX_TRANSITIONS_PER_QUERY: usize = 64;
 
 fn now_of(time: Option<SystemTime>) -> Timestamp {
     time.map_or_else(
@@ -166,11 +180,22 @@ impl DesignFlowWorkflow {
                 commands: resume(&flow, state).map_err(|e| failed(e.to_string()))?,
             },
         };
+        let started = input.state.is_none().then(|| RunTransition {
+            run_id: input.run_id.clone(),
+            seq: 1,
+            event: None,
+            state: first.state.clone(),
+            commands: first.commands.clone(),
+            reason: None,
+            at: now,
+        });
         ctx.state_mut(|w| {
             w.state = Some(first.state.clone());
             w.version_id.clone_from(&input.version_id);
             w.content_hash.clone_from(&input.content_hash);
             w.frozen.clone_from(&input.frozen);
+            w.transitions_before = input.transitions_before;
+            w.transitions.extend(started);
         });
         let mut state = first.state;
         let mut commands: VecDeque<RunCommand> = first.commands.into();
@@ -312,11 +337,13 @@ impl DesignFlowWorkflow {
                     ctx.state(|w| (w.version_id.clone(), w.content_hash.clone(), w.frozen.clone()));
                 flow = FrozenFlow::from_frozen(&version_id, &content_hash, &frozen)
                     .map_err(|e| failed(e.to_string()))?;
+                let transitions_before = ctx.state(|w| w.transitions_before + w.transitions.len() as u64);
                 let input = DesignFlowInput {
                     version_id,
                     content_hash,
                     frozen,
                     state: Some(state.clone()),
+                    transitions_before,
                     ..input.clone()
                 };
                 ctx.continue_as_new(input, ContinueAsNewOptions::default())?;
@@ -334,10 +361,25 @@ impl DesignFlowWorkflow {
     ) {
         match apply(flow, state, event) {
             Ok(transition) => {
+                let published = transition.state.clone();
+                let event = event.clone();
+                let made = transition.commands.clone();
                 *state = transition.state;
                 commands.extend(transition.commands);
-                let published = state.clone();
-                ctx.state_mut(|w| w.state = Some(published));
+                let at = now_of(ctx.workflow_time());
+                ctx.state_mut(|w| {
+                    let seq = w.transitions_before + w.transitions.len() as u64 + 1;
+                    w.transitions.push(RunTransition {
+                        run_id: published.run_id.clone(),
+                        seq,
+                        event: Some(event),
+                        state: published.clone(),
+                        commands: made,
+                        reason: None,
+                        at,
+                    });
+                    w.state = Some(published);
+                });
             }
             Err(refusal) => {
                 let note = format!("{} refused: {refusal}", event.name());
@@ -414,6 +456,12 @@ impl DesignFlowWorkflow {
         self.inbox.push_back(signal);
     }
 
+    /// The run's transitions after transition number `after` (its live notices, FORGE-396).
+    #[query]
+    pub fn run_transitions(&self, _ctx: &WorkflowContextView, after: u64) -> Vec<RunTransition> {
+        transitions_after(&self.transitions, after)
+    }
+
     /// The run's state and the frozen flow it runs now (flow-state, FORGE-396).
     #[query]
     pub fn run_state(&self, _ctx: &WorkflowContextView) -> DesignFlowSnapshot {
@@ -425,6 +473,17 @@ impl DesignFlowWorkflow {
             refusals: self.refusals.clone(),
         }
     }
+}
+
+/// The transitions after `after` this execution still holds, oldest first, at most
+/// [`MAX_TRANSITIONS_PER_QUERY`].
+fn transitions_after(transitions: &[RunTransition], after: u64) -> Vec<RunTransition> {
+    transitions
+        .iter()
+        .filter(|t| t.seq > after)
+        .take(MAX_TRANSITIONS_PER_QUERY)
+        .cloned()
+        .collect()
 }
 
 fn push_refusal(refusals: &mut Vec<String>, note: String) {

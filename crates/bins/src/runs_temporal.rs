@@ -29,7 +29,7 @@ pub(crate) fn temporal_host() -> String {
 
 /// The Temporal engine as the run service sees it.
 pub(crate) struct TemporalRunEngine {
-    inner: TemporalEngine,
+    inner: Arc<TemporalEngine>,
 }
 
 impl TemporalRunEngine {
@@ -38,7 +38,7 @@ impl TemporalRunEngine {
         let host = temporal_host();
         tracing::info!(event = "flow_engine_started", engine = "temporal", host = %host, "design-flow runs start on Temporal; a worker must poll metaforge-design-flows");
         Self {
-            inner: TemporalEngine::new(TemporalSettings::new(host), runs, clock),
+            inner: Arc::new(TemporalEngine::new(TemporalSettings::new(host), runs, clock)),
         }
     }
 }
@@ -68,12 +68,26 @@ impl FlowEngine for TemporalRunEngine {
 
 #[async_trait]
 impl RunEngine for TemporalRunEngine {
-    /// No notice stream yet on Temporal: the stream ends at once (flow-state is the live view).
+    /// The run's notices, built from the transitions its workflow made (the `run_transitions`
+    /// query, polled) by the same rule as the embedded engine's (`notices_of`): with `after`, the
+    /// ones after that key (`(0, 0)`: all), else those from now on; each once, in order; the
+    /// stream ends after the run's last. While no worker answers, it waits and asks again.
     async fn notices(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, PortError> {
         use futures::StreamExt as _;
         self.inner.state(run_id).await?;
-        let _ = after;
-        Ok(futures::stream::empty().boxed())
+        let last = match after {
+            Some(key) => key,
+            None => (latest_seq(&self.inner, run_id).await?, u32::MAX),
+        };
+        let watch = Watch {
+            engine: Arc::clone(&self.inner),
+            run_id: run_id.to_owned(),
+            last,
+            fetched: last.0.saturating_sub(1),
+            pending: std::collections::VecDeque::new(),
+            ended: false,
+        };
+        Ok(futures::stream::unfold(watch, Watch::next).boxed())
     }
 
     async fn worker(&self) -> WorkerHealth {
@@ -81,6 +95,68 @@ impl RunEngine for TemporalRunEngine {
             WorkerPresence::Ok => WorkerHealth::Ok,
             WorkerPresence::Absent { reason } => WorkerHealth::Absent { reason },
             WorkerPresence::Unknown { reason } => WorkerHealth::Unknown { reason },
+        }
+    }
+}
+
+/// How often a watcher asks the workflow for new transitions.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+/// How long a watcher waits before asking again when no worker answered.
+const WATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The number of the run's last transition so far.
+async fn latest_seq(engine: &TemporalEngine, run_id: &str) -> Result<u64, PortError> {
+    let mut seen = 0;
+    loop {
+        let page = engine.transitions_after(run_id, seen).await?;
+        match page.last() {
+            Some(last) => seen = last.seq,
+            None => return Ok(seen),
+        }
+    }
+}
+
+/// One watcher's place in a run's notices.
+struct Watch {
+    engine: Arc<TemporalEngine>,
+    run_id: String,
+    /// The key of the last notice handed out.
+    last: (u64, u32),
+    /// The number of the last transition read.
+    fetched: u64,
+    pending: std::collections::VecDeque<metaforge_app::runs::RunNotice>,
+    ended: bool,
+}
+
+impl Watch {
+    async fn next(mut self) -> Option<(metaforge_app::runs::RunNotice, Self)> {
+        loop {
+            if let Some(notice) = self.pending.pop_front() {
+                self.last = notice.key();
+                return Some((notice, self));
+            }
+            if self.ended {
+                return None;
+            }
+            match self.engine.transitions_after(&self.run_id, self.fetched).await {
+                Ok(page) if page.is_empty() => tokio::time::sleep(WATCH_EVERY).await,
+                Ok(page) => {
+                    for transition in &page {
+                        self.fetched = transition.seq;
+                        self.ended |= transition.state.status.is_terminal();
+                        self.pending.extend(
+                            metaforge_app::runs::notices_of(transition)
+                                .into_iter()
+                                .filter(|n| n.key() > self.last),
+                        );
+                    }
+                }
+                Err(e) if e.kind == metaforge_ports::PortErrorKind::NotFound => return None,
+                Err(e) => {
+                    tracing::debug!(event = "run_watch_waiting", run_id = %self.run_id, error = %e, "the run's workflow did not answer; asking again");
+                    tokio::time::sleep(WATCH_RETRY).await;
+                }
+            }
         }
     }
 }

@@ -268,7 +268,27 @@ type Trace = (
     Vec<(String, u64, String)>,
     Vec<String>,
     Vec<(String, String, u64)>,
+    Vec<String>,
 );
+
+/// The run's notices as its SSE stream gives them from the start (the run has ended, so the
+/// stream ends): each `kind phase#attempt`.
+fn notices_of_run(system: &System, run: &str) -> Vec<String> {
+    let (status, body) = common::http_raw(&system.addr, "GET", &format!("/v1/runs/{run}/events"), None, &[]);
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| {
+            let notice: Value = serde_json::from_str(data).unwrap();
+            format!(
+                "{} {}#{}",
+                notice["kind"].as_str().unwrap_or("?"),
+                notice["phase"].as_str().unwrap_or("-"),
+                notice["attempt"].as_u64().unwrap_or(0)
+            )
+        })
+        .collect()
+}
 
 /// Drives a `design_v1` run on `system` with one script — retry the first feasibility gate with a
 /// reason, approve every other gate — and reads back what happened.
@@ -335,7 +355,7 @@ fn drive_script(system: &System) -> Trace {
             )
         })
         .collect();
-    (answered, history, phases)
+    (answered, history, phases, notices_of_run(system, &run))
 }
 
 #[test]
@@ -350,6 +370,11 @@ fn the_same_decision_script_makes_the_same_run_on_the_embedded_engine_and_on_tem
     let on_temporal = drive_script(&System::on_engine(&model, &temporal, "temporal", true, &[]));
     println!("embedded: {embedded:?}\ntemporal: {on_temporal:?}");
     assert_eq!(embedded.0.len(), 5, "one retry, four approvals: {:?}", embedded.0);
+    assert!(
+        embedded.3.len() > 20 && embedded.3[0].starts_with("run.started"),
+        "the embedded run's notices, from its start: {:?}",
+        embedded.3
+    );
     assert_eq!(embedded, on_temporal, "both engines made the same decisions");
 }
 
