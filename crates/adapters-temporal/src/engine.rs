@@ -325,8 +325,9 @@ impl TemporalEngine {
         Ok(state)
     }
 
-    /// The record follows the workflow's state (FORGE-485).
-    async fn reconcile(&self, state: &RunState) {
+    /// The record follows the workflow's state (FORGE-485): its status is set to the state's
+    /// when they differ (never guessed: `state` is what the workflow answered).
+    pub async fn reconcile(&self, state: &RunState) {
         let Ok(record) = self.runs.get(&state.run_id).await else {
             return;
         };

@@ -47,9 +47,22 @@ pub(crate) struct ComposedRuns {
     pub(crate) default_intelligence: IntelligenceMode,
     /// The phase brains (the embedded engine's, and what `metaforge worker` registers).
     pub(crate) brains: PhaseBrains,
+    /// The Temporal engine, when it is the one selected (the gateway follows its runs).
+    #[cfg(feature = "temporal")]
+    pub(crate) temporal: Option<Arc<crate::runs_temporal::TemporalRunEngine>>,
 }
 
 impl ComposedRuns {
+    /// In a gateway (not a worker): follows the Temporal runs in the background — record status
+    /// and gate holds — from now on. Nothing to do on the embedded engine, whose run tasks keep
+    /// both themselves.
+    pub(crate) fn follow_runs(&self) {
+        #[cfg(feature = "temporal")]
+        if let Some(engine) = &self.temporal {
+            engine.follow_in_background();
+        }
+    }
+
     /// Stops the embedded engine's run tasks on a graceful stop (nothing is written: every
     /// transition is already in the ledger, and the next start resumes at the last boundary).
     pub(crate) async fn shutdown(&self) {
@@ -144,6 +157,8 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         Arc::clone(&inputs.clock),
     ));
     let brains = PhaseBrains { server, client };
+    #[cfg(feature = "temporal")]
+    let mut temporal = None;
     let (engine, embedded): (Arc<dyn RunEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
             let engine = Arc::new(EmbeddedEngine::new(
@@ -189,8 +204,10 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         FlowEngineKind::Temporal => {
             let engine = Arc::new(crate::runs_temporal::TemporalRunEngine::new(
                 Arc::clone(&runs),
+                Arc::clone(&inputs.approvals),
                 Arc::clone(&inputs.clock),
             ));
+            temporal = Some(Arc::clone(&engine));
             // A phase worker's twin writes (in the worker process) and a client's (through the
             // gateway's sidecar) are scoped by the run's phase in flight, asked of the workflow.
             inputs
@@ -237,6 +254,8 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         bus,
         default_intelligence,
         brains,
+        #[cfg(feature = "temporal")]
+        temporal,
     })
 }
 

@@ -9,10 +9,12 @@ use metaforge_adapters_temporal::{
     DEFAULT_TEMPORAL_HOST, PhaseActivities, TemporalEngine, TemporalSettings, WorkerPresence,
     activity::RunCompletion,
 };
-use metaforge_app::runs::{PhaseBrains, RunEngine, RunNoticeStream, WorkerHealth};
+use std::collections::HashMap;
+
+use metaforge_app::runs::{GateHolds, PhaseBrains, RunEngine, RunNoticeStream, WorkerHealth};
 use metaforge_ports::{
-    Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, RunLedger, RunState, RunView, StartRun,
-    TwinStore,
+    ApprovalKind, ApprovalLedger, Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, RunLedger,
+    RunState, RunView, StartRun, TwinStore,
 };
 
 use crate::system::env;
@@ -30,16 +32,129 @@ pub(crate) fn temporal_host() -> String {
 /// The Temporal engine as the run service sees it.
 pub(crate) struct TemporalRunEngine {
     inner: Arc<TemporalEngine>,
+    follower: Arc<Follower>,
 }
 
 impl TemporalRunEngine {
-    /// The engine on `TEMPORAL_HOST`, recording runs in `runs`.
-    pub(crate) fn new(runs: Arc<dyn RunLedger>, clock: Arc<dyn Clock>) -> Self {
+    /// The engine on `TEMPORAL_HOST`, recording runs in `runs` and keeping their gate holds in
+    /// `approvals`. Call [`TemporalRunEngine::follow_in_background`] once the runtime serves.
+    pub(crate) fn new(
+        runs: Arc<dyn RunLedger>,
+        approvals: Arc<dyn ApprovalLedger>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         let host = temporal_host();
         tracing::info!(event = "flow_engine_started", engine = "temporal", host = %host, "design-flow runs start on Temporal; a worker must poll metaforge-design-flows");
-        Self {
-            inner: Arc::new(TemporalEngine::new(TemporalSettings::new(host), runs, clock)),
+        let inner = Arc::new(TemporalEngine::new(
+            TemporalSettings::new(host),
+            Arc::clone(&runs),
+            Arc::clone(&clock),
+        ));
+        let follower = Arc::new(Follower {
+            engine: Arc::clone(&inner),
+            runs,
+            approvals: Arc::clone(&approvals),
+            holds: GateHolds::new(approvals, clock),
+            cursors: tokio::sync::Mutex::new(HashMap::new()),
+        });
+        Self { inner, follower }
+    }
+
+    /// Starts the follower's background pass: at once (start-up), then every
+    /// [`FOLLOW_EVERY`], for as long as the process runs.
+    pub(crate) fn follow_in_background(&self) {
+        let follower = Arc::clone(&self.follower);
+        tokio::spawn(async move {
+            loop {
+                follower.pass().await;
+                tokio::time::sleep(FOLLOW_EVERY).await;
+            }
+        });
+    }
+}
+
+/// How often the gateway follows its Temporal runs (record status, gate holds).
+pub(crate) const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The gateway's follower of its Temporal runs (FORGE-485): for each run not yet ended, and each
+/// run with a gate hold still open, it reads the transitions the workflow made since the last
+/// pass and carries out their gate-hold effects with the same rule as the embedded engine
+/// (`GateHolds::follow`: a gate parked in the one approval ledger when it opens, decided with the
+/// person's answer, timed out, or canceled), then brings the run record in line with the
+/// workflow's state. Every effect is idempotent, so the cursor lives in memory and a restart
+/// simply follows again from the start.
+pub(crate) struct Follower {
+    engine: Arc<TemporalEngine>,
+    runs: Arc<dyn RunLedger>,
+    approvals: Arc<dyn ApprovalLedger>,
+    holds: GateHolds,
+    cursors: tokio::sync::Mutex<HashMap<String, u64>>,
+}
+
+impl Follower {
+    /// One pass over the runs that may need following.
+    async fn pass(&self) {
+        let mut ids = std::collections::BTreeSet::new();
+        match self.runs.list(None).await {
+            Ok(runs) => ids.extend(
+                runs.into_iter()
+                    .filter(|r| r.flow_engine == FlowEngineKind::Temporal && !r.status.is_terminal())
+                    .map(|r| r.id),
+            ),
+            Err(e) => {
+                tracing::warn!(event = "run_follow_failed", error = %e, "the run ledger could not be listed; following again next pass")
+            }
         }
+        match self.approvals.list_pending().await {
+            Ok(pending) => ids.extend(pending.into_iter().filter_map(|hold| {
+                match hold.kind {
+                    ApprovalKind::Gate => hold
+                        .arguments
+                        .get("run_id")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned),
+                    ApprovalKind::ToolCall
+                    | ApprovalKind::DesignFlowProposal
+                    | ApprovalKind::DesignFlowVersion => None,
+                }
+            })),
+            Err(e) => {
+                tracing::warn!(event = "run_follow_failed", error = %e, "the open holds could not be listed; following again next pass")
+            }
+        }
+        for id in ids {
+            if let Err(e) = self.follow(&id).await {
+                tracing::debug!(event = "run_follow_waiting", run_id = %id, error = %e, "the run could not be followed now; again next pass");
+            }
+        }
+    }
+
+    /// Follows one run up to its workflow's latest transition.
+    pub(crate) async fn follow(&self, run_id: &str) -> Result<(), PortError> {
+        let record = self.runs.get(run_id).await?;
+        if record.flow_engine != FlowEngineKind::Temporal {
+            return Ok(());
+        }
+        let mut cursors = self.cursors.lock().await;
+        let mut cursor = cursors.get(run_id).copied().unwrap_or(0);
+        let mut last = None;
+        loop {
+            let page = self.engine.transitions_after(run_id, cursor).await?;
+            if page.is_empty() {
+                break;
+            }
+            for transition in page {
+                self.holds.follow(&record, &transition).await?;
+                cursor = transition.seq;
+                cursors.insert(run_id.to_owned(), cursor);
+                last = Some(transition.state);
+            }
+        }
+        drop(cursors);
+        if let Some(state) = last {
+            self.engine.reconcile(&state).await;
+        }
+        Ok(())
     }
 }
 
@@ -53,8 +168,12 @@ impl FlowEngine for TemporalRunEngine {
         self.inner.start(request).await
     }
 
+    /// The answer is signalled, then the run followed at once, so its hold is decided now
+    /// rather than at the next pass.
     async fn decide_gate(&self, run_id: &str, answer: GateAnswer) -> Result<RunState, PortError> {
-        self.inner.decide_gate(run_id, answer).await
+        let state = self.inner.decide_gate(run_id, answer).await?;
+        self.follow_now(run_id).await;
+        Ok(state)
     }
 
     async fn state(&self, run_id: &str) -> Result<RunView, PortError> {
@@ -62,7 +181,17 @@ impl FlowEngine for TemporalRunEngine {
     }
 
     async fn cancel(&self, run_id: &str, by: &str, reason: Option<String>) -> Result<RunState, PortError> {
-        self.inner.cancel(run_id, by, reason).await
+        let state = self.inner.cancel(run_id, by, reason).await?;
+        self.follow_now(run_id).await;
+        Ok(state)
+    }
+}
+
+impl TemporalRunEngine {
+    async fn follow_now(&self, run_id: &str) {
+        if let Err(e) = self.follower.follow(run_id).await {
+            tracing::debug!(event = "run_follow_waiting", run_id, error = %e, "the run could not be followed now; the background pass will");
+        }
     }
 }
 

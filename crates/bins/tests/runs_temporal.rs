@@ -230,6 +230,13 @@ fn a_server_mode_run_on_temporal_completes_through_its_four_gates_with_a_worker_
             let gate = open_gate(&system.addr, &run).ok()??;
             (gate.phase == phase && gate.approvable).then_some(())
         });
+        // The gateway follows the workflow: the open gate is in the one approvals list.
+        let hold = format!("gate:{run}:{phase}:1");
+        system.wait(&format!("{hold} pending in the approvals list"), || {
+            gate_holds(&system, &run)
+                .contains(&(hold.clone(), "awaiting_approval".to_owned()))
+                .then_some(())
+        });
         let (status, state) = system.call(
             "POST",
             &format!("/v1/runs/{run}/approval"),
@@ -256,8 +263,14 @@ fn a_server_mode_run_on_temporal_completes_through_its_four_gates_with_a_worker_
         "the run record follows the workflow: {record}"
     );
     assert_eq!(record["flow_engine"], "temporal", "{record}");
+    let holds = gate_holds(&system, &run);
+    let decided: Vec<&str> = holds.iter().map(|(_, status)| status.as_str()).collect();
+    assert_eq!(
+        decided, ["approved"; 4],
+        "each human gate's hold was decided with the person's answer: {holds:?}"
+    );
     println!(
-        "temporal run {run} completed; reruns {:?}",
+        "temporal run {run} completed; gate holds {holds:?}; reruns {:?}",
         model.calls().reruns()
     );
 }
@@ -449,6 +462,24 @@ impl System {
     }
 }
 
+/// The run's gate holds in the one approvals list: `(id, status)`, oldest first.
+fn gate_holds(system: &System, run: &str) -> Vec<(String, String)> {
+    let (status, body) = system.call("GET", "/v1/approvals?status=all", None);
+    assert_eq!(status, 200, "{body}");
+    body["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "gate" && a["arguments"]["run_id"] == run)
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap_or_default().to_owned(),
+                a["status"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The attempt the run's flow-state shows for `phase`.
 fn attempt_of(state: &Value, phase: &str) -> u64 {
     state["phases"]
@@ -594,6 +625,10 @@ fn a_gateway_restarted_while_a_run_waits_at_a_gate_still_lands_the_approval() {
     );
     assert_eq!(record["status"], "completed", "{record}");
     assert_eq!(times_in_history(&system, &run, "completed"), 1, "{record}");
+    let holds = gate_holds(&system, &run);
+    println!("[8] the run's gate holds in the approvals list: {holds:?}");
+    assert_eq!(holds.len(), 4, "{holds:?}");
+    assert!(holds.iter().all(|(_, status)| status == "approved"), "{holds:?}");
 }
 
 /// Where `METAFORGE_RECORD_HISTORIES` asks the recorded histories to be kept (by decision kind),

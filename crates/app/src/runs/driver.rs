@@ -9,15 +9,13 @@ use std::sync::Arc;
 use metaforge_agent::CancellationToken;
 use metaforge_domain::run::{FrozenFlow, apply, approval_reason, phase_brief, resume};
 use metaforge_ports::{
-    AUTO_APPROVER, ApprovalDecision, ApprovalKind, ApprovalRecord, ApprovalStatus, GateAnswer, GateDecision,
-    IntelligenceMode, PhaseFailure, PhaseFailureKind, PhaseOutcome, PortError, PortErrorKind, RunCommand,
-    RunEvent, RunRecord, RunState, RunStatus, RunTransition, TWIN_MAIN_BRANCH, WaiterResolution,
-    gate_approval_id, run_branch,
+    GateAnswer, IntelligenceMode, PhaseFailure, PhaseFailureKind, PhaseOutcome, PortError, PortErrorKind,
+    RunCommand, RunEvent, RunRecord, RunState, RunStatus, RunTransition, TWIN_MAIN_BRANCH, run_branch,
 };
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
 use super::engine::Shared;
+use super::holds::{GateHolds, event_hold, settled_enough};
 use super::notices::{RunNoticeKind, notices_of};
 
 /// What a run's task is asked to do.
@@ -110,24 +108,6 @@ fn record_reason(state: &RunState) -> Option<String> {
         RunStatus::AwaitingApproval => approval_reason(state),
         RunStatus::Failed | RunStatus::Canceled => state.error.clone(),
         RunStatus::Queued | RunStatus::Running | RunStatus::Completed => None,
-    }
-}
-
-/// The note a gate decision leaves on its hold.
-fn decision_note(decision: &GateDecision) -> Option<String> {
-    match decision {
-        GateDecision::Approve { reason } | GateDecision::Reject { reason } => reason.clone(),
-        GateDecision::Retry { reason } => Some(format!("retry: {reason}")),
-        GateDecision::Rework { phase, reason } => Some(format!("rework from '{phase}': {reason}")),
-    }
-}
-
-/// A hold-ledger answer that leaves the hold as the run needs it: done, already closed or
-/// decided (a re-act), or never parked.
-fn settled_enough(result: &Result<(), PortError>) -> bool {
-    match result {
-        Ok(()) => true,
-        Err(e) => matches!(e.kind, PortErrorKind::Conflict | PortErrorKind::NotFound),
     }
 }
 
@@ -452,58 +432,20 @@ impl Driver {
         ok
     }
 
-    fn hold_id(&self, state: &RunState, phase: &str) -> String {
-        let attempt = state.phase(phase).map_or(0, |p| p.attempt);
-        gate_approval_id(self.run_id(), phase, attempt)
-    }
-
     /// The effect the event itself asks for: a decided or expired gate's hold ([`event_hold`]) is
     /// closed.
     async fn event_effect(&mut self, event: &RunEvent, state: &RunState) -> bool {
-        let approvals = Arc::clone(&self.shared.ports.approvals);
-        match event {
-            RunEvent::GateDecided {
-                decision,
-                approver,
-                surface,
-                ..
-            } => {
-                let id = event_hold(self.run_id(), event, state).unwrap_or_default();
-                let decided = approvals
-                    .decide(
-                        &id,
-                        ApprovalDecision {
-                            approve: matches!(decision, GateDecision::Approve { .. }),
-                            approver: approver.clone(),
-                            note: decision_note(decision),
-                        },
-                    )
-                    .await
-                    .map(|_| ());
-                if decided.is_ok() {
-                    tracing::info!(event = "approval_decided", approval_id = %id, kind = ApprovalKind::Gate.as_str(), decision = decision.kind().as_str(), approver = %approver, surface = surface.as_str(), "a person answered a run's gate");
-                }
-                self.hold_result(&id, decided)
-            }
-            RunEvent::GateExpired { .. } => {
-                let id = event_hold(self.run_id(), event, state).unwrap_or_default();
-                let resolved = approvals
-                    .resolve(
-                        &id,
-                        WaiterResolution::TimedOut,
-                        Some("the gate's deadline passed: treated as a rejection".to_owned()),
-                    )
-                    .await
-                    .map(|_| ());
-                self.hold_result(&id, resolved)
-            }
-            RunEvent::PhaseStarted { .. }
-            | RunEvent::PhaseFinished { .. }
-            | RunEvent::PhaseFailed { .. }
-            | RunEvent::GateOpened { .. }
-            | RunEvent::FlowChanged { .. }
-            | RunEvent::Canceled { .. } => true,
-        }
+        let id = event_hold(self.run_id(), event, state).unwrap_or_default();
+        let done = self.holds().event_effect(self.run_id(), event, state).await;
+        self.hold_result(&id, done)
+    }
+
+    /// The run's gate holds in the approval ledger.
+    fn holds(&self) -> GateHolds {
+        GateHolds::new(
+            Arc::clone(&self.shared.ports.approvals),
+            Arc::clone(&self.shared.ports.clock),
+        )
     }
 
     fn hold_result(&self, id: &str, result: Result<(), PortError>) -> bool {
@@ -517,58 +459,6 @@ impl Driver {
         settled_enough(&result)
     }
 
-    fn gate_hold(&self, state: &RunState, phase: &str, gate: &str, reason: String) -> ApprovalRecord {
-        let open = state.gate.as_ref().filter(|g| g.phase == phase);
-        let attempt = state.phase(phase).map_or(0, |p| p.attempt);
-        ApprovalRecord {
-            id: gate_approval_id(self.run_id(), phase, attempt),
-            kind: ApprovalKind::Gate,
-            tool: "run.gate".to_owned(),
-            arguments: json!({
-                "run_id": self.record.id,
-                "project_id": self.record.project_id,
-                "phase": phase,
-                "gate": gate,
-                "attempt": attempt,
-                "ready": open.map(|g| g.ready),
-                "findings": open.map(|g| g.findings.clone()),
-                "allowed": open.map(|g| g.allowed.clone()),
-                "deadline": open.and_then(|g| g.deadline),
-                "flow_version_id": state.flow.version_id,
-                "content_hash": state.flow.content_hash,
-            }),
-            caller: "service".to_owned(),
-            status: ApprovalStatus::AwaitingApproval,
-            reason: Some(reason),
-            approver: None,
-            flow_version_id: None,
-            created_at: self.shared.ports.clock.now(),
-            decided_at: None,
-            deadline: None,
-            requested_by: None,
-        }
-    }
-
-    /// Parks `record`, or finds the hold a previous act parked under the same id.
-    async fn park_once(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
-        match self.shared.ports.approvals.park(record.clone()).await {
-            Ok(parked) => Ok(parked),
-            Err(e) if e.kind == PortErrorKind::Conflict => {
-                let existing = self.shared.ports.approvals.get(&record.id).await?;
-                match existing.kind {
-                    ApprovalKind::Gate => Ok(existing),
-                    ApprovalKind::ToolCall
-                    | ApprovalKind::DesignFlowProposal
-                    | ApprovalKind::DesignFlowVersion => Err(PortError::new(
-                        PortErrorKind::Conflict,
-                        format!("approval {} exists and is not a gate hold", record.id),
-                    )),
-                }
-            }
-            Err(e) => Err(e),
-        }
-    }
-
     async fn command_effect(&mut self, command: &RunCommand, state: &RunState) -> bool {
         let now = self.shared.ports.clock.now();
         match command {
@@ -577,13 +467,8 @@ impl Driver {
                 true
             }
             RunCommand::OpenGate { phase, gate, .. } => {
-                let reason = approval_reason(state).unwrap_or_else(|| gate.clone());
-                let hold = self.gate_hold(state, phase, gate, reason);
-                match self.park_once(hold).await {
+                match self.holds().open(&self.record, state, phase, gate).await {
                     Ok(parked) => {
-                        if parked.status != ApprovalStatus::AwaitingApproval {
-                            tracing::error!(event = "run_gate_hold_closed", run_id = %self.record.id, approval_id = %parked.id, status = parked.status.as_str(), "the gate's hold exists but is closed; the gate stays answerable through the run");
-                        }
                         self.follow_ups.push_back(RunEvent::GateOpened {
                             phase: phase.clone(),
                             approval_id: Some(parked.id),
@@ -601,41 +486,14 @@ impl Driver {
                 true
             }
             RunCommand::AutoApproveGate { phase, gate, .. } => {
-                let hold = self.gate_hold(state, phase, gate, format!("{gate}: auto-approved checkpoint"));
-                let id = hold.id.clone();
-                let parked = self.park_once(hold).await;
-                let decided = match parked {
-                    Ok(record) if record.status == ApprovalStatus::AwaitingApproval => self
-                        .shared
-                        .ports
-                        .approvals
-                        .decide(
-                            &id,
-                            ApprovalDecision {
-                                approve: true,
-                                approver: AUTO_APPROVER.to_owned(),
-                                note: Some(
-                                    "auto-approved: its required deliverables are recorded".to_owned(),
-                                ),
-                            },
-                        )
-                        .await
-                        .map(|_| ()),
-                    Ok(_) => Ok(()),
-                    Err(e) => Err(e),
-                };
-                self.hold_result(&id, decided)
+                let id = GateHolds::hold_id(self.run_id(), state, phase);
+                let done = self.holds().auto_approve(&self.record, state, phase, gate).await;
+                self.hold_result(&id, done)
             }
             RunCommand::CloseGate { phase, reason, .. } => {
-                let id = self.hold_id(state, phase);
-                let resolved = self
-                    .shared
-                    .ports
-                    .approvals
-                    .resolve(&id, WaiterResolution::Canceled, Some(reason.clone()))
-                    .await
-                    .map(|_| ());
-                self.hold_result(&id, resolved)
+                let id = GateHolds::hold_id(self.run_id(), state, phase);
+                let done = self.holds().close(self.run_id(), state, phase, reason).await;
+                self.hold_result(&id, done)
             }
             RunCommand::CancelPhase {
                 phase, attempt, key, ..
@@ -787,32 +645,5 @@ impl Driver {
             attempt,
             token,
         });
-    }
-}
-
-/// The gate hold `event` itself decides (a person's decision) or times out (an expiry), as of
-/// `state`, the state right after it; `None` for every other event. The driver closes it as the
-/// event's effect, also on resume; the start-up sweep of stray holds leaves it to the driver.
-pub(crate) fn event_hold(run_id: &str, event: &RunEvent, state: &RunState) -> Option<String> {
-    match event {
-        RunEvent::GateDecided { phase, .. } => {
-            let attempt = state
-                .decisions
-                .iter()
-                .rev()
-                .find(|d| d.phase == *phase && !d.auto)
-                .map_or(0, |d| d.attempt);
-            Some(gate_approval_id(run_id, phase, attempt))
-        }
-        RunEvent::GateExpired { phase, .. } => {
-            let attempt = state.phase(phase).map_or(0, |p| p.attempt);
-            Some(gate_approval_id(run_id, phase, attempt))
-        }
-        RunEvent::PhaseStarted { .. }
-        | RunEvent::PhaseFinished { .. }
-        | RunEvent::PhaseFailed { .. }
-        | RunEvent::GateOpened { .. }
-        | RunEvent::FlowChanged { .. }
-        | RunEvent::Canceled { .. } => None,
     }
 }

@@ -325,7 +325,7 @@ impl EmbeddedEngine {
             if let Some(hold) = latest
                 .event
                 .as_ref()
-                .and_then(|event| super::driver::event_hold(&record.id, event, &latest.state))
+                .and_then(|event| super::holds::event_hold(&record.id, event, &latest.state))
             {
                 resumed_holds.insert(hold);
             }

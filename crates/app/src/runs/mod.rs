@@ -17,6 +17,7 @@
 mod brains;
 mod driver;
 mod engine;
+mod holds;
 mod notices;
 mod service;
 pub mod settings;
@@ -28,6 +29,7 @@ pub use brains::{
     ServerPhaseBrain, recorded_deliverables, render_brief,
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
+pub use holds::GateHolds;
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
 pub use service::{
     ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,

@@ -584,6 +584,7 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
 async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(args).await?;
+    composition.runs.follow_runs();
     let router = gateway::build(
         Arc::clone(&composition.state),
         Arc::clone(&composition.auth),
@@ -674,6 +675,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         ));
     }
     let composition = compose_as(&args.gateway, engine).await?;
+    composition.runs.follow_runs();
     #[cfg(feature = "temporal")]
     let _dev_server = if temporal {
         crate::runs_temporal::ensure_server(&composition.home)
