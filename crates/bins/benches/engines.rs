@@ -23,7 +23,6 @@
 )]
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -43,7 +42,8 @@ use metaforge_ports::{
     TwinStore, sha256_hex,
 };
 use metaforge_test_support::doubles::ScriptedPhaseBrain;
-use metaforge_test_support::{SequentialIds, net, peers};
+use metaforge_test_support::temporal::TemporalDevServer;
+use metaforge_test_support::{SequentialIds, peers};
 
 /// Phases of the auto-gated flow.
 const PHASES: usize = 20;
@@ -271,54 +271,6 @@ impl RunCompletion for TwinMerge {
     }
 }
 
-/// A `temporal server start-dev` on free loopback ports over a SQLite file in `dir`.
-struct DevServer {
-    child: Child,
-    host: String,
-}
-
-impl DevServer {
-    fn start(cli: &Path, dir: &Path) -> Self {
-        let port = net::unused_port();
-        let child = Command::new(cli)
-            .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port"])
-            .arg(port.to_string())
-            .args(["--http-port", &net::unused_port().to_string()])
-            .args(["--metrics-port", &net::unused_port().to_string()])
-            .arg("--db-filename")
-            .arg(dir.join("temporal.db"))
-            .args(["--log-level", "error"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let host = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let health = Command::new(cli)
-                .args(["operator", "cluster", "health", "--address", &host])
-                .output()
-                .unwrap();
-            if String::from_utf8_lossy(&health.stdout).contains("SERVING") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the Temporal dev server on {host} never served"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        Self { child, host }
-    }
-}
-
-impl Drop for DevServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The Temporal engine on `host` over fresh stores in `dir`, with a worker polling in this process
 /// (its own thread and runtime, as `metaforge worker` runs one).
 async fn on_temporal(dir: &Path, host: &str) -> OnTemporal {
@@ -448,7 +400,7 @@ async fn main() {
     let embedded = measure(embedded, sequential, concurrent).await;
 
     let temporal_dir = tempfile::tempdir().unwrap();
-    let server = DevServer::start(&cli, temporal_dir.path());
+    let server = TemporalDevServer::start(&cli, temporal_dir.path()).unwrap_or_else(|e| panic!("{e}"));
     let temporal: Arc<dyn Engine> = Arc::new(on_temporal(temporal_dir.path(), &server.host).await);
     let temporal = measure(temporal, sequential, concurrent).await;
     drop(server);

@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use metaforge_test_support::temporal::TemporalDevServer;
 use metaforge_test_support::{net, peers};
 use run_support::{ScriptedModel, exchange, log_tail, open_gate, start_gateway};
 use serde_json::{Value, json};
@@ -34,52 +35,21 @@ const GATES: [&str; 4] = ["feasibility", "design", "simulation", "release"];
 /// How long one wait may take (workflow tasks and activities on a dev server, two slow cores).
 const WAIT: Duration = Duration::from_secs(90);
 
-/// A Temporal dev server on free loopback ports over a fresh SQLite file.
+/// A Temporal dev server (`metaforge_test_support::temporal`) over a fresh SQLite file.
 struct TemporalServer {
-    _process: common::Process,
-    host: String,
+    server: TemporalDevServer,
     _dir: tempfile::TempDir,
 }
 
 impl TemporalServer {
     fn start(cli: &Path) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = net::unused_port();
-        let db = dir.path().join("temporal.db");
-        let process = common::spawn(
-            Command::new(cli)
-                .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port"])
-                .arg(port.to_string())
-                .args(["--http-port", &net::unused_port().to_string()])
-                .args(["--metrics-port", &net::unused_port().to_string()])
-                .arg("--db-filename")
-                .arg(&db)
-                .args(["--log-level", "warn"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null()),
-            "temporal server start-dev",
-        );
-        let host = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let health = Command::new(cli)
-                .args(["operator", "cluster", "health", "--address", &host])
-                .output()
-                .unwrap();
-            if String::from_utf8_lossy(&health.stdout).contains("SERVING") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the Temporal dev server on {host} never served"
-            );
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        Self {
-            _process: process,
-            host,
-            _dir: dir,
-        }
+        let server = TemporalDevServer::start(cli, dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        Self { server, _dir: dir }
+    }
+
+    fn host(&self) -> &str {
+        &self.server.host
     }
 }
 
@@ -111,7 +81,7 @@ impl System {
         let mut vars = model.gateway_env(home.path());
         vars.extend([
             ("METAFORGE_FLOW_ENGINE", engine.to_owned()),
-            ("TEMPORAL_HOST", temporal.host.clone()),
+            ("TEMPORAL_HOST", temporal.host().to_owned()),
         ]);
         vars.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
         let log = home.path().join("gateway.log");
@@ -739,7 +709,7 @@ fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build()
         .args(recorded.iter().flat_map(|(_, run)| ["--run", run.as_str()]))
         .arg("--save")
         .arg(saved.path())
-        .env("TEMPORAL_HOST", &temporal.host);
+        .env("TEMPORAL_HOST", temporal.host());
     let out = replay.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("$ metaforge replay --run … ({} runs)\n{stdout}", recorded.len());
