@@ -170,23 +170,42 @@ impl System {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
+/// What every test here starts from: the Temporal CLI (or a printed skip), the scripted phase
+/// model on its own runtime, and a dev server (fields drop in order: the model before its
+/// runtime).
+struct World {
+    model: ScriptedModel,
+    temporal: TemporalServer,
+    cli: PathBuf,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl World {
+    fn start() -> Option<Self> {
+        let cli = peers::require(peers::Peer::Temporal)?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let model = rt.block_on(ScriptedModel::start());
+        let temporal = TemporalServer::start(&cli);
+        Some(Self {
+            model,
+            temporal,
+            cli,
+            _rt: rt,
+        })
+    }
 }
 
 #[test]
 fn a_server_mode_run_on_temporal_completes_through_its_four_gates_with_a_worker_polling() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
-    let temporal = TemporalServer::start(&cli);
-    let system = System::start(&model, &temporal, true);
+    let (model, temporal) = (&world.model, &world.temporal);
+    let system = System::start(model, temporal, true);
 
     // The worker's pollers reach the server a moment after its banner: 503 until then.
     let run = system.wait("a run started on Temporal", || {
@@ -343,14 +362,12 @@ fn drive_script(system: &System) -> Trace {
 
 #[test]
 fn the_same_decision_script_makes_the_same_run_on_the_embedded_engine_and_on_temporal() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
-    let temporal = TemporalServer::start(&cli);
-    let embedded = drive_script(&System::on_engine(&model, &temporal, "embedded", false, &[]));
-    let on_temporal = drive_script(&System::on_engine(&model, &temporal, "temporal", true, &[]));
+    let (model, temporal) = (&world.model, &world.temporal);
+    let embedded = drive_script(&System::on_engine(model, temporal, "embedded", false, &[]));
+    let on_temporal = drive_script(&System::on_engine(model, temporal, "temporal", true, &[]));
     println!("embedded: {embedded:?}\ntemporal: {on_temporal:?}");
     assert_eq!(embedded.0.len(), 5, "one retry, four approvals: {:?}", embedded.0);
     assert!(
@@ -363,13 +380,11 @@ fn the_same_decision_script_makes_the_same_run_on_the_embedded_engine_and_on_tem
 
 #[test]
 fn with_no_worker_polling_a_run_start_is_503_naming_the_queue_and_records_nothing() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
-    let temporal = TemporalServer::start(&cli);
-    let system = System::start(&model, &temporal, false);
+    let (model, temporal) = (&world.model, &world.temporal);
+    let system = System::start(model, temporal, false);
 
     let (status, body) = system.call("POST", "/v1/runs", Some(&json!({"template_id": "design_v1"})));
     assert_eq!(status, 503, "{body}");
@@ -475,15 +490,13 @@ fn times_in_history(system: &System, run: &str, status: &str) -> usize {
 
 #[test]
 fn a_worker_killed_mid_phase_has_the_attempt_retried_by_temporal_and_the_run_completes_once() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
+    let (model, temporal) = (&world.model, &world.temporal);
     // The feasibility phase's first planner call hangs, so the worker is killed mid-phase.
     model.stall_first_planner_call("feasibility", Duration::from_secs(600));
-    let temporal = TemporalServer::start(&cli);
-    let mut system = System::start(&model, &temporal, true);
+    let mut system = System::start(model, temporal, true);
     let run = system.start_run();
     let key = format!("{run}:feasibility:1");
     system.wait("the feasibility phase in flight on the worker", || {
@@ -536,13 +549,11 @@ fn a_worker_killed_mid_phase_has_the_attempt_retried_by_temporal_and_the_run_com
 
 #[test]
 fn a_gateway_restarted_while_a_run_waits_at_a_gate_still_lands_the_approval() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
-    let temporal = TemporalServer::start(&cli);
-    let mut system = System::start(&model, &temporal, true);
+    let (model, temporal) = (&world.model, &world.temporal);
+    let mut system = System::start(model, temporal, true);
     let run = system.start_run();
     println!(
         "[1] POST /v1/runs -> 201, run {run} on temporal (gateway {})",
@@ -607,13 +618,11 @@ const RECORD_HISTORIES_ENV: &str = "METAFORGE_RECORD_HISTORIES";
 
 #[test]
 fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
-    let temporal = TemporalServer::start(&cli);
-    let system = System::start(&model, &temporal, true);
+    let (model, temporal) = (&world.model, &world.temporal);
+    let system = System::start(model, temporal, true);
     let mut recorded: Vec<(&str, String)> = Vec::new();
 
     let run = system.start_run();
@@ -691,8 +700,8 @@ fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build()
 
     // Expiry is a rejection: a gateway whose gates time out after a second.
     let expiring = System::on_engine(
-        &model,
-        &temporal,
+        model,
+        temporal,
         "temporal",
         true,
         &[("METAFORGE_GATE_TIMEOUT_SECONDS", "1")],
@@ -749,15 +758,14 @@ const DEFAULT_TEMPORAL_HOST: &str = "127.0.0.1:7233";
 
 #[test]
 fn metaforge_up_with_the_temporal_engine_starts_a_dev_server_and_a_worker_and_runs_a_flow() {
-    let Some(cli) = peers::require(peers::Peer::Temporal) else {
+    let Some(world) = World::start() else {
         return;
     };
+    let (model, cli) = (&world.model, &world.cli);
     assert!(
         std::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST).is_err(),
         "something already listens on {DEFAULT_TEMPORAL_HOST}; this test needs it free"
     );
-    let rt = runtime();
-    let model = rt.block_on(ScriptedModel::start());
     let home = tempfile::tempdir().unwrap();
     let log = home.path().join("up.log");
     let cli_dir = cli.parent().unwrap().display().to_string();
