@@ -756,6 +756,74 @@ fn a_history_of_every_decision_kind_recorded_on_temporal_replays_on_this_build()
 /// The dev server `metaforge up --engine temporal` starts when nothing else is named.
 const DEFAULT_TEMPORAL_HOST: &str = "127.0.0.1:7233";
 
+/// `metaforge up` over `home` with the Temporal engine chosen by `--engine temporal` or, with
+/// `by_flag` false, by `METAFORGE_FLOW_ENGINE=temporal`; no `TEMPORAL_HOST`, the CLI on PATH. Returns
+/// once its gateway and worker banners are out, with the gateway's address.
+fn start_up(
+    home: &Path,
+    model: &ScriptedModel,
+    cli: &Path,
+    by_flag: bool,
+    log: &Path,
+) -> (common::Process, String) {
+    let cli_dir = cli.parent().unwrap().display().to_string();
+    let mcp_bind = format!("127.0.0.1:{}", net::unused_port());
+    let mut args = vec!["up", "--bind", "127.0.0.1:0", "--mcp-bind", &mcp_bind];
+    if by_flag {
+        args.extend(["--engine", "temporal"]);
+    }
+    let mut command = common::server_command(&args, home);
+    command
+        .envs(model.gateway_env(home))
+        .env_remove("TEMPORAL_HOST")
+        .env("PATH", format!("{cli_dir}:/usr/bin:/bin"))
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::from(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap(),
+        ));
+    if by_flag {
+        command.env_remove("METAFORGE_FLOW_ENGINE");
+    } else {
+        command.env("METAFORGE_FLOW_ENGINE", "temporal");
+    }
+    let mut up = common::spawn(&mut command, "metaforge up (temporal)");
+    let mut lines = BufReader::new(up.child_mut().stdout.take().unwrap()).lines();
+    let banner = lines.next().unwrap().unwrap();
+    assert!(banner.contains("http://"), "{banner}\n{}", log_tail(log, 30));
+    let addr = common::banner_address(&banner);
+    let printed: Vec<String> = lines.by_ref().take(2).map(Result::unwrap).collect();
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.contains("polling metaforge-design-flows on 127.0.0.1:7233")),
+        "up runs a worker beside the gateway: {printed:?}"
+    );
+    (up, addr)
+}
+
+/// SIGINTs `up` and waits until it exited and its dev server stopped listening.
+fn stop_up(up: &mut common::Process) {
+    let stopped = Command::new("kill")
+        .args(["-INT", &up.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let deadline = Instant::now() + WAIT;
+    while up.child_mut().try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "up did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST).is_ok() {
+        assert!(Instant::now() < deadline, "the dev server outlived up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn metaforge_up_with_the_temporal_engine_starts_a_dev_server_and_a_worker_and_runs_a_flow() {
     let Some(world) = World::start() else {
@@ -768,38 +836,7 @@ fn metaforge_up_with_the_temporal_engine_starts_a_dev_server_and_a_worker_and_ru
     );
     let home = tempfile::tempdir().unwrap();
     let log = home.path().join("up.log");
-    let cli_dir = cli.parent().unwrap().display().to_string();
-    let mut command = common::server_command(
-        &[
-            "up",
-            "--engine",
-            "temporal",
-            "--bind",
-            "127.0.0.1:0",
-            "--mcp-bind",
-            &format!("127.0.0.1:{}", net::unused_port()),
-        ],
-        home.path(),
-    );
-    command
-        .envs(model.gateway_env(home.path()))
-        .env_remove("TEMPORAL_HOST")
-        .env_remove("METAFORGE_FLOW_ENGINE")
-        .env("PATH", format!("{cli_dir}:/usr/bin:/bin"))
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
-    let mut up = common::spawn(&mut command, "metaforge up --engine temporal");
-    let mut lines = BufReader::new(up.child_mut().stdout.take().unwrap()).lines();
-    let banner = lines.next().unwrap().unwrap();
-    assert!(banner.contains("http://"), "{banner}\n{}", log_tail(&log, 30));
-    let addr = common::banner_address(&banner);
-    let printed: Vec<String> = lines.by_ref().take(2).map(Result::unwrap).collect();
-    assert!(
-        printed
-            .iter()
-            .any(|l| l.contains("polling metaforge-design-flows on 127.0.0.1:7233")),
-        "up runs a worker beside the gateway: {printed:?}"
-    );
+    let (mut up, addr) = start_up(home.path(), model, cli, true, &log);
     let call = |method: &str, path: &str, body: Option<&Value>| {
         exchange(&addr, method, path, body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", log_tail(&log, 30)))
@@ -853,20 +890,27 @@ fn metaforge_up_with_the_temporal_engine_starts_a_dev_server_and_a_worker_and_ru
         "the dev server keeps its history in METAFORGE_HOME"
     );
     // A graceful stop takes the dev server down with it.
-    let stopped = Command::new("kill")
-        .args(["-INT", &up.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(stopped.success());
+    stop_up(&mut up);
+    // `METAFORGE_FLOW_ENGINE=temporal metaforge up` on the same home does the same, over the
+    // history the first dev server kept: the run is still there, completed.
+    let (mut again, addr) = start_up(home.path(), model, cli, false, &log);
     let deadline = Instant::now() + WAIT;
-    while up.child_mut().try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "up did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(100));
+    loop {
+        let (status, state) = exchange(&addr, "GET", &format!("/v1/runs/{run}/flow-state"), None).unwrap();
+        if status == 200 && state["live"] == true {
+            assert_eq!(state["status"], "completed", "{state}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{status} {state}\n{}",
+            log_tail(&log, 30)
+        );
+        std::thread::sleep(Duration::from_millis(250));
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while std::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST).is_ok() {
-        assert!(Instant::now() < deadline, "the dev server outlived up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    println!("metaforge up --engine temporal: run {run} completed; the dev server stopped with up");
+    stop_up(&mut again);
+    println!(
+        "metaforge up --engine temporal: run {run} completed; the dev server stopped with up; \
+         METAFORGE_FLOW_ENGINE=temporal metaforge up on the same home read it back completed"
+    );
 }

@@ -658,16 +658,21 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         )));
     }
     let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
-    let temporal = match args.engine.as_deref() {
-        Some("temporal") => true,
-        Some(_) | None => false,
-    };
-    let engine = args.engine.as_deref().map(|name| match name {
-        "temporal" => metaforge_ports::FlowEngineKind::Temporal,
-        _ => metaforge_ports::FlowEngineKind::Embedded,
-    });
+    // `--engine` over METAFORGE_FLOW_ENGINE: either way, Temporal brings its worker (and, if
+    // needed, its dev server) up beside the gateway.
+    let engine = match args.engine.as_deref() {
+        Some(name) => metaforge_app::runs::parse_flow_engine(Some(name)),
+        None => metaforge_app::runs::parse_flow_engine(
+            env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref(),
+        ),
+    }
+    .map_err(|e| StartError::Config(e.to_string()))?;
+    let temporal = engine == metaforge_ports::FlowEngineKind::Temporal;
+    let engine = Some(engine);
+    // Asked for by name in a build without it: refuse. (From the environment the gateway still
+    // starts and answers every run start 503 naming the feature, as `gateway` does.)
     #[cfg(not(feature = "temporal"))]
-    if temporal {
+    if args.engine.as_deref() == Some("temporal") {
         return Err(StartError::Config(
             "--engine temporal: this metaforge was built without the Temporal engine; build it with \
              `cargo build --release -p metaforge-bins --features temporal`"
