@@ -95,14 +95,21 @@ impl Follower {
     /// One pass over the runs that may need following.
     async fn pass(&self) {
         let mut ids = std::collections::BTreeSet::new();
-        match self.runs.list(None).await {
-            Ok(runs) => ids.extend(
-                runs.into_iter()
-                    .filter(|r| r.flow_engine == FlowEngineKind::Temporal && !r.status.is_terminal())
-                    .map(|r| r.id),
-            ),
-            Err(e) => {
-                tracing::warn!(event = "run_follow_failed", error = %e, "the run ledger could not be listed; following again next pass")
+        // Only the runs still open: the ledger filters by status, so a pass costs what is live.
+        for status in [
+            metaforge_ports::RunStatus::Queued,
+            metaforge_ports::RunStatus::Running,
+            metaforge_ports::RunStatus::AwaitingApproval,
+        ] {
+            match self.runs.list(Some(status)).await {
+                Ok(runs) => ids.extend(
+                    runs.into_iter()
+                        .filter(|r| r.flow_engine == FlowEngineKind::Temporal)
+                        .map(|r| r.id),
+                ),
+                Err(e) => {
+                    tracing::warn!(event = "run_follow_failed", error = %e, "the run ledger could not be listed; following again next pass")
+                }
             }
         }
         match self.approvals.list_pending().await {
