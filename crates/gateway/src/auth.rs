@@ -224,11 +224,51 @@ impl AuthState {
         !self.keys.is_empty()
     }
 
+    /// The identity a key presented on the console's sign-in form authenticates as, under the
+    /// same per-address throttle as a wrong key on the API (so the form is no faster a guessing
+    /// oracle than a header).
+    pub fn sign_in(&self, client: IpAddr, presented: &str) -> Result<String, SignInRefused> {
+        let now = Instant::now();
+        if let Some(secs) = self.failures.as_ref().and_then(|f| f.blocked(client, now)) {
+            metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "throttled").increment(1);
+            return Err(SignInRefused::Throttled {
+                retry_after_secs: secs,
+            });
+        }
+        if let Some(key) = self.identify(presented.trim()) {
+            return Ok(key.identity.clone());
+        }
+        if let Some(failures) = &self.failures {
+            failures.record_failure(client, now);
+        }
+        metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "unauthorized").increment(1);
+        Err(SignInRefused::WrongKey)
+    }
+
     fn identify(&self, presented: &str) -> Option<&ApiKey> {
         self.keys
             .iter()
             .find(|k| bool::from(k.key.as_bytes().ct_eq(presented.as_bytes())))
     }
+}
+
+/// Why a console sign-in was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SignInRefused {
+    /// No configured key matches.
+    #[error("that key is not one of this gateway's keys")]
+    WrongKey,
+    /// The address used up its wrong-key attempts for this minute.
+    #[error("too many failed sign-ins from this address; retry in {retry_after_secs}s")]
+    Throttled {
+        /// Seconds until the address may try again.
+        retry_after_secs: u64,
+    },
+}
+
+/// The client address of a request (public for the console's sign-in).
+pub(crate) fn request_client(request: &Request) -> IpAddr {
+    client_address(request)
 }
 
 /// The credential of an `Authorization` value: `Bearer <key>` with the scheme compared

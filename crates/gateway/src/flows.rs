@@ -464,7 +464,7 @@ fn generate_error(err: GenerateError) -> ApiError {
 
 /// A refused flow request: 422 with the one code table's code, message and details
 /// ([`FlowServiceError::code`], shared with the MCP sidecar); a ledger failure as any port error.
-fn flow_error(err: FlowServiceError) -> ApiError {
+pub(crate) fn flow_error(err: FlowServiceError) -> ApiError {
     match err.into_refusal() {
         Ok(refusal) => {
             let error = ApiError::unprocessable(refusal.code, refusal.message);

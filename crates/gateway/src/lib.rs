@@ -13,6 +13,7 @@ pub mod auth;
 pub mod chat;
 mod chat_request;
 mod client_tasks;
+pub mod console;
 pub mod error;
 pub mod extract;
 mod flows;
@@ -184,8 +185,19 @@ fn document_envelope(openapi: &mut utoipa::openapi::OpenApi) {
     }
 }
 
-/// Builds the router and its OpenAPI document.
+/// Builds the router and its OpenAPI document, with the web console on loopback settings.
 pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) -> Router {
+    build_with_console(state, auth, body_limit, console::ConsoleSettings::default())
+}
+
+/// Builds the router: the JSON API and its OpenAPI document, and the web console at `/` (its
+/// own session guard; the API's key check and JSON errors stay on the API's routes).
+pub fn build_with_console(
+    state: Arc<GatewayState>,
+    auth: Arc<AuthState>,
+    body_limit: usize,
+    console_settings: console::ConsoleSettings,
+) -> Router {
     let (router, mut api) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(health::health))
         .routes(routes!(health::metrics))
@@ -244,12 +256,18 @@ pub fn build(state: Arc<GatewayState>, auth: Arc<AuthState>, body_limit: usize) 
         async move { axum::Json(api.as_ref().clone()) }
     });
     let request_id = HeaderName::from_static("x-request-id");
-    router
+    let api = router
         .route("/openapi.json", openapi_route)
         .fallback(no_route)
-        .layer(axum::middleware::from_fn_with_state(auth, auth::authenticate))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&auth),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(error::json_errors))
-        .layer(axum::middleware::from_fn(openai_errors))
+        .layer(axum::middleware::from_fn(openai_errors));
+    console::router(state, auth, console_settings)
+        .layer(tower_http::compression::CompressionLayer::new())
+        .merge(api)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(axum::middleware::from_fn(error::request_size_limits))
         .layer(

@@ -222,7 +222,7 @@ fn chat(state: &GatewayState) -> Result<&Arc<ChatService>, ApiError> {
     })
 }
 
-fn chat_error(err: ChatError) -> ApiError {
+pub(crate) fn chat_error(err: ChatError) -> ApiError {
     match err {
         ChatError::UnknownThread(_) => ApiError::new(StatusCode::NOT_FOUND, "not_found", err.to_string()),
         ChatError::Invalid { field, message } => ApiError::bad_request(field, message),

@@ -33,7 +33,7 @@ pub(crate) struct UsageSummary {
 }
 
 /// The largest window accepted: one year.
-const MAX_WINDOW_HOURS: u32 = 8760;
+pub(crate) const MAX_WINDOW_HOURS: u32 = 8760;
 
 /// Sums every model call recorded in the trailing window.
 #[utoipa::path(get, path = "/v1/runs/usage/summary", tag = "usage", params(WindowQuery),

@@ -18,6 +18,15 @@ pub enum FlowVersionStatus {
 }
 
 impl FlowVersionStatus {
+    /// The snake_case name used in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Proposed => "proposed",
+            Self::Approved => "approved",
+            Self::Rejected => "rejected",
+        }
+    }
+
     /// True once a person has decided; a decided version never changes again.
     pub fn is_decided(self) -> bool {
         !matches!(self, Self::Proposed)

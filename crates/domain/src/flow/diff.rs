@@ -5,6 +5,21 @@
 
 use super::model::{Flow, Gate, Phase};
 
+/// The shouted words that mark a line of [`prose_diff`] as a relaxation.
+const RELAXATION_MARKERS: &[&str] = &[
+    " DROPPED",
+    " NO LONGER ",
+    " NOW CONDITIONAL ",
+    " REMOVED ",
+    " IS NOW AUTO-APPROVED",
+];
+
+/// Whether a line of [`prose_diff`] loosens the flow (the lines it shouts), so a reviewer's
+/// screen can mark exactly those.
+pub fn is_relaxation(line: &str) -> bool {
+    RELAXATION_MARKERS.iter().any(|marker| line.contains(marker))
+}
+
 /// The prose lines describing how `flow` differs from `base`; empty when they are the same.
 pub fn prose_diff(base: &Flow, flow: &Flow) -> Vec<String> {
     let mut lines = Vec::new();

@@ -56,7 +56,7 @@ pub use context::{
     ContextAnswerError, FlowContext, ManufacturingContext, ManufacturingRoute, Question, QuestionId,
     TargetMaturity, UnknownQuestion, required_questions,
 };
-pub use diff::prose_diff;
+pub use diff::{is_relaxation, prose_diff};
 pub use document::{DocumentError, Syntax, parse_document};
 pub use freeze::{FreezeError, content_hash, freeze, sha256_hex, thaw};
 pub use generator::{

@@ -1,6 +1,8 @@
 //! The prose diff a reviewer reads: one line per change, relaxations shouted in capitals.
 
-use metaforge_domain::flow::{FlowContext, Gate, Operation, TailorMode, propose, prose_diff, template};
+use metaforge_domain::flow::{
+    FlowContext, Gate, Operation, TailorMode, is_relaxation, propose, prose_diff, template,
+};
 use serde_json::json;
 
 #[test]
@@ -28,7 +30,29 @@ fn relaxations_are_shouted() {
         auto_approve: false,
         criteria: vec![],
     });
-    insta::assert_snapshot!("mech_v1_relaxed", prose_diff(&base, &lax).join("\n"));
+    let lines = prose_diff(&base, &lax);
+    insta::assert_snapshot!("mech_v1_relaxed", lines.join("\n"));
+    // Every shouted line is marked a relaxation for the reviewer's screen; a gate gained is not.
+    let marked: Vec<&String> = lines.iter().filter(|l| is_relaxation(l)).collect();
+    assert_eq!(marked.len(), lines.len() - 1, "{lines:?}");
+    assert!(!is_relaxation(&lines[0]), "{}", lines[0]);
+}
+
+#[test]
+fn a_tightening_is_not_marked_a_relaxation() {
+    let base = template("mech_v1").unwrap();
+    let mut strict = base.clone();
+    strict
+        .phase_mut("design")
+        .unwrap()
+        .required_deliverables
+        .push("test_plan".into());
+    let lines = prose_diff(&base, &strict);
+    assert!(!lines.is_empty());
+    assert!(lines.iter().all(|l| !is_relaxation(l)), "{lines:?}");
+    assert!(is_relaxation(
+        &lines[0].replace("now requires", "NO LONGER requires")
+    ));
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod approvals;
 mod auth;
 mod chat;
 mod common;
+mod console;
 mod flows;
 mod generator;
 mod hardening;

@@ -1081,3 +1081,64 @@ async fn the_openapi_document_lists_every_run_and_client_task_route_with_what_it
     let detail = &doc["components"]["schemas"]["RunDetail"];
     assert!(detail.is_object(), "RunDetail is a component");
 }
+
+/// The run's console page as a signed-in person sees it.
+async fn console_page(rig: &Rig, path: &str) -> (StatusCode, String) {
+    let (cookie, _) = super::console::sign_in(&rig.app, ANA).await;
+    let request = Request::builder()
+        .uri(path)
+        .header("cookie", cookie)
+        .body(Body::empty())
+        .unwrap();
+    let (status, _, page) = super::console::fetch(&rig.app, request).await;
+    (status, page)
+}
+
+#[tokio::test]
+async fn the_console_draws_a_parked_run_with_its_gate_card_and_an_outage_as_a_banner_with_every_status_unknown()
+ {
+    let rig = Rig::new().await;
+    let run_id = rig.start(&json!({})).await;
+    rig.parked_at(&run_id, "feasibility").await;
+    let (status, page) = console_page(&rig, &format!("/runs/{run_id}")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(
+        page.contains("class=\"node s-passed\" data-phase=\"intent\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("class=\"node s-awaiting_gate\" data-phase=\"feasibility\""),
+        "{page}"
+    );
+    assert!(
+        page.contains("class=\"gatecard\""),
+        "the gate card is on its node: {page}"
+    );
+    assert!(
+        page.contains(&format!("action=\"/runs/{run_id}/gate\"")),
+        "answerable there: {page}"
+    );
+    assert!(!page.contains("class=\"banner\""), "live: no outage banner");
+    assert!(
+        page.contains("not recorded"),
+        "a lane with nothing captured says so: {page}"
+    );
+    rig.engine.shutdown().await;
+    let (status, page) = console_page(&rig, &format!("/runs/{run_id}/graph")).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert!(page.contains("class=\"banner\" role=\"alert\""), "{page}");
+    assert!(page.contains("Live state unavailable"), "{page}");
+    assert!(
+        !page.contains("s-pending") && !page.contains("s-passed"),
+        "never a known status: {page}"
+    );
+    assert_eq!(
+        page.matches("class=\"node s-unknown\"").count(),
+        7,
+        "every phase still listed, unknown: {page}"
+    );
+    assert!(
+        !page.contains("class=\"gatecard\""),
+        "no gate is answerable from an unknown state"
+    );
+}
