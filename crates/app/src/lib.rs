@@ -16,6 +16,7 @@ pub mod limits;
 pub mod pipeline;
 pub mod routing;
 pub mod runs;
+pub mod skills;
 pub mod tools;
 pub mod turn_model;
 pub mod twin;

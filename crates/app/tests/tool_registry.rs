@@ -671,3 +671,160 @@ fn tool_hints_default_makes_an_unhinted_tool_destructive_for_the_gate() {
         metaforge_domain::tool_gating::Annotation::Destructive
     );
 }
+
+/// A catalogue of the bundled skills plus `review-cad` (allowed: `cad.read` only).
+fn skills_shelf() -> Arc<metaforge_app::skills::SkillShelf> {
+    let mut sources = metaforge_app::skills::bundled();
+    sources.push(metaforge_app::skills::SkillFiles {
+        origin: metaforge_app::skills::SkillOrigin::Directory("/skills".into()),
+        directory: "review-cad".into(),
+        skill_md:
+            "---\nname: review-cad\ndescription: Reviews a CAD part. Use when asked to review a part.\n\
+                   allowed-tools: cad.read\n---\n1. Read the part with cad.read (x = 7).\n2. Report.\n"
+                .into(),
+        files: vec!["references/checklist.md".into()],
+    });
+    Arc::new(metaforge_app::skills::SkillShelf::new(
+        metaforge_app::skills::SkillCatalog::layer(sources),
+    ))
+}
+
+#[tokio::test]
+async fn a_turn_sees_only_skill_names_activates_one_follows_it_and_a_tool_outside_its_allowed_tools_is_refused()
+ {
+    let registry = ToolRegistry::builder()
+        .server(server("cad", &["read", "write"]), LIST_WITHIN)
+        .skills(skills_shelf())
+        .build()
+        .await
+        .unwrap();
+    let llm = Arc::new(ScriptedLlm::new(vec![
+        ScriptStep::calls(&[("c1", "skills_activate", json!({"name": "review-cad"}))]),
+        ScriptStep::calls(&[("c2", "mcp_cad_read", json!({"x": 7}))]),
+        ScriptStep::calls(&[("c3", "mcp_cad_write", json!({"x": 8}))]),
+        ScriptStep::text("Reviewed."),
+    ]));
+    let tools = registry.for_turn(&local(Some("thread-skill")), None);
+    let agent = agent_over(&llm, tools, None);
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = agent
+        .run_turn(
+            &TurnConfig::chat("thread-skill"),
+            &TurnInput {
+                system: "You are MetaForge.".to_owned(),
+                history: Vec::new(),
+                user: "review the bracket part".to_owned(),
+            },
+            &EventSink::channel(tx),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let requests = llm.requests();
+    // Progressive disclosure: the first request names the skills, never their instructions.
+    let activate = requests[0]
+        .tools
+        .iter()
+        .find(|t| t.name == "skills_activate")
+        .unwrap();
+    assert!(
+        activate.description.contains("- review-cad: Reviews a CAD part."),
+        "{}",
+        activate.description
+    );
+    assert!(activate.description.contains("- flow-proposal-review:"));
+    assert!(
+        !activate.description.contains("Read the part with cad.read"),
+        "no body before activation"
+    );
+    assert!(
+        !activate.description.contains("design-decision-record"),
+        "committing skills go through their own tool"
+    );
+    assert!(offered_names(&requests[0]).contains("skills_activate_committing"));
+    assert!(offered_names(&requests[0]).contains("mcp_cad_write"));
+    // The activation answers the instructions and its files.
+    assert_eq!(
+        outcome.calls[0].result["instructions"],
+        "1. Read the part with cad.read (x = 7).\n2. Report."
+    );
+    assert_eq!(
+        outcome.calls[0].result["files"],
+        json!(["references/checklist.md"])
+    );
+    // From the next step the turn is narrowed to the skill's allowed tools (and the skill tools).
+    let narrowed = offered_names(&requests[1]);
+    assert_eq!(
+        narrowed,
+        BTreeSet::from([
+            "mcp_cad_read".to_owned(),
+            "skills_activate".to_owned(),
+            "skills_activate_committing".to_owned()
+        ]),
+    );
+    assert!(!outcome.calls[1].is_error, "{}", outcome.calls[1].content);
+    // A call outside it is refused, and nothing ran.
+    assert!(outcome.calls[2].is_error);
+    assert_eq!(
+        outcome.calls[2].result["error"], "unknown_tool",
+        "{}",
+        outcome.calls[2].result
+    );
+}
+
+#[tokio::test]
+async fn a_skill_that_commits_is_activated_only_through_the_held_tool() {
+    let registry = ToolRegistry::builder()
+        .skills(skills_shelf())
+        .build()
+        .await
+        .unwrap();
+    let tools = registry.for_turn(&local(None), None);
+    let offered = tools.tools();
+    let committing = find(&offered, "skills.activate_committing");
+    assert!(
+        committing.requires_approval(),
+        "held for a person first (FORGE-97)"
+    );
+    assert_eq!(
+        committing.origin,
+        ToolOrigin::Native,
+        "protected from the tool cap"
+    );
+    let plain = find(&offered, "skills.activate");
+    assert!(
+        !plain.requires_approval(),
+        "a skill that does not commit is not held"
+    );
+    let wrong = tools
+        .call(
+            plain,
+            json!({"name": "design-decision-record"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .await
+        .unwrap();
+    assert!(wrong.is_error);
+    assert_eq!(wrong.structured.unwrap()["error"], "wrong_activation_tool");
+    let right = tools
+        .call(
+            committing,
+            json!({"name": "design-decision-record"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .await
+        .unwrap();
+    assert!(!right.is_error);
+    let result = right.structured.unwrap();
+    assert_eq!(result["commits"], true);
+    assert!(
+        result["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("twin.record_decision")
+    );
+}

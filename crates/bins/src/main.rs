@@ -10,6 +10,7 @@ mod providers_config;
 mod runs_config;
 #[cfg(feature = "temporal")]
 mod runs_temporal;
+mod skills;
 mod system;
 mod tool_servers;
 

@@ -50,6 +50,9 @@ pub(crate) enum ToolServersError {
     /// The file could not be read or was refused (names the path and the field or `line:col`).
     #[error("MCP servers file {0}")]
     File(#[source] ConfigError),
+    /// A skill directory could not be read.
+    #[error("skills: {0}")]
+    Skills(#[from] crate::skills::ReadError),
     /// The registry refused the configuration.
     #[error("MCP servers file {}: {source}", path.display())]
     Registry {
@@ -89,6 +92,7 @@ pub(crate) struct ComposedTools {
     )]
     pub(crate) servers_file: Option<PathBuf>,
     _refresh: Option<RefreshTask>,
+    _skills_reload: RefreshTask,
 }
 
 /// The native tools the agent loop offers: the MCP sidecar's host over the one approval ledger
@@ -185,7 +189,16 @@ async fn compose_tools_from(
         requires_approval: natives.holds.clone(),
         host_enforced: natives.holds.clone(),
     };
-    let mut builder = ToolRegistry::builder().natives(Arc::clone(&natives.host));
+    let skill_roots = crate::skills::roots(
+        home,
+        crate::system::env(crate::skills::SKILLS_DIRS_ENV).as_deref(),
+    );
+    let shelf = Arc::new(metaforge_app::skills::SkillShelf::new(crate::skills::catalog(
+        &skill_roots,
+    )?));
+    let mut builder = ToolRegistry::builder()
+        .natives(Arc::clone(&natives.host))
+        .skills(Arc::clone(&shelf));
     for config in servers {
         scope.add_server(&config.name, config.core, &config.domains);
         for tools in &config.requires_approval {
@@ -248,6 +261,7 @@ async fn compose_tools_from(
         statuses,
         servers_file,
         _refresh: refresh,
+        _skills_reload: RefreshTask(crate::skills::watch(shelf, skill_roots)),
     })
 }
 

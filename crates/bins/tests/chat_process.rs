@@ -299,3 +299,60 @@ fn a_twin_write_from_a_turn_is_held_once_announced_on_the_turn_and_committed_aft
     assert_eq!(nodes.len(), 1, "{nodes:?}");
     assert_eq!(nodes[0]["properties"]["title"], "Shelf bracket drawing");
 }
+
+#[test]
+fn a_turn_activates_a_bundled_skill_and_follows_it_with_the_tools_it_names() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let (status, proposed) = http(
+        &addr,
+        "POST",
+        "/v1/design-flows/propose",
+        Some(
+            &json!({"template": "mech_v1", "operations": [{"op": "add_deliverable", "phase": "design",
+            "value": "test_plan", "rationale": "load-tested before release"}],
+            "manufacturing_context": {"route": "vendor"}, "target_maturity": "sim_validated",
+            "loads_and_use": "20 kg shelf"}),
+        ),
+    );
+    assert_eq!(status, 201, "{proposed}");
+    let child = chat(&addr, &["-m", "review the waiting flow proposal"]);
+    let (code, out, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    println!("--- metaforge chat -m \"review the waiting flow proposal\" ---\n{err}{out}");
+    let activated = err.find("skills.activate").expect("the skill was activated");
+    let followed = err
+        .find("approvals.list")
+        .expect("the tool its steps name was called");
+    assert!(activated < followed, "activated first, then followed: {err}");
+    assert!(out.contains("One flow proposal waits"), "{out}");
+    assert!(
+        err.contains("\"count\":1"),
+        "the tool it followed saw the proposal: {err}"
+    );
+}
+
+#[test]
+fn a_skill_that_commits_is_held_for_a_person_before_it_is_activated() {
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let child = chat(&addr, &["-m", "keep this design decision"]);
+    let hold = first_pending_hold(&addr);
+    assert_eq!(hold["tool"], "skills.activate_committing", "{hold}");
+    assert_eq!(hold["arguments"]["name"], "design-decision-record");
+    assert_eq!(approve(&addr, &hold)["status"], "approved");
+    let (code, out, err) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert!(
+        err.contains("held for a person: skills.activate_committing"),
+        "{err}"
+    );
+    assert!(
+        out.contains("The decision skill is active, after your approval"),
+        "{out}"
+    );
+}

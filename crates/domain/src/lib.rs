@@ -10,6 +10,7 @@ pub mod grounding;
 pub mod providers;
 pub mod routing;
 pub mod run;
+pub mod skill;
 pub mod tool_cap;
 pub mod tool_gating;
 pub mod tool_naming;

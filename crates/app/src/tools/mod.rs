@@ -14,9 +14,11 @@ pub mod naming;
 pub mod registry;
 pub mod scope;
 pub mod search;
+pub mod skill_tools;
 pub mod status;
 
 pub use registry::{CatalogueTool, RegistryError, ToolRegistry, ToolRegistryBuilder};
 pub use scope::{CORE_SERVERS, DomainScope};
 pub use search::{SEARCH_TOOLS_ID, search_tools_descriptor};
+pub use skill_tools::{ACTIVATE_COMMITTING_ID, ACTIVATE_ID};
 pub use status::{ServerStatus, ServerStatuses};

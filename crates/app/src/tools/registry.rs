@@ -31,7 +31,9 @@ use super::scope::DomainScope;
 use super::search::{
     DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT, SEARCH_TOOLS_ID, keywords, score, search_tools_descriptor,
 };
+use super::skill_tools::{self, Activation, is_skill_tool};
 use super::status::{ServerStatus, ServerStatuses};
+use crate::skills::SkillShelf;
 
 /// Most sessions whose `search_tools` finds are remembered; the least recently used goes first.
 pub const MAX_REMEMBERED_SESSIONS: usize = 1024;
@@ -88,6 +90,8 @@ struct Shared {
     /// The full catalogue, in server then listing order.
     catalogue: RwLock<Vec<CatalogueTool>>,
     sessions: Mutex<Sessions>,
+    /// The skill catalogue the skill tools disclose, when the composition loaded one.
+    skills: Option<Arc<SkillShelf>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -116,9 +120,17 @@ pub struct ToolRegistryBuilder {
     disabled: Vec<String>,
     scope: Option<DomainScope>,
     policy: ToolPolicy,
+    skills: Option<Arc<SkillShelf>>,
 }
 
 impl ToolRegistryBuilder {
+    /// The skill catalogue, disclosed to every turn through the skill tools
+    /// (`skills.activate`, `skills.activate_committing`).
+    pub fn skills(mut self, shelf: Arc<SkillShelf>) -> Self {
+        self.skills = Some(shelf);
+        self
+    }
+
     /// The native tools: `host.tools(class)` per caller, called through `host.call`.
     pub fn natives(mut self, host: Arc<dyn ToolHost>) -> Self {
         self.host = Some(host);
@@ -152,7 +164,10 @@ impl ToolRegistryBuilder {
     /// Lists every server concurrently (each within its own `list_within`) and returns the
     /// registry. A server that fails is `unavailable` with the reason, logged at ERROR
     /// (`mcp_server_unavailable`), and the others are offered.
-    pub async fn build(self) -> Result<ToolRegistry, RegistryError> {
+    pub async fn build(mut self) -> Result<ToolRegistry, RegistryError> {
+        if self.skills.is_some() {
+            skill_tools::declare(&mut self.policy);
+        }
         let mut names = BTreeSet::new();
         for name in self
             .servers
@@ -186,6 +201,7 @@ impl ToolRegistryBuilder {
                 statuses,
                 catalogue: RwLock::new(Vec::new()),
                 sessions: Mutex::new(Sessions::default()),
+                skills: self.skills,
             }),
         };
         registry.refresh().await;
@@ -345,6 +361,7 @@ impl ToolBoxes for ToolRegistry {
             caller: caller.clone(),
             domains: domains.filter(|d| !d.is_empty()).map(<[String]>::to_vec),
             found: self.found_for(caller.session.as_deref()),
+            active: Mutex::new(None),
         })
     }
 }
@@ -355,6 +372,8 @@ struct TurnTools {
     caller: CallerContext,
     domains: Option<Vec<String>>,
     found: Arc<Mutex<Found>>,
+    /// The skill this turn activated last: its `allowed-tools` narrow what is offered.
+    active: Mutex<Option<Activation>>,
 }
 
 impl TurnTools {
@@ -492,6 +511,12 @@ impl ToolBox for TurnTools {
                 ));
             }
         }
+        if let Some(shelf) = &shared.skills {
+            for tool in skill_tools::tools(&shelf.current(), &shared.policy) {
+                taken.insert(tool.provider_name.clone());
+                out.push(tool);
+            }
+        }
         if !shared.servers.is_empty() {
             taken.insert(SEARCH_TOOLS_ID.to_owned());
             out.push(AgentTool::new(
@@ -520,6 +545,9 @@ impl ToolBox for TurnTools {
                 tool.descriptor.clone(),
                 &shared.policy,
             ));
+        }
+        if let Some(active) = lock(&self.active).as_ref() {
+            out.retain(|tool| active.admits(tool));
         }
         out
     }
@@ -554,6 +582,19 @@ impl TurnTools {
         match &tool.origin {
             ToolOrigin::Native if tool.id == SEARCH_TOOLS_ID && !self.shared.servers.is_empty() => {
                 self.search(&arguments)
+            }
+            ToolOrigin::Native if is_skill_tool(&tool.id) && self.shared.skills.is_some() => {
+                let catalog = self
+                    .shared
+                    .skills
+                    .as_ref()
+                    .map(|s| s.current())
+                    .unwrap_or_default();
+                let (output, activation) = skill_tools::activate(&catalog, &tool.id, &arguments)?;
+                if let Some(activation) = activation {
+                    *lock(&self.active) = Some(activation);
+                }
+                Ok(output)
             }
             ToolOrigin::Native => {
                 let Some(host) = &self.shared.host else {

@@ -7,6 +7,7 @@ pub(crate) mod llm;
 pub(crate) mod mcp;
 pub(crate) mod replay;
 pub(crate) mod serve;
+pub(crate) mod skills;
 pub(crate) mod worker;
 
 use std::process::ExitCode;
@@ -69,6 +70,10 @@ pub(crate) enum Command {
     /// Search every chat thread's messages.
     #[command(subcommand)]
     Sessions(chat::SessionsCommand),
+    /// Skills (SKILL.md playbooks): list the catalogue, show one, validate a directory, start a
+    /// new one.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
@@ -88,5 +93,6 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Chat(args) => chat::run(&args),
         Command::Sessions(command) => chat::run_sessions(&command),
+        Command::Skills(command) => skills::run(&command),
     }
 }

@@ -67,7 +67,16 @@ async fn no_file_at_the_default_place_means_the_native_tools_only() {
         .unwrap();
     assert_eq!(composed.servers_file, None);
     assert!(composed.statuses.snapshot().is_empty());
-    assert_eq!(ids(&composed, None), ["flow.list", "flow.validate"]);
+    // The natives, and the skill layer's two tools over the bundled skills.
+    assert_eq!(
+        ids(&composed, None),
+        [
+            "flow.list",
+            "flow.validate",
+            "skills.activate",
+            "skills.activate_committing"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -144,7 +153,9 @@ async fn the_native_tools_are_the_sidecars_flow_and_approval_tools() {
             "flow.list",
             "flow.propose",
             "flow.validate",
-            "flow.version"
+            "flow.version",
+            "skills.activate",
+            "skills.activate_committing"
         ]
     );
 }

@@ -24,6 +24,7 @@ mod rules_usage;
 mod rules_usage_recorded;
 mod run_props;
 mod run_reducer;
+mod skill_format;
 
 /// Flows of any size and shape for the scaling tests (shared with `examples/validate_timing.rs`).
 mod support {

@@ -1,0 +1,252 @@
+//! The skill catalogue (issue 19): the skills every source offers, layered — the bundled ones
+//! (embedded in the binary), then `~/.metaforge/skills/`, then each directory of
+//! `METAFORGE_SKILLS_DIRS` — a later source's skill replacing an earlier one of the same name
+//! (each replacement recorded, for the log). Every skill is checked with the one rule,
+//! [`metaforge_domain::skill::parse_skill`]; a refused one is listed with its problems and never
+//! offered.
+//!
+//! Reading directories is the binary's (`bins/src/skills.rs`): this module sees files as text.
+
+use std::collections::BTreeMap;
+
+use metaforge_domain::skill::{Skill, SkillProblem, parse_skill};
+use serde::Serialize;
+
+/// Where a skill came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "path", rename_all = "snake_case")]
+pub enum SkillOrigin {
+    /// Embedded in this binary.
+    Bundled,
+    /// A directory on this machine (the home's or one of `METAFORGE_SKILLS_DIRS`).
+    Directory(String),
+}
+
+impl SkillOrigin {
+    /// How a person reads it.
+    pub fn label(&self) -> String {
+        match self {
+            Self::Bundled => "bundled".to_owned(),
+            Self::Directory(path) => path.clone(),
+        }
+    }
+}
+
+/// One skill directory as a source offers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillFiles {
+    /// Its source.
+    pub origin: SkillOrigin,
+    /// The directory's name (the skill's name must match it).
+    pub directory: String,
+    /// The text of its `SKILL.md`.
+    pub skill_md: String,
+    /// Its other files, relative to the directory (`references/…`, `scripts/…`, `assets/…`).
+    pub files: Vec<String>,
+}
+
+/// A skill on offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadedSkill {
+    /// The skill.
+    #[serde(flatten)]
+    pub skill: Skill,
+    /// Where it came from.
+    pub origin: SkillOrigin,
+    /// Its other files, relative to its directory.
+    pub files: Vec<String>,
+}
+
+/// A skill directory refused, with every problem of its `SKILL.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RefusedSkill {
+    /// Its source.
+    pub origin: SkillOrigin,
+    /// The directory's name.
+    pub directory: String,
+    /// Every problem, each with its line.
+    pub problems: Vec<SkillProblem>,
+}
+
+/// A skill replaced by a later source's skill of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Overridden {
+    /// The name.
+    pub name: String,
+    /// The source it came from.
+    pub replaced: SkillOrigin,
+    /// The source that replaced it.
+    pub by: SkillOrigin,
+}
+
+/// Every skill on offer, by name, and what was refused or replaced on the way.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SkillCatalog {
+    /// The skills on offer, by name.
+    pub skills: BTreeMap<String, LoadedSkill>,
+    /// The directories refused.
+    pub refused: Vec<RefusedSkill>,
+    /// The replacements, in the order they happened.
+    pub overridden: Vec<Overridden>,
+}
+
+impl SkillCatalog {
+    /// Layers `sources` in order (later replaces earlier).
+    pub fn layer(sources: impl IntoIterator<Item = SkillFiles>) -> Self {
+        let mut catalog = Self::default();
+        for source in sources {
+            match parse_skill(&source.directory, &source.skill_md) {
+                Ok(skill) => {
+                    let loaded = LoadedSkill {
+                        skill,
+                        origin: source.origin,
+                        files: source.files,
+                    };
+                    if let Some(previous) = catalog.skills.insert(loaded.skill.name.clone(), loaded.clone()) {
+                        catalog.overridden.push(Overridden {
+                            name: loaded.skill.name.clone(),
+                            replaced: previous.origin,
+                            by: loaded.origin,
+                        });
+                    }
+                }
+                Err(problems) => catalog.refused.push(RefusedSkill {
+                    origin: source.origin,
+                    directory: source.directory,
+                    problems,
+                }),
+            }
+        }
+        catalog
+    }
+
+    /// The skill named `name`.
+    pub fn get(&self, name: &str) -> Option<&LoadedSkill> {
+        self.skills.get(name)
+    }
+}
+
+/// The catalogue a running process offers, replaced whole when its sources change (a reload
+/// never shows a half-read catalogue: a turn reads one snapshot).
+#[derive(Debug, Default)]
+pub struct SkillShelf {
+    current: std::sync::RwLock<std::sync::Arc<SkillCatalog>>,
+}
+
+impl SkillShelf {
+    /// A shelf holding `catalog`.
+    pub fn new(catalog: SkillCatalog) -> Self {
+        Self {
+            current: std::sync::RwLock::new(std::sync::Arc::new(catalog)),
+        }
+    }
+
+    /// The catalogue now.
+    pub fn current(&self) -> std::sync::Arc<SkillCatalog> {
+        std::sync::Arc::clone(
+            &self
+                .current
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Replaces the catalogue (a reload).
+    pub fn replace(&self, catalog: SkillCatalog) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = std::sync::Arc::new(catalog);
+    }
+}
+
+/// The skills this binary carries: the seed's own work, each usable with the tools MetaForge has.
+const BUNDLED: [(&str, &str); 3] = [
+    (
+        "design-decision-record",
+        include_str!("../skills/design-decision-record/SKILL.md"),
+    ),
+    (
+        "flow-proposal-review",
+        include_str!("../skills/flow-proposal-review/SKILL.md"),
+    ),
+    (
+        "gate-review-prep",
+        include_str!("../skills/gate-review-prep/SKILL.md"),
+    ),
+];
+
+/// The bundled skills, as the first source of every catalogue.
+pub fn bundled() -> Vec<SkillFiles> {
+    BUNDLED
+        .iter()
+        .map(|(directory, text)| SkillFiles {
+            origin: SkillOrigin::Bundled,
+            directory: (*directory).to_owned(),
+            skill_md: (*text).to_owned(),
+            files: Vec::new(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(origin: SkillOrigin, directory: &str, description: &str) -> SkillFiles {
+        SkillFiles {
+            origin,
+            directory: directory.to_owned(),
+            skill_md: format!("---\nname: {directory}\ndescription: {description}\n---\nbody\n"),
+            files: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_bundled_skill_is_valid() {
+        let catalog = SkillCatalog::layer(bundled());
+        assert!(catalog.refused.is_empty(), "{:?}", catalog.refused);
+        assert_eq!(catalog.skills.len(), BUNDLED.len());
+        assert!(
+            catalog
+                .get("design-decision-record")
+                .is_some_and(|s| s.skill.commits())
+        );
+        assert!(
+            catalog
+                .get("flow-proposal-review")
+                .is_some_and(|s| !s.skill.commits())
+        );
+    }
+
+    #[test]
+    fn a_later_source_replaces_an_earlier_skill_and_the_replacement_is_recorded() {
+        let home = SkillOrigin::Directory("/home/a/.metaforge/skills".into());
+        let extra = SkillOrigin::Directory("/srv/skills".into());
+        let catalog = SkillCatalog::layer([
+            files(SkillOrigin::Bundled, "gate-review-prep", "bundled"),
+            files(home.clone(), "gate-review-prep", "mine"),
+            files(extra.clone(), "other", "another"),
+        ]);
+        assert_eq!(catalog.get("gate-review-prep").unwrap().skill.description, "mine");
+        assert_eq!(
+            catalog.overridden,
+            [Overridden {
+                name: "gate-review-prep".into(),
+                replaced: SkillOrigin::Bundled,
+                by: home
+            }]
+        );
+        assert_eq!(catalog.skills.len(), 2);
+    }
+
+    #[test]
+    fn a_refused_skill_is_listed_with_its_problems_and_never_offered() {
+        let mut bad = files(SkillOrigin::Bundled, "bad", "x");
+        bad.skill_md = "---\nname: Bad\n---\n".into();
+        let catalog = SkillCatalog::layer([bad]);
+        assert!(catalog.skills.is_empty());
+        assert_eq!(catalog.refused.len(), 1);
+        assert_eq!(catalog.refused[0].problems.len(), 2, "{:?}", catalog.refused);
+    }
+}
