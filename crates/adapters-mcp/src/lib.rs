@@ -19,6 +19,7 @@ mod http_client;
 mod json_reply;
 mod serve;
 mod server;
+mod skills;
 
 pub use client::{ClientStats, McpToolServer};
 pub use config::{

@@ -289,6 +289,7 @@ impl ServerHandler for SidecarServer {
             .enable_resources()
             .enable_prompts()
             .build();
+        crate::skills::declare(&mut info.capabilities, &self.host.skills());
         info.server_info = Implementation::new("metaforge", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
             "MetaForge design flows. Writes are held for a person; no tool here approves anything."
@@ -466,7 +467,34 @@ impl ServerHandler for SidecarServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::default())
+        Ok(ListResourcesResult::with_all_items(crate::skills::listed(
+            &self.host.skills(),
+        )))
+    }
+
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, McpError> {
+        let skills = self.host.skills();
+        Ok(rmcp::model::ListSkillsResult::with_all_items(
+            skills.iter().map(crate::skills::entry).collect(),
+        ))
+    }
+
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, McpError> {
+        self.host
+            .skills()
+            .iter()
+            .map(crate::skills::entry)
+            .find(|skill| skill.uri == request.uri)
+            .map(rmcp::model::GetSkillResult::new)
+            .ok_or_else(|| McpError::invalid_params(format!("no skill is served at {}", request.uri), None))
     }
 
     async fn list_resource_templates(
@@ -492,6 +520,9 @@ impl ServerHandler for SidecarServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        if let Some(file) = crate::skills::read(&self.host.skills(), &request.uri) {
+            return Ok(ReadResourceResponse::Complete(file));
+        }
         match self.host.read_resource(&request.uri).await {
             Ok(text) => Ok(ReadResourceResponse::Complete(ReadResourceResult::new(vec![
                 ResourceContents::TextResourceContents {

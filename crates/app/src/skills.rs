@@ -43,6 +43,9 @@ pub struct SkillFiles {
     pub skill_md: String,
     /// Its other files, relative to the directory (`references/…`, `scripts/…`, `assets/…`).
     pub files: Vec<String>,
+    /// Those files' bytes, by relative path, as the source read them (a file the source could
+    /// not read whole is listed in `files` and absent here).
+    pub contents: BTreeMap<String, Vec<u8>>,
 }
 
 /// A skill on offer.
@@ -55,6 +58,59 @@ pub struct LoadedSkill {
     pub origin: SkillOrigin,
     /// Its other files, relative to its directory.
     pub files: Vec<String>,
+    /// The text of its `SKILL.md`, as read.
+    #[serde(skip)]
+    pub skill_md: String,
+    /// Its other files' bytes, by relative path.
+    #[serde(skip)]
+    pub contents: BTreeMap<String, Vec<u8>>,
+}
+
+impl LoadedSkill {
+    /// The skill as a host serves it over MCP: every frontmatter field, `SKILL.md` and the
+    /// files the source read, `SKILL.md` first.
+    pub fn served(&self) -> metaforge_ports::ServedSkill {
+        use serde_json::Value;
+        let skill = &self.skill;
+        let mut frontmatter = serde_json::Map::new();
+        frontmatter.insert("name".into(), Value::String(skill.name.clone()));
+        frontmatter.insert("description".into(), Value::String(skill.description.clone()));
+        if let Some(license) = &skill.license {
+            frontmatter.insert("license".into(), Value::String(license.clone()));
+        }
+        if let Some(compatibility) = &skill.compatibility {
+            frontmatter.insert("compatibility".into(), Value::String(compatibility.clone()));
+        }
+        if !skill.allowed_tools.is_empty() {
+            frontmatter.insert(
+                "allowed-tools".into(),
+                Value::String(skill.allowed_tools.join(" ")),
+            );
+        }
+        if !skill.metadata.is_empty() {
+            let metadata = skill
+                .metadata
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            frontmatter.insert("metadata".into(), Value::Object(metadata));
+        }
+        let mut files = vec![(
+            metaforge_domain::skill::SKILL_FILE.to_owned(),
+            self.skill_md.clone().into_bytes(),
+        )];
+        files.extend(
+            self.contents
+                .iter()
+                .map(|(path, bytes)| (path.clone(), bytes.clone())),
+        );
+        metaforge_ports::ServedSkill {
+            name: skill.name.clone(),
+            description: skill.description.clone(),
+            frontmatter,
+            files,
+        }
+    }
 }
 
 /// A skill directory refused, with every problem of its `SKILL.md`.
@@ -101,6 +157,8 @@ impl SkillCatalog {
                         skill,
                         origin: source.origin,
                         files: source.files,
+                        skill_md: source.skill_md,
+                        contents: source.contents,
                     };
                     if let Some(previous) = catalog.skills.insert(loaded.skill.name.clone(), loaded.clone()) {
                         catalog.overridden.push(Overridden {
@@ -185,6 +243,7 @@ pub fn bundled() -> Vec<SkillFiles> {
             directory: (*directory).to_owned(),
             skill_md: (*text).to_owned(),
             files: Vec::new(),
+            contents: BTreeMap::new(),
         })
         .collect()
 }
@@ -199,6 +258,7 @@ mod tests {
             directory: directory.to_owned(),
             skill_md: format!("---\nname: {directory}\ndescription: {description}\n---\nbody\n"),
             files: Vec::new(),
+            contents: BTreeMap::new(),
         }
     }
 

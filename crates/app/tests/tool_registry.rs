@@ -683,6 +683,7 @@ fn skills_shelf() -> Arc<metaforge_app::skills::SkillShelf> {
                    allowed-tools: cad.read\n---\n1. Read the part with cad.read (x = 7).\n2. Report.\n"
                 .into(),
         files: vec!["references/checklist.md".into()],
+        contents: BTreeMap::from([("references/checklist.md".to_owned(), b"- loads\n".to_vec())]),
     });
     Arc::new(metaforge_app::skills::SkillShelf::new(
         metaforge_app::skills::SkillCatalog::layer(sources),

@@ -14,6 +14,10 @@ pub(crate) const SKILLS_DIRS_ENV: &str = "METAFORGE_SKILLS_DIRS";
 
 /// Most files listed per skill (a skill is a playbook, not a repository).
 const MAX_FILES: usize = 1_000;
+/// The largest file read into the catalogue (a larger one is listed, not served).
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// The most bytes read per skill.
+const MAX_SKILL_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Why a skill directory could not be read: the path and the reason.
 #[derive(Debug, thiserror::Error)]
@@ -73,11 +77,28 @@ pub(crate) fn read_skill(dir: &Path) -> Result<SkillFiles, ReadError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let files = files_of(dir)?;
+    let mut contents = std::collections::BTreeMap::new();
+    let mut total = 0_u64;
+    for relative in &files {
+        let path = dir.join(relative);
+        let size = std::fs::metadata(&path).map_err(|e| read_error(&path, &e))?.len();
+        if size > MAX_FILE_BYTES || total + size > MAX_SKILL_BYTES {
+            tracing::warn!(event = "skill_file_not_served", file = %path.display(), bytes = size, "a skill file over the size limit is listed but not served");
+            continue;
+        }
+        total += size;
+        contents.insert(
+            relative.clone(),
+            std::fs::read(&path).map_err(|e| read_error(&path, &e))?,
+        );
+    }
     Ok(SkillFiles {
         origin: SkillOrigin::Directory(dir.display().to_string()),
         directory,
         skill_md: text,
-        files: files_of(dir)?,
+        files,
+        contents,
     })
 }
 
@@ -138,10 +159,37 @@ pub(crate) fn catalog(roots: &[PathBuf]) -> Result<SkillCatalog, ReadError> {
     Ok(catalog)
 }
 
+/// The catalogue of a process over `home` (bundled, `home/skills`, `METAFORGE_SKILLS_DIRS`) on
+/// a shelf, and the task that re-reads it when a directory changes (aborted with its handle).
+pub(crate) fn shelf(
+    home: &Path,
+) -> Result<
+    (
+        std::sync::Arc<metaforge_app::skills::SkillShelf>,
+        tokio::task::JoinHandle<()>,
+    ),
+    ReadError,
+> {
+    let roots = roots(home, crate::system::env(SKILLS_DIRS_ENV).as_deref());
+    let seen = snapshot(&roots);
+    let shelf = std::sync::Arc::new(metaforge_app::skills::SkillShelf::new(catalog(&roots)?));
+    let reload = watch(std::sync::Arc::clone(&shelf), roots, seen);
+    Ok((shelf, reload))
+}
+
 /// How often the skill directories are checked for changes.
 const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// What the skill directories hold now: every file's path, size and modification time.
+/// What the skill directories held at one moment: every file's path, size and modification time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Snapshot(Vec<(PathBuf, u64, Option<std::time::SystemTime>)>);
+
+/// What the skill directories hold now. Take it BEFORE reading the catalogue it is to guard, so
+/// a change made in between is seen as a change (one extra reload), never missed.
+pub(crate) fn snapshot(roots: &[PathBuf]) -> Snapshot {
+    Snapshot(fingerprint(roots))
+}
+
 fn fingerprint(roots: &[PathBuf]) -> Vec<(PathBuf, u64, Option<std::time::SystemTime>)> {
     let mut seen = Vec::new();
     let mut pending: Vec<PathBuf> = roots.to_vec();
@@ -162,14 +210,16 @@ fn fingerprint(roots: &[PathBuf]) -> Vec<(PathBuf, u64, Option<std::time::System
     seen
 }
 
-/// Re-reads the catalogue whenever a skill directory changes and puts it on `shelf` (the next
-/// turn sees it; no restart). A catalogue that cannot be read keeps the one on the shelf.
+/// Re-reads the catalogue whenever a skill directory changes from `seen` (the [`snapshot`] taken
+/// before the shelf's catalogue was read) and puts it on `shelf`: the next turn sees it, no
+/// restart. A catalogue that cannot be read keeps the one on the shelf.
 pub(crate) fn watch(
     shelf: std::sync::Arc<metaforge_app::skills::SkillShelf>,
     roots: Vec<PathBuf>,
+    seen: Snapshot,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut last = fingerprint(&roots);
+        let mut last = seen.0;
         let mut every = tokio::time::interval(RELOAD_EVERY);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -195,4 +245,68 @@ pub(crate) fn watch(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn write_skill(root: &Path, name: &str, description: &str) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(SKILL_FILE),
+            format!("---\nname: {name}\ndescription: {description}\n---\nSteps.\n"),
+        )
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_skill_written_while_the_process_runs_is_offered_without_a_restart() {
+        let root = tempfile::tempdir().unwrap();
+        let roots = vec![root.path().to_owned()];
+        let seen = snapshot(&roots);
+        let shelf = Arc::new(metaforge_app::skills::SkillShelf::new(catalog(&roots).unwrap()));
+        assert!(shelf.current().get("late-skill").is_none());
+        let watcher = watch(Arc::clone(&shelf), roots, seen);
+        write_skill(root.path(), "late-skill", "Written after start.");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while shelf.current().get("late-skill").is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the new skill was never offered"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A change to it replaces it whole.
+        write_skill(root.path(), "late-skill", "Edited.");
+        while shelf
+            .current()
+            .get("late-skill")
+            .is_some_and(|s| s.skill.description != "Edited.")
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline + Duration::from_secs(5),
+                "the edit was never read"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        watcher.abort();
+    }
+
+    #[test]
+    fn the_home_root_comes_first_then_each_extra_directory_in_order() {
+        let roots = roots(Path::new("/h"), Some("/a: /b ::"));
+        assert_eq!(
+            roots,
+            [
+                PathBuf::from("/h/skills"),
+                PathBuf::from("/a"),
+                PathBuf::from("/b")
+            ]
+        );
+    }
 }

@@ -92,6 +92,8 @@ pub(crate) struct ComposedTools {
     )]
     pub(crate) servers_file: Option<PathBuf>,
     _refresh: Option<RefreshTask>,
+    /// The skill catalogue the registry discloses (the MCP sidecar of `up` serves the same).
+    pub(crate) skills: Arc<metaforge_app::skills::SkillShelf>,
     _skills_reload: RefreshTask,
 }
 
@@ -116,22 +118,20 @@ pub(crate) fn sidecar_natives(
 
 /// The host `metaforge up`'s MCP sidecar serves: the same natives as the agent loop's, plus the
 /// run tools over `runs` (`flow.start_run`, `flow.status`, `flow.await_gate`, `run.*`, `phase.*`,
-/// the run resource and the `metaforge:flow` prompt). The agent loop is not offered the run
+/// the run resource and the `metaforge:flow` prompt), and the skill catalogue over the Skills
+/// extension. The agent loop is not offered the run
 /// tools: a run is started, followed and its gates answered from a person's MCP client.
 pub(crate) fn sidecar_mcp_host(
-    approvals: &Arc<dyn ApprovalLedger>,
-    versions: &Arc<dyn FlowVersionStore>,
-    clock: &Arc<dyn Clock>,
-    ids: &Arc<dyn IdGen>,
-    generator: Arc<dyn ProposalGenerator>,
-    twin: Option<metaforge_sidecar::SidecarTwin>,
+    natives: metaforge_sidecar::SidecarHost,
     runs: &metaforge_sidecar::SidecarRuns,
+    skills: Arc<metaforge_app::skills::SkillShelf>,
 ) -> Arc<dyn ToolHost> {
-    let host = natives_host(approvals, versions, clock, ids, generator, twin);
-    Arc::new(metaforge_sidecar::with_runs(host, runs))
+    Arc::new(metaforge_sidecar::with_runs(natives.with_skills(skills), runs))
 }
 
-fn natives_host(
+/// The native host over the one approval ledger and flow-version store (and the twin, when
+/// this process composes one): what the agent loop and the MCP sidecar both start from.
+pub(crate) fn natives_host(
     approvals: &Arc<dyn ApprovalLedger>,
     versions: &Arc<dyn FlowVersionStore>,
     clock: &Arc<dyn Clock>,
@@ -189,13 +189,7 @@ async fn compose_tools_from(
         requires_approval: natives.holds.clone(),
         host_enforced: natives.holds.clone(),
     };
-    let skill_roots = crate::skills::roots(
-        home,
-        crate::system::env(crate::skills::SKILLS_DIRS_ENV).as_deref(),
-    );
-    let shelf = Arc::new(metaforge_app::skills::SkillShelf::new(crate::skills::catalog(
-        &skill_roots,
-    )?));
+    let (shelf, skills_reload) = crate::skills::shelf(home)?;
     let mut builder = ToolRegistry::builder()
         .natives(Arc::clone(&natives.host))
         .skills(Arc::clone(&shelf));
@@ -261,7 +255,8 @@ async fn compose_tools_from(
         statuses,
         servers_file,
         _refresh: refresh,
-        _skills_reload: RefreshTask(crate::skills::watch(shelf, skill_roots)),
+        skills: shelf,
+        _skills_reload: RefreshTask(skills_reload),
     })
 }
 

@@ -288,3 +288,86 @@ fn http_refuses_a_non_loopback_address_with_exit_2_and_writes_nothing() {
         "{stderr}"
     );
 }
+
+#[test]
+fn inspector_reads_the_sidecars_skills_with_skills_list_skills_get_and_verified_digests() {
+    if !inspector_installed() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    // One local skill with a reference file beside the bundled ones.
+    let mine = home.path().join("skills/bracket-check");
+    std::fs::create_dir_all(mine.join("references")).unwrap();
+    std::fs::write(
+        mine.join("SKILL.md"),
+        "---\nname: bracket-check\ndescription: Checks a shelf bracket drawing against its loads.\n---\nRead references/loads.md first.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        mine.join("references/loads.md"),
+        "20 kg static, 2x safety factor.\n",
+    )
+    .unwrap();
+    let home_str = home.path().display().to_string();
+    let sidecar = Sidecar::start(&[("METAFORGE_HOME", &home_str)]);
+    for era in ["legacy", "modern"] {
+        let listed = inspector(&["--protocol-era", era, &sidecar.url, "--method", "skills/list"]);
+        let uris: Vec<&str> = listed["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["uri"].as_str().unwrap())
+            .collect();
+        for wanted in [
+            "skill://bracket-check/SKILL.md",
+            "skill://design-decision-record/SKILL.md",
+            "skill://flow-proposal-review/SKILL.md",
+            "skill://gate-review-prep/SKILL.md",
+        ] {
+            assert!(uris.contains(&wanted), "{era}: {listed}");
+        }
+        let got = inspector(&[
+            "--protocol-era",
+            era,
+            &sidecar.url,
+            "--method",
+            "skills/get",
+            "--uri",
+            "skill://bracket-check/SKILL.md",
+            "--verify",
+        ]);
+        // The Inspector read every file the manifest lists and checked its size and digest.
+        assert_eq!(got["ok"], true, "{era}: {got}");
+        assert_eq!(got["outcome"], "verified", "{era}: {got}");
+        assert_eq!(got["conformance"], json!([]), "{era}: {got}");
+        let files = got["files"].as_array().unwrap_or_else(|| panic!("{era}: {got}"));
+        assert_eq!(files.len(), 2, "{era}: {got}");
+        assert!(files.iter().all(|f| f["status"] == "verified"), "{era}: {got}");
+        let read = inspector(&[
+            "--protocol-era",
+            era,
+            &sidecar.url,
+            "--method",
+            "resources/read",
+            "--uri",
+            "skill://bracket-check/references/loads.md",
+        ]);
+        assert_eq!(
+            read["contents"][0]["text"], "20 kg static, 2x safety factor.\n",
+            "{era}: {read}"
+        );
+        let committing = inspector(&[
+            "--protocol-era",
+            era,
+            &sidecar.url,
+            "--method",
+            "skills/get",
+            "--uri",
+            "skill://design-decision-record/SKILL.md",
+        ]);
+        assert_eq!(
+            committing["skill"]["frontmatter"]["metadata"]["metaforge-commits"], "true",
+            "{era}: {committing}"
+        );
+    }
+}

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The file that makes a directory a skill.
-pub const SKILL_FILE: &str = "SKILL.md";
+pub const SKILL_FILE: &str = metaforge_ports::SKILL_MANIFEST;
 /// The longest name, in characters.
 pub const MAX_NAME_CHARS: usize = 64;
 /// The longest description, in characters.

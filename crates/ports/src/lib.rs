@@ -76,7 +76,7 @@ pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit,
 pub use tools::{
     CallFacts, CallerClass, CallerContext, CallerGrants, ClassClaim, HostCallOutcome, InputChannel,
     InputQuestion, PromptArgumentDescriptor, PromptDescriptor, PromptText, ResourceTemplateDescriptor,
-    ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
+    ResourceText, SKILL_MANIFEST, ServedSkill, ToolDescriptor, ToolHints, ToolHost, ToolOutput, ToolSource,
 };
 pub use twin_store::{
     EdgeDirection, TWIN_MAIN_BRANCH, TwinBranch, TwinChangeSet, TwinCommit, TwinCommitRequest, TwinDiff,

@@ -324,6 +324,24 @@ pub struct ResourceText {
     pub text: String,
 }
 
+/// The file that makes a directory a skill, first in [`ServedSkill::files`].
+pub const SKILL_MANIFEST: &str = "SKILL.md";
+
+/// A skill a host serves over MCP (the Skills extension, SEP-2640): its frontmatter as the
+/// `SKILL.md` gives it and every file with its bytes, `SKILL.md` first. The transport names
+/// each file `skill://<name>/<path>` and gives its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedSkill {
+    /// The skill's name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Every frontmatter field (`name`, `description`, `license`, `metadata`, …).
+    pub frontmatter: Map<String, Value>,
+    /// `(path relative to the skill, bytes)`, `SKILL.md` first.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
 /// The use-case side of the MCP sidecar: the tools, and resources it exposes.
 ///
 /// The transport (rmcp, in the MCP adapter) decides the caller context from the connection and
@@ -362,6 +380,12 @@ pub trait ToolHost: Send + Sync {
 
     /// Reads one resource by URI (`NotFound` for an unknown URI or record).
     async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError>;
+
+    /// The skills served over MCP (none by default): a transport declares the Skills extension
+    /// only when there are some.
+    fn skills(&self) -> Vec<ServedSkill> {
+        Vec::new()
+    }
 
     /// The prompt templates served (none by default).
     fn prompts(&self) -> Vec<PromptDescriptor> {

@@ -116,6 +116,7 @@ pub struct SidecarHost {
     resources: Vec<Arc<dyn SidecarResource>>,
     prompts: Vec<Arc<dyn SidecarPrompt>>,
     held: Option<HeldWrites>,
+    skills: Option<Arc<metaforge_app::skills::SkillShelf>>,
 }
 
 fn envelope(status: &str, tool: &str, reason: &str, approval_id: Option<&str>) -> HostCallOutcome {
@@ -129,6 +130,13 @@ impl SidecarHost {
     /// An empty host.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Serves the skill catalogue on `shelf` over MCP (the Skills extension): every skill on
+    /// offer now, its `SKILL.md` and the files its source read.
+    pub fn with_skills(mut self, shelf: Arc<metaforge_app::skills::SkillShelf>) -> Self {
+        self.skills = Some(shelf);
+        self
     }
 
     /// Adds a tool (a later tool with the same id replaces the earlier one).
@@ -290,6 +298,17 @@ impl ToolHost for SidecarHost {
 
     fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
         self.resources.iter().map(|r| r.template()).collect()
+    }
+
+    fn skills(&self) -> Vec<metaforge_ports::ServedSkill> {
+        self.skills.as_ref().map_or_else(Vec::new, |shelf| {
+            shelf
+                .current()
+                .skills
+                .values()
+                .map(metaforge_app::skills::LoadedSkill::served)
+                .collect()
+        })
     }
 
     async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {

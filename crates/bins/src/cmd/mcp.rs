@@ -342,7 +342,12 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
             poll: HOLD_POLL,
         },
     );
-    Ok(Arc::new(metaforge_sidecar::with_twin(host, &twin)))
+    // The skill catalogue of this home, re-read when it changes for as long as the process runs.
+    let (skills, _reload) = crate::skills::shelf(&paths.home).map_err(|e| e.to_string())?;
+    Ok(Arc::new(metaforge_sidecar::with_twin(
+        host.with_skills(skills),
+        &twin,
+    )))
 }
 
 async fn serve_http(

@@ -244,6 +244,7 @@ pub(crate) async fn compose_as(
         generator: generator.clone(),
         twin: twin_tools,
         runs: &runs,
+        skills: Arc::clone(&tools.skills),
     })?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
@@ -290,6 +291,7 @@ struct McpInputs<'a> {
     generator: Arc<dyn metaforge_app::flow_generator::ProposalGenerator>,
     twin: metaforge_sidecar::SidecarTwin,
     runs: &'a crate::runs_config::ComposedRuns,
+    skills: Arc<metaforge_app::skills::SkillShelf>,
 }
 
 /// The run tools in process (the sidecar runs inside the gateway, so its run bindings are the
@@ -304,13 +306,16 @@ fn compose_mcp(inputs: McpInputs<'_>) -> Result<ComposedMcp, StartError> {
     let claims = Arc::new(metaforge_sidecar::ClientTaskGrants::new());
     let runs = metaforge_sidecar::SidecarRuns::new(Arc::clone(&bindings), Arc::clone(&claims));
     let host = crate::tool_servers::sidecar_mcp_host(
-        inputs.ledger,
-        inputs.versions,
-        inputs.clock,
-        inputs.ids,
-        inputs.generator,
-        Some(inputs.twin),
+        crate::tool_servers::natives_host(
+            inputs.ledger,
+            inputs.versions,
+            inputs.clock,
+            inputs.ids,
+            inputs.generator,
+            Some(inputs.twin),
+        ),
         &runs,
+        inputs.skills,
     );
     let flows: Arc<dyn metaforge_ports::FlowBindings> = Arc::new(
         metaforge_sidecar::InProcessFlowBindings::new(metaforge_sidecar::FlowStores {
