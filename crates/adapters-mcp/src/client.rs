@@ -508,6 +508,11 @@ impl ToolSource for McpToolServer {
         ))
     }
 
+    async fn list_skills(&self) -> Result<Vec<metaforge_ports::ServedSkill>, PortError> {
+        let conn = self.live_connection().await?;
+        crate::skills::fetch(conn.service.peer(), &self.config.name).await
+    }
+
     async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
         for attempt in 0..2 {
             let conn = self.live_connection().await?;

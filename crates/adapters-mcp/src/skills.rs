@@ -97,3 +97,79 @@ pub(crate) fn read(skills: &[ServedSkill], wanted: &str) -> Option<ReadResourceR
         ResourceContents::text(text, wanted).with_mime_type(mime_of(path)),
     ]))
 }
+
+/// The largest skill file a client reads from a server (a larger one is left out).
+const MAX_REMOTE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads every skill `peer` serves: the entries of `skills/list`, each text file read with
+/// `resources/read` and checked against the manifest's size and digest. A file that fails the
+/// check is an error naming it (a skill is never taken half-verified).
+pub(crate) async fn fetch(
+    peer: &rmcp::Peer<rmcp::RoleClient>,
+    server: &str,
+) -> Result<Vec<ServedSkill>, metaforge_ports::PortError> {
+    use metaforge_ports::{PortError, PortErrorKind};
+    let declared = peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.supports_skills());
+    if !declared {
+        return Ok(Vec::new());
+    }
+    let failed =
+        |what: String| PortError::new(PortErrorKind::Unavailable, format!("mcp server {server}: {what}"));
+    let entries = peer
+        .list_all_skills()
+        .await
+        .map_err(|e| failed(format!("skills/list failed: {e}")))?;
+    let mut skills = Vec::new();
+    for entry in entries {
+        let name = entry.frontmatter.name.clone();
+        let prefix = format!("{SCHEME}{name}/");
+        let SkillResources::Files(resources) = &entry.resources else {
+            tracing::warn!(event = "mcp_skill_dynamic_skipped", server, skill = %name, "a skill with dynamic resources is not taken");
+            continue;
+        };
+        let mut files = Vec::new();
+        for resource in resources {
+            if resource.size > MAX_REMOTE_FILE_BYTES {
+                continue;
+            }
+            let Some(path) = resource.uri.strip_prefix(&prefix) else {
+                continue;
+            };
+            let read = peer
+                .read_resource(rmcp::model::ReadResourceRequestParams::new(resource.uri.clone()))
+                .await
+                .map_err(|e| failed(format!("resources/read {}: {e}", resource.uri)))?;
+            // A binary file is not taken (the host serves text only).
+            let text = read.contents.iter().find_map(|c| {
+                if let ResourceContents::TextResourceContents { text, .. } = c {
+                    Some(text.clone())
+                } else {
+                    None
+                }
+            });
+            let Some(text) = text else {
+                continue;
+            };
+            resource
+                .verify(text.as_bytes())
+                .map_err(|e| failed(format!("skill {name}: {e}")))?;
+            files.push((path.to_owned(), text.into_bytes()));
+        }
+        files.sort_by_key(|(path, _)| path != metaforge_ports::SKILL_MANIFEST);
+        let mut frontmatter = entry.frontmatter.extra.clone();
+        frontmatter.insert("name".into(), serde_json::Value::String(name.clone()));
+        frontmatter.insert(
+            "description".into(),
+            serde_json::Value::String(entry.frontmatter.description.clone()),
+        );
+        skills.push(ServedSkill {
+            name,
+            description: entry.frontmatter.description.clone(),
+            frontmatter,
+            files,
+        });
+    }
+    Ok(skills)
+}

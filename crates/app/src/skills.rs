@@ -20,6 +20,8 @@ pub enum SkillOrigin {
     Bundled,
     /// A directory on this machine (the home's or one of `METAFORGE_SKILLS_DIRS`).
     Directory(String),
+    /// An MCP tool server that serves it over the Skills extension (its configured name).
+    Server(String),
 }
 
 impl SkillOrigin {
@@ -28,6 +30,7 @@ impl SkillOrigin {
         match self {
             Self::Bundled => "bundled".to_owned(),
             Self::Directory(path) => path.clone(),
+            Self::Server(name) => format!("mcp server {name}"),
         }
     }
 }
@@ -181,6 +184,45 @@ impl SkillCatalog {
     /// The skill named `name`.
     pub fn get(&self, name: &str) -> Option<&LoadedSkill> {
         self.skills.get(name)
+    }
+
+    /// The skills MCP server `server` serves, checked with the same rule as every other source
+    /// and listed under the server's name (`<server>.<skill>`), so a server's skill never
+    /// replaces a local one.
+    pub fn from_server(server: &str, served: &[metaforge_ports::ServedSkill]) -> Self {
+        let sources = served.iter().map(|skill| {
+            let mut files = skill.files.iter();
+            let manifest = files
+                .next()
+                .filter(|(path, _)| path == metaforge_domain::skill::SKILL_FILE)
+                .map(|(_, bytes)| String::from_utf8_lossy(bytes).into_owned())
+                .unwrap_or_default();
+            let contents: BTreeMap<String, Vec<u8>> = files.map(|(p, b)| (p.clone(), b.clone())).collect();
+            SkillFiles {
+                origin: SkillOrigin::Server(server.to_owned()),
+                directory: skill.name.clone(),
+                skill_md: manifest,
+                files: contents.keys().cloned().collect(),
+                contents,
+            }
+        });
+        let mut catalog = Self::layer(sources);
+        catalog.skills = std::mem::take(&mut catalog.skills)
+            .into_iter()
+            .map(|(name, skill)| (format!("{server}.{name}"), skill))
+            .collect();
+        catalog
+    }
+
+    /// This catalogue with `other`'s skills added (an entry of `other` replaces one of the same
+    /// key) and its refusals appended.
+    pub fn merged(&self, other: &Self) -> Self {
+        let mut merged = self.clone();
+        merged
+            .skills
+            .extend(other.skills.iter().map(|(k, v)| (k.clone(), v.clone())));
+        merged.refused.extend(other.refused.iter().cloned());
+        merged
     }
 }
 

@@ -829,3 +829,83 @@ async fn a_skill_that_commits_is_activated_only_through_the_held_tool() {
             .contains("twin.record_decision")
     );
 }
+
+/// A server that serves one skill over the Skills extension and no tools.
+struct SkillServer;
+
+#[async_trait::async_trait]
+impl ToolSource for SkillServer {
+    fn server_name(&self) -> &str {
+        "second"
+    }
+
+    async fn list_tools(&self) -> Result<Vec<ToolDescriptor>, PortError> {
+        Ok(Vec::new())
+    }
+
+    async fn call_tool(&self, tool: &str, _arguments: Map<String, Value>) -> Result<ToolOutput, PortError> {
+        Err(PortError::new(PortErrorKind::NotFound, tool.to_owned()))
+    }
+
+    async fn list_skills(&self) -> Result<Vec<metaforge_ports::ServedSkill>, PortError> {
+        let manifest =
+            "---\nname: bracket-check\ndescription: Checks a bracket.\n---\nRead the loads first.\n";
+        let invalid = "---\nname: Bad\n---\n";
+        Ok(vec![
+            metaforge_ports::ServedSkill {
+                name: "bracket-check".into(),
+                description: "Checks a bracket.".into(),
+                frontmatter: Map::new(),
+                files: vec![
+                    ("SKILL.md".into(), manifest.as_bytes().to_vec()),
+                    ("references/loads.md".into(), b"20 kg\n".to_vec()),
+                ],
+            },
+            metaforge_ports::ServedSkill {
+                name: "bad".into(),
+                description: String::new(),
+                frontmatter: Map::new(),
+                files: vec![("SKILL.md".into(), invalid.as_bytes().to_vec())],
+            },
+        ])
+    }
+}
+
+#[tokio::test]
+async fn a_servers_skills_are_offered_under_its_name_after_the_same_validation() {
+    let registry = ToolRegistry::builder()
+        .server(Arc::new(SkillServer), LIST_WITHIN)
+        .skills(skills_shelf())
+        .build()
+        .await
+        .unwrap();
+    let tools = registry.for_turn(&local(None), None);
+    let offered = tools.tools();
+    let activate = find(&offered, "skills.activate");
+    assert!(
+        activate
+            .descriptor
+            .description
+            .contains("- second.bracket-check: Checks a bracket."),
+        "{}",
+        activate.descriptor.description
+    );
+    assert!(
+        !activate.descriptor.description.contains("second.bad"),
+        "an invalid skill is refused"
+    );
+    let out = tools
+        .call(
+            activate,
+            json!({"name": "second.bracket-check"})
+                .as_object()
+                .unwrap()
+                .clone(),
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{out:?}");
+    let result = out.structured.unwrap();
+    assert_eq!(result["instructions"], "Read the loads first.");
+    assert_eq!(result["files"], json!(["references/loads.md"]));
+}

@@ -356,3 +356,57 @@ fn a_skill_that_commits_is_held_for_a_person_before_it_is_activated() {
         "{out}"
     );
 }
+
+#[test]
+fn skills_served_by_a_second_sidecar_are_discovered_under_its_name_and_activated_in_a_turn() {
+    let Some((_mock, port)) = start_aimock("tests/fixtures/aimock_chat.json") else {
+        return;
+    };
+    // The second MetaForge sidecar, with one skill of its own (and a reference file).
+    let other_home = tempfile::tempdir().unwrap();
+    let skill = other_home.path().join("skills/bracket-check");
+    std::fs::create_dir_all(skill.join("references")).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: bracket-check\ndescription: Checks a shelf bracket against its loads.\n---\nRead references/loads.md first.\n",
+    )
+    .unwrap();
+    std::fs::write(skill.join("references/loads.md"), "20 kg static.\n").unwrap();
+    let sidecar_port = metaforge_test_support::net::unused_port();
+    let _second = common::spawn(
+        metaforge()
+            .args(["mcp", "serve", "--http", &format!("127.0.0.1:{sidecar_port}")])
+            .env("METAFORGE_HOME", other_home.path())
+            .env_remove("METAFORGE_GATEWAY_API_KEY")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        "second sidecar",
+    );
+    common::wait_until_listening(("127.0.0.1", sidecar_port), "second sidecar");
+    let home = tempfile::tempdir().unwrap();
+    let servers = json!({"mcpServers": {"second": {"url": format!("http://127.0.0.1:{sidecar_port}/mcp")}}});
+    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+    let mut vars = common::aimock_provider_env(port, home.path());
+    vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
+    let (_gateway, addr) = start_gateway(home.path(), &vars);
+    let child = chat(&addr, &["-m", "run the bracket check"]);
+    let (code, out, err) = finish(child, Duration::from_secs(60));
+    let (_, threads) = http(&addr, "GET", "/v1/chat/threads", None);
+    let thread = threads["threads"][0]["id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let (_, stored) = http(&addr, "GET", &format!("/v1/chat/threads/{thread}"), None);
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}\nthread: {stored}");
+    assert!(
+        err.contains("→ skills.activate {\"name\":\"second.bracket-check\"}"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Read references/loads.md first."),
+        "the served body came back: {err}"
+    );
+    assert!(err.contains("references/loads.md"), "{err}");
+    assert!(out.contains("bracket-check skill is active"), "{out}");
+}

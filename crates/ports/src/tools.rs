@@ -119,6 +119,12 @@ pub trait ToolSource: Send + Sync {
     /// a result (timeout → `Unavailable`, unknown tool → `NotFound`, refused arguments →
     /// `Invalid`). Dropping the returned future cancels the call on the server.
     async fn call_tool(&self, tool: &str, arguments: Map<String, Value>) -> Result<ToolOutput, PortError>;
+
+    /// The skills the server serves over the Skills extension, each file read and checked
+    /// against its manifest digest (none when the server does not declare the extension).
+    async fn list_skills(&self) -> Result<Vec<ServedSkill>, PortError> {
+        Ok(Vec::new())
+    }
 }
 
 /// Who is calling, decided by the connection and never by the caller's arguments: the one type

@@ -92,6 +92,25 @@ struct Shared {
     sessions: Mutex<Sessions>,
     /// The skill catalogue the skill tools disclose, when the composition loaded one.
     skills: Option<Arc<SkillShelf>>,
+    /// The skills the servers serve over the Skills extension, by server, as last listed.
+    server_skills: RwLock<std::collections::BTreeMap<String, crate::skills::SkillCatalog>>,
+}
+
+/// The skills a turn sees: the shelf's, then each server's under its name (`None` when this
+/// registry discloses no skills).
+fn skill_catalog_of(shared: &Shared) -> Option<crate::skills::SkillCatalog> {
+    let shelf = shared.skills.as_ref()?;
+    let servers = shared
+        .server_skills
+        .read()
+        .unwrap_or_else(PoisonError::into_inner);
+    Some(
+        servers
+            .values()
+            .fold((*shelf.current()).clone(), |catalog, remote| {
+                catalog.merged(remote)
+            }),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -202,6 +221,7 @@ impl ToolRegistryBuilder {
                 catalogue: RwLock::new(Vec::new()),
                 sessions: Mutex::new(Sessions::default()),
                 skills: self.skills,
+                server_skills: RwLock::new(std::collections::BTreeMap::new()),
             }),
         };
         registry.refresh().await;
@@ -254,6 +274,56 @@ impl ToolRegistry {
     /// so a refresh of a healthy server costs no round trip — and therefore does not clear an
     /// `unavailable` a call found: the next call that reaches the server does.
     pub async fn refresh(&self) {
+        self.refresh_tools().await;
+        self.refresh_skills().await;
+    }
+
+    /// Lists the skills of every server (only when this registry discloses skills at all): a
+    /// server that fails keeps its last listing, logged.
+    async fn refresh_skills(&self) {
+        let shared = &self.shared;
+        if shared.skills.is_none() {
+            return;
+        }
+        let listings = futures::future::join_all(shared.servers.iter().map(|server| async move {
+            tokio::time::timeout(server.list_within, server.source.list_skills()).await
+        }))
+        .await;
+        let mut by_server = shared
+            .server_skills
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (server, listing) in shared.servers.iter().zip(listings) {
+            let name = server.source.server_name();
+            match listing {
+                Ok(Ok(served)) => {
+                    let catalog = crate::skills::SkillCatalog::from_server(name, &served);
+                    if !served.is_empty() {
+                        tracing::info!(
+                            event = "mcp_server_skills",
+                            server = name,
+                            skills = catalog.skills.len(),
+                            refused = catalog.refused.len(),
+                            "skills read from an MCP server"
+                        );
+                    }
+                    by_server.insert(name.to_owned(), catalog);
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(event = "mcp_server_skills_failed", server = name, error = %e.message, "the server's skills could not be read; its last listing stays");
+                }
+                Err(_elapsed) => {
+                    tracing::warn!(
+                        event = "mcp_server_skills_failed",
+                        server = name,
+                        "the server's skills were not listed in time; its last listing stays"
+                    );
+                }
+            }
+        }
+    }
+
+    async fn refresh_tools(&self) {
         let shared = &self.shared;
         let listings = futures::future::join_all(shared.servers.iter().map(|server| async move {
             let name = server.source.server_name();
@@ -511,8 +581,8 @@ impl ToolBox for TurnTools {
                 ));
             }
         }
-        if let Some(shelf) = &shared.skills {
-            for tool in skill_tools::tools(&shelf.current(), &shared.policy) {
+        if let Some(catalog) = skill_catalog_of(shared) {
+            for tool in skill_tools::tools(&catalog, &shared.policy) {
                 taken.insert(tool.provider_name.clone());
                 out.push(tool);
             }
@@ -584,12 +654,7 @@ impl TurnTools {
                 self.search(&arguments)
             }
             ToolOrigin::Native if is_skill_tool(&tool.id) && self.shared.skills.is_some() => {
-                let catalog = self
-                    .shared
-                    .skills
-                    .as_ref()
-                    .map(|s| s.current())
-                    .unwrap_or_default();
+                let catalog = skill_catalog_of(&self.shared).unwrap_or_default();
                 let (output, activation) = skill_tools::activate(&catalog, &tool.id, &arguments)?;
                 if let Some(activation) = activation {
                     *lock(&self.active) = Some(activation);

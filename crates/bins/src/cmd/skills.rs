@@ -93,6 +93,7 @@ fn list(json: bool) -> ExitCode {
         let origin = match &skill.origin {
             metaforge_app::skills::SkillOrigin::Bundled => "bundled".to_owned(),
             metaforge_app::skills::SkillOrigin::Directory(_) => "local".to_owned(),
+            metaforge_app::skills::SkillOrigin::Server(name) => name.clone(),
         };
         let mut description: String = skill.skill.description.chars().take(90).collect();
         if skill.skill.description.chars().count() > 90 {
