@@ -540,6 +540,24 @@ fn agent_over(llm: &Arc<ScriptedLlm>, tools: Arc<dyn ToolBox>, max_tools: Option
     })
 }
 
+/// One chat turn of `user` on `thread` through `agent`.
+async fn chat_turn(agent: &Agent, thread: &str, user: &str) -> metaforge_agent::TurnOutcome {
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    agent
+        .run_turn(
+            &TurnConfig::chat(thread),
+            &TurnInput {
+                system: "You are MetaForge.".to_owned(),
+                history: Vec::new(),
+                user: user.to_owned(),
+            },
+            &EventSink::channel(tx),
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+}
+
 fn offered_names(request: &metaforge_ports::LlmRequest) -> BTreeSet<String> {
     request.tools.iter().map(|t| t.name.clone()).collect()
 }
@@ -562,20 +580,7 @@ async fn a_tool_search_tools_pinned_survives_the_providers_tool_cap_on_the_next_
     ]));
     let tools = registry.for_turn(&local(Some("thread-cap")), None);
     let agent = agent_over(&llm, tools, Some(128));
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let outcome = agent
-        .run_turn(
-            &TurnConfig::chat("thread-cap"),
-            &TurnInput {
-                system: "You are MetaForge.".to_owned(),
-                history: Vec::new(),
-                user: "use kicad op_059".to_owned(),
-            },
-            &EventSink::channel(tx),
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome = chat_turn(&agent, "thread-cap", "use kicad op_059").await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 3);
     let before = offered_names(&requests[0]);
@@ -707,20 +712,7 @@ async fn a_turn_sees_only_skill_names_activates_one_follows_it_and_a_tool_outsid
     ]));
     let tools = registry.for_turn(&local(Some("thread-skill")), None);
     let agent = agent_over(&llm, tools, None);
-    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-    let outcome = agent
-        .run_turn(
-            &TurnConfig::chat("thread-skill"),
-            &TurnInput {
-                system: "You are MetaForge.".to_owned(),
-                history: Vec::new(),
-                user: "review the bracket part".to_owned(),
-            },
-            &EventSink::channel(tx),
-            &CancellationToken::new(),
-        )
-        .await
-        .unwrap();
+    let outcome = chat_turn(&agent, "thread-skill", "review the bracket part").await;
     let requests = llm.requests();
     // Progressive disclosure: the first request names the skills, never their instructions.
     let activate = requests[0]

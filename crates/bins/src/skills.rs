@@ -255,13 +255,7 @@ mod tests {
     use super::*;
 
     fn write_skill(root: &Path, name: &str, description: &str) {
-        let dir = root.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join(SKILL_FILE),
-            format!("---\nname: {name}\ndescription: {description}\n---\nSteps.\n"),
-        )
-        .unwrap();
+        metaforge_test_support::skills::write_skill(root, name, description, "Steps.", &[]);
     }
 
     #[tokio::test]

@@ -364,14 +364,13 @@ fn skills_served_by_a_second_sidecar_are_discovered_under_its_name_and_activated
     };
     // The second MetaForge sidecar, with one skill of its own (and a reference file).
     let other_home = tempfile::tempdir().unwrap();
-    let skill = other_home.path().join("skills/bracket-check");
-    std::fs::create_dir_all(skill.join("references")).unwrap();
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: bracket-check\ndescription: Checks a shelf bracket against its loads.\n---\nRead references/loads.md first.\n",
-    )
-    .unwrap();
-    std::fs::write(skill.join("references/loads.md"), "20 kg static.\n").unwrap();
+    metaforge_test_support::skills::write_skill(
+        &other_home.path().join("skills"),
+        "bracket-check",
+        "Checks a shelf bracket against its loads.",
+        "Read references/loads.md first.",
+        &[("references/loads.md", "20 kg static.\n")],
+    );
     let sidecar_port = metaforge_test_support::net::unused_port();
     let _second = common::spawn(
         metaforge()

@@ -296,18 +296,13 @@ fn inspector_reads_the_sidecars_skills_with_skills_list_skills_get_and_verified_
     }
     let home = tempfile::tempdir().unwrap();
     // One local skill with a reference file beside the bundled ones.
-    let mine = home.path().join("skills/bracket-check");
-    std::fs::create_dir_all(mine.join("references")).unwrap();
-    std::fs::write(
-        mine.join("SKILL.md"),
-        "---\nname: bracket-check\ndescription: Checks a shelf bracket drawing against its loads.\n---\nRead references/loads.md first.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        mine.join("references/loads.md"),
-        "20 kg static, 2x safety factor.\n",
-    )
-    .unwrap();
+    metaforge_test_support::skills::write_skill(
+        &home.path().join("skills"),
+        "bracket-check",
+        "Checks a shelf bracket drawing against its loads.",
+        "Read references/loads.md first.",
+        &[("references/loads.md", "20 kg static, 2x safety factor.\n")],
+    );
     let home_str = home.path().display().to_string();
     let sidecar = Sidecar::start(&[("METAFORGE_HOME", &home_str)]);
     for era in ["legacy", "modern"] {

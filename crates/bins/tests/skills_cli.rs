@@ -134,14 +134,13 @@ fn the_catalogue_lists_bundled_skills_then_local_ones_replacing_them_and_names_r
     );
     // A local skill of the same name replaces the bundled one; an invalid one is listed as refused.
     let extra = tempfile::tempdir().unwrap();
-    let mine = extra.path().join("gate-review-prep");
-    std::fs::create_dir_all(mine.join("references")).unwrap();
-    std::fs::write(
-        mine.join("SKILL.md"),
-        "---\nname: gate-review-prep\ndescription: Our own gate review.\n---\nOurs.\n",
-    )
-    .unwrap();
-    std::fs::write(mine.join("references/checklist.md"), "- a\n").unwrap();
+    metaforge_test_support::skills::write_skill(
+        extra.path(),
+        "gate-review-prep",
+        "Our own gate review.",
+        "Ours.",
+        &[("references/checklist.md", "- a\n")],
+    );
     let broken = extra.path().join("broken");
     std::fs::create_dir_all(&broken).unwrap();
     std::fs::write(broken.join("SKILL.md"), "---\nname: broken\n---\n").unwrap();

@@ -20,6 +20,7 @@ pub mod net;
 pub mod peers;
 pub mod phase_model;
 pub mod process;
+pub mod skills;
 pub mod temporal;
 pub mod upstream;
 
