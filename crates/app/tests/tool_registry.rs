@@ -540,6 +540,20 @@ fn agent_over(llm: &Arc<ScriptedLlm>, tools: Arc<dyn ToolBox>, max_tools: Option
     })
 }
 
+/// `skills.read` of `path` of skill `name` through a fresh turn of `registry`.
+async fn tools_read(registry: &ToolRegistry, name: &str, path: &str) -> Value {
+    let tools = registry.for_turn(&local(None), None);
+    let offered = tools.tools();
+    let out = tools
+        .call(
+            find(&offered, "skills.read"),
+            json!({"name": name, "path": path}).as_object().unwrap().clone(),
+        )
+        .await
+        .unwrap();
+    out.structured.unwrap()
+}
+
 /// One chat turn of `user` on `thread` through `agent`.
 async fn chat_turn(agent: &Agent, thread: &str, user: &str) -> metaforge_agent::TurnOutcome {
     let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -752,9 +766,15 @@ async fn a_turn_sees_only_skill_names_activates_one_follows_it_and_a_tool_outsid
         BTreeSet::from([
             "mcp_cad_read".to_owned(),
             "skills_activate".to_owned(),
-            "skills_activate_committing".to_owned()
+            "skills_activate_committing".to_owned(),
+            "skills_read".to_owned()
         ]),
     );
+    // A file it lists is read on demand.
+    let listed = tools_read(&registry, "review-cad", "references/checklist.md").await;
+    assert_eq!(listed["text"], "- loads\n", "{listed}");
+    let missing = tools_read(&registry, "review-cad", "references/none.md").await;
+    assert_eq!(missing["error"], "unknown_file", "{missing}");
     assert!(!outcome.calls[1].is_error, "{}", outcome.calls[1].content);
     // A call outside it is refused, and nothing ran.
     assert!(outcome.calls[2].is_error);

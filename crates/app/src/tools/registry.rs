@@ -655,6 +655,9 @@ impl TurnTools {
             }
             ToolOrigin::Native if is_skill_tool(&tool.id) && self.shared.skills.is_some() => {
                 let catalog = skill_catalog_of(&self.shared).unwrap_or_default();
+                if tool.id == skill_tools::READ_ID {
+                    return skill_tools::read(&catalog, &arguments);
+                }
                 let (output, activation) = skill_tools::activate(&catalog, &tool.id, &arguments)?;
                 if let Some(activation) = activation {
                     *lock(&self.active) = Some(activation);

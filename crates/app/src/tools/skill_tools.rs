@@ -24,6 +24,10 @@ use crate::skills::SkillCatalog;
 pub const ACTIVATE_ID: &str = "skills.activate";
 /// Activates a skill that commits (held for a person first).
 pub const ACTIVATE_COMMITTING_ID: &str = "skills.activate_committing";
+/// Reads one file a skill references (`references/…`, `scripts/…`, `assets/…`), on demand.
+pub const READ_ID: &str = "skills.read";
+/// The most characters of a skill file one read returns (a longer file says it was cut).
+const MAX_READ_CHARS: usize = 64 * 1024;
 
 /// What an activation narrows a turn to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,7 +51,7 @@ impl Activation {
 
 /// True for the skill layer's own tools.
 pub(crate) fn is_skill_tool(id: &str) -> bool {
-    id == ACTIVATE_ID || id == ACTIVATE_COMMITTING_ID
+    id == ACTIVATE_ID || id == ACTIVATE_COMMITTING_ID || id == READ_ID
 }
 
 /// Declares the committing activation in the ask tier.
@@ -113,12 +117,62 @@ pub(crate) fn tools(catalog: &SkillCatalog, policy: &ToolPolicy) -> Vec<AgentToo
             &committing,
         ));
     }
+    if catalog.skills.values().any(|s| !s.contents.is_empty()) {
+        out.push(ToolDescriptor {
+            name: READ_ID.to_owned(),
+            title: Some("Read a skill's file".to_owned()),
+            description: "Read one file an activated skill lists (its references, scripts or assets) \
+                          when its instructions point to it."
+                .to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "required": ["name", "path"],
+                "properties": {
+                    "name": {"type": "string", "description": "the skill"},
+                    "path": {"type": "string", "description": "the file, as the activation listed it"}
+                },
+                "additionalProperties": false
+            }),
+            hints: ToolHints {
+                read_only_hint: Some(true),
+                destructive_hint: Some(false),
+                ..ToolHints::default()
+            },
+        });
+    }
     out.into_iter()
         .map(|d| {
             let provider_name = d.name.replace('.', "_");
             AgentTool::new(d.name.clone(), provider_name, ToolOrigin::Native, d, policy)
         })
         .collect()
+}
+
+/// Reads the file `path` of skill `name` (text, cut at [`MAX_READ_CHARS`]).
+pub(crate) fn read(catalog: &SkillCatalog, arguments: &Map<String, Value>) -> Result<ToolOutput, PortError> {
+    let field = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| PortError::new(PortErrorKind::Invalid, format!("{key}: a string is required")))
+    };
+    let (name, path) = (field("name")?, field("path")?);
+    let Some(skill) = catalog.get(name) else {
+        return Ok(ToolOutput::error(
+            json!({"status": "error", "error": "unknown_skill", "skill": name}),
+        ));
+    };
+    let Some(bytes) = skill.contents.get(path) else {
+        return Ok(ToolOutput::error(json!({
+            "status": "error", "error": "unknown_file", "skill": name, "path": path, "files": skill.files,
+        })));
+    };
+    let text = String::from_utf8_lossy(bytes);
+    let cut = text.chars().count() > MAX_READ_CHARS;
+    let shown: String = text.chars().take(MAX_READ_CHARS).collect();
+    Ok(ToolOutput::json(
+        json!({"skill": name, "path": path, "text": shown, "truncated": cut}),
+    ))
 }
 
 /// Activates the skill `arguments` name with the tool `tool_id`: the instructions as the
