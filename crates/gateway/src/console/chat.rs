@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -26,26 +26,30 @@ const LISTED_THREADS: usize = 100;
 /// The header the page's script sends to read the turn's events from the post's answer.
 const STREAM_HEADER: &str = "x-console-stream";
 
-fn service<'a>(console: &'a ConsoleState, user: &ConsoleUser) -> Result<&'a Arc<ChatService>, Box<Response>> {
-    console.gateway.chat.as_ref().ok_or_else(|| {
-        Box::new(page::problem(
-            user,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "Chat unavailable",
-            "This gateway serves no chat threads: no model serves the chat role (set METAFORGE_ROUTE_CHAT or configure a provider).",
-        ))
-    })
+/// The chat service, taken by a handler as an argument; a gateway that serves no chat answers
+/// the problem page naming why before the handler runs.
+pub(crate) struct Chat(Arc<ChatService>);
+
+impl axum::extract::FromRequestParts<Arc<ConsoleState>> for Chat {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        console: &Arc<ConsoleState>,
+    ) -> Result<Self, Response> {
+        console.gateway.chat.as_ref().map(|chat| Self(Arc::clone(chat))).ok_or_else(|| {
+            page::problem(
+                &ConsoleUser::of(parts),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Chat unavailable",
+                "This gateway serves no chat threads: no model serves the chat role (set METAFORGE_ROUTE_CHAT or configure a provider).",
+            )
+        })
+    }
 }
 
 /// `GET /chat`: the threads, newest first, and a form for a new one.
-pub(crate) async fn threads(
-    State(console): State<Arc<ConsoleState>>,
-    Extension(user): Extension<ConsoleUser>,
-) -> Response {
-    let chat = match service(&console, &user) {
-        Ok(chat) => chat,
-        Err(response) => return *response,
-    };
+pub(crate) async fn threads(Chat(chat): Chat, Extension(user): Extension<ConsoleUser>) -> Response {
     let threads = match chat.list_threads(LISTED_THREADS).await {
         Ok(threads) => threads,
         Err(e) => return page::api_problem(&user, &chat_error(e)),
@@ -85,14 +89,10 @@ pub(crate) struct NewThreadForm {
 
 /// `POST /chat`: starts a thread and opens it.
 pub(crate) async fn create(
-    State(console): State<Arc<ConsoleState>>,
+    Chat(chat): Chat,
     Extension(user): Extension<ConsoleUser>,
     Form(form): Form<NewThreadForm>,
 ) -> Response {
-    let chat = match service(&console, &user) {
-        Ok(chat) => chat,
-        Err(response) => return *response,
-    };
     let title = Some(form.title.trim().to_owned()).filter(|t| !t.is_empty());
     match chat
         .create_thread(NewThread {
@@ -108,14 +108,10 @@ pub(crate) async fn create(
 
 /// `GET /chat/{id}`: the conversation and the message form.
 pub(crate) async fn thread(
-    State(console): State<Arc<ConsoleState>>,
+    Chat(chat): Chat,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
 ) -> Response {
-    let chat = match service(&console, &user) {
-        Ok(chat) => chat,
-        Err(response) => return *response,
-    };
     let view = match chat.thread(&id).await {
         Ok(view) => view,
         Err(e) => return page::api_problem(&user, &chat_error(e)),
@@ -160,16 +156,12 @@ pub(crate) struct MessageForm {
 /// `POST /chat/{id}/messages`: starts a turn as the signed-in person. The page's script asks
 /// for the turn's events as SSE; a plain form post is sent back to the thread.
 pub(crate) async fn post(
-    State(console): State<Arc<ConsoleState>>,
+    Chat(chat): Chat,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
     headers: HeaderMap,
     Form(form): Form<MessageForm>,
 ) -> Response {
-    let chat = match service(&console, &user) {
-        Ok(chat) => chat,
-        Err(response) => return *response,
-    };
     let poster = Poster {
         class: user.class,
         identity: user.who().to_owned(),

@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -26,19 +26,25 @@ use super::session::{ConsoleUser, local_target};
 use super::usage::bucket_cells;
 use crate::error::ApiError;
 
-fn service<'a>(console: &'a ConsoleState, user: &ConsoleUser) -> Result<&'a Arc<RunService>, Box<Response>> {
-    crate::runs::service(&console.gateway).map_err(|e| Box::new(page::api_problem(user, &e)))
+/// The run service, taken by a handler as an argument; a gateway that serves no runs answers
+/// the problem page naming why before the handler runs.
+pub(crate) struct Runs(Arc<RunService>);
+
+impl axum::extract::FromRequestParts<Arc<ConsoleState>> for Runs {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        console: &Arc<ConsoleState>,
+    ) -> Result<Self, Response> {
+        crate::runs::service(&console.gateway)
+            .map(|runs| Self(Arc::clone(runs)))
+            .map_err(|e| page::api_problem(&ConsoleUser::of(parts), &e))
+    }
 }
 
 /// `GET /runs`: every run, newest first.
-pub(crate) async fn list(
-    State(console): State<Arc<ConsoleState>>,
-    Extension(user): Extension<ConsoleUser>,
-) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
+pub(crate) async fn list(Runs(runs): Runs, Extension(user): Extension<ConsoleUser>) -> Response {
     let mut all = match runs.list(RunFilter::default()).await {
         Ok(all) => all,
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
@@ -195,14 +201,10 @@ fn graph(user: &ConsoleUser, state: &FlowStateView, history: &[RunStatusEntry]) 
 
 /// `GET /runs/{id}`: the run's page.
 pub(crate) async fn page(
-    State(console): State<Arc<ConsoleState>>,
+    Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
 ) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
     let detail = match runs.get(&id).await {
         Ok(detail) => detail,
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
@@ -238,14 +240,10 @@ pub(crate) async fn page(
 
 /// `GET /runs/{id}/graph`: the graph alone, redrawn by the page's script on each notice.
 pub(crate) async fn graph_fragment(
-    State(console): State<Arc<ConsoleState>>,
+    Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
 ) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
     let detail = match runs.get(&id).await {
         Ok(detail) => detail,
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
@@ -258,14 +256,10 @@ pub(crate) async fn graph_fragment(
 
 /// `GET /runs/{id}/live`: the run's notices as SSE (event `notice`), for the page's script.
 pub(crate) async fn live(
-    State(console): State<Arc<ConsoleState>>,
+    Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
 ) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
     match runs.events(&id, None).await {
         Ok(notices) => {
             let events = notices.map(|notice| {
@@ -296,15 +290,11 @@ pub(crate) struct GateForm {
 /// `POST /runs/{id}/gate`: answers the gate as the signed-in person through the run's state
 /// machine (which alone decides what the gate allows); a refusal is shown with its reason.
 pub(crate) async fn answer(
-    State(console): State<Arc<ConsoleState>>,
+    Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
     Form(form): Form<GateForm>,
 ) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
     let decision = match form.decision.as_str() {
         "approve" => GateDecisionKind::Approve,
         "reject" => GateDecisionKind::Reject,
@@ -350,15 +340,11 @@ pub(crate) struct CancelForm {
 
 /// `POST /runs/{id}/cancel`: stops the run as the signed-in person.
 pub(crate) async fn cancel(
-    State(console): State<Arc<ConsoleState>>,
+    Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
     Form(form): Form<CancelForm>,
 ) -> Response {
-    let runs = match service(&console, &user) {
-        Ok(runs) => runs,
-        Err(response) => return *response,
-    };
     match runs.cancel(&id, user.who(), form.reason).await {
         Ok(_) => Redirect::to(&format!("/runs/{id}")).into_response(),
         Err(e) => page::api_problem(&user, &ApiError::from(e)),

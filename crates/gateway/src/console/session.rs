@@ -57,6 +57,18 @@ pub(crate) struct ConsoleUser {
 }
 
 impl ConsoleUser {
+    /// The person the guard found for this request (an anonymous one if it ran without it,
+    /// which only a misrouted request could).
+    pub(crate) fn of(parts: &axum::http::request::Parts) -> Self {
+        parts.extensions.get::<Self>().cloned().unwrap_or_else(|| Self {
+            token: String::new(),
+            identity: None,
+            csrf: String::new(),
+            class: CallerClass::Remote,
+            client: IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        })
+    }
+
     /// A signed-in person with a fixed token, for rendering a page outside a request (benches).
     pub(crate) fn for_bench() -> Self {
         Self {

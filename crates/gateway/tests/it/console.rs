@@ -210,3 +210,14 @@ async fn the_json_api_keeps_its_own_key_check_beside_the_console() {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert!(body.contains("\"error\""), "{body}");
 }
+
+#[tokio::test]
+async fn a_gateway_without_runs_or_chat_says_so_on_those_pages() {
+    let app = app("", ConsoleSettings::default());
+    let (status, _, page) = fetch(&app, page_get("/runs", None)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
+    assert!(page.contains("role=\"alert\""), "{page}");
+    let (status, _, page) = fetch(&app, page_get("/chat", None)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
+    assert!(page.contains("Chat unavailable") && page.contains("METAFORGE_ROUTE_CHAT"), "{page}");
+}
