@@ -219,5 +219,8 @@ async fn a_gateway_without_runs_or_chat_says_so_on_those_pages() {
     assert!(page.contains("role=\"alert\""), "{page}");
     let (status, _, page) = fetch(&app, page_get("/chat", None)).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{page}");
-    assert!(page.contains("Chat unavailable") && page.contains("METAFORGE_ROUTE_CHAT"), "{page}");
+    assert!(
+        page.contains("Chat unavailable") && page.contains("METAFORGE_ROUTE_CHAT"),
+        "{page}"
+    );
 }
