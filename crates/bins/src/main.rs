@@ -2,6 +2,7 @@
 //!
 //! Parsing and dispatch only; each command lives in its own module under `cmd`.
 
+mod banner;
 mod chat_config;
 mod cmd;
 mod ledgers;

@@ -56,10 +56,10 @@ fn the_console_signs_in_answers_proposals_tool_calls_and_gates_in_a_real_browser
         .envs(vars.iter().map(|(k, v)| (*k, v.as_str()))),
         "up",
     );
+    // The reader lives to the end of the test: `up` writes more banner lines after the first.
+    let mut stdout = BufReader::new(up.child_mut().stdout.take().expect("stdout"));
     let mut banner = String::new();
-    BufReader::new(up.child_mut().stdout.take().expect("stdout"))
-        .read_line(&mut banner)
-        .expect("banner");
+    stdout.read_line(&mut banner).expect("banner");
     let addr = banner_address(&banner);
     common::wait_until_listening(addr.as_str(), "up");
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");

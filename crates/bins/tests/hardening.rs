@@ -466,3 +466,32 @@ fn four_eyes_is_composed_by_the_binary_and_misconfiguration_refuses_start() {
 
 /// A second person's key for the four-eyes test.
 const BOB_KEY: &str = "sk-bob-0000001";
+
+/// Whoever starts `up` may stop reading its stdout at any time (a supervisor that read the first
+/// banner line, a closed terminal): the gateway and the sidecar keep serving, they are not killed
+/// by a banner line written to the closed pipe.
+#[test]
+fn up_keeps_serving_after_whoever_started_it_closes_its_stdout() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let gateway = format!("127.0.0.1:{}", metaforge_test_support::net::unused_port());
+    let sidecar = format!("127.0.0.1:{}", metaforge_test_support::net::unused_port());
+    let mut up = common::spawn(
+        &mut server_command(&["up", "--bind", &gateway, "--mcp-bind", &sidecar], home.path()),
+        "up",
+    );
+    // Closed before the first banner line is written.
+    drop(up.child_mut().stdout.take().expect("stdout"));
+    wait_until_listening(gateway.as_str(), "up gateway");
+    wait_until_listening(sidecar.as_str(), "up sidecar");
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            up.child_mut().try_wait().expect("try_wait").is_none(),
+            "up exited after its stdout was closed"
+        );
+        let (status, _, body) = raw(&gateway, "GET", "/health", &[], "");
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = mcp_post(&sidecar, INITIALIZE, Some(KEY));
+    assert_eq!(status, 200, "{body}");
+}

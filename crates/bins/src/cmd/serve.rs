@@ -615,9 +615,9 @@ async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
     let addr = listener
         .local_addr()
         .map_err(|e| StartError::Runtime(e.to_string()))?;
-    println!(
+    crate::banner::announce(&format!(
         "metaforge gateway listening on http://{addr}  (OpenAPI: http://{addr}/openapi.json, console: http://{addr}/)"
-    );
+    ));
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
     let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
     composition.runs.shutdown().await;
@@ -743,10 +743,12 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         sidecar.local_addr,
         metaforge_adapters_mcp::MCP_PATH
     );
-    println!(
+    crate::banner::announce(&format!(
         "metaforge gateway listening on http://{gateway_addr}  (OpenAPI: http://{gateway_addr}/openapi.json, console: http://{gateway_addr}/)"
-    );
-    println!("metaforge MCP sidecar listening on {mcp_url}  (in-process ledger, shared with the gateway)");
+    ));
+    crate::banner::announce(&format!(
+        "metaforge MCP sidecar listening on {mcp_url}  (in-process ledger, shared with the gateway)"
+    ));
     tracing::info!(event = "metaforge_up", gateway = %gateway_addr, mcp = %mcp_url);
     let stop = cancel.clone();
     let shutdown = async move {
@@ -795,10 +797,10 @@ async fn worker_beside(
     let activities =
         crate::runs_temporal::activities(&composition.runs.brains, Arc::clone(&composition.runs.twin));
     let host = crate::runs_temporal::temporal_host();
-    println!(
+    crate::banner::announce(&format!(
         "metaforge worker polling {} on {host}  (beside the gateway)",
         metaforge_adapters_temporal::TASK_QUEUE
-    );
+    ));
     tokio::select! {
         worked = metaforge_adapters_temporal::run_worker(&host, activities) => {
             stop.cancel();

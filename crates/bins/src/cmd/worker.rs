@@ -41,10 +41,10 @@ async fn work(args: &GatewayArgs) -> Result<(), super::serve::StartError> {
         &composition.runs.brains,
         std::sync::Arc::clone(&composition.runs.twin),
     );
-    println!(
+    crate::banner::announce(&format!(
         "metaforge worker polling {} on {host}",
         metaforge_adapters_temporal::TASK_QUEUE
-    );
+    ));
     tokio::select! {
         worked = metaforge_adapters_temporal::run_worker(&host, activities) => {
             worked.map_err(|e| StartError::Runtime(e.to_string()))
