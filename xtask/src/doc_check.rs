@@ -11,19 +11,37 @@
 //! A document that names something that was renamed or deleted fails CI, so the map cannot drift
 //! from the code silently. The same check holds the README's `## Configuration` table to the code:
 //! every `METAFORGE_*`/`HARNESS_*` variable a source file names in a string literal must be listed
-//! there (literally or by a `<PLACEHOLDER>`/`*` pattern).
+//! there (literally or by a `<PLACEHOLDER>`/`*` pattern), and the table itself must be exactly
+//! the one generated from `crates/bins/src/settings/variables.rs` (the list the binary's
+//! `Settings` is read against); `cargo xtask doc-check --write` regenerates it in place.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
+/// The binary's list of variables, compiled here from the same file (no second copy).
+#[path = "../../crates/bins/src/settings/variables.rs"]
+mod variables;
+
+/// The lines that fence the generated table in README.md.
+const TABLE_BEGIN: &str = "<!-- generated from crates/bins/src/settings/variables.rs by `cargo xtask doc-check --write`; edit that file -->";
+const TABLE_END: &str = "<!-- end of the generated table -->";
+
 /// The top-level directories a path in the document may start with.
 const ROOTS: &[&str] = &["crates/", "fixtures/", "deploy/", "docs/", "xtask/", ".ci/"];
 
 /// Checks `docs/ARCHITECTURE.md` against the tree rooted at the current directory.
-pub(crate) fn run() -> Result<()> {
+pub(crate) fn run(write: bool) -> Result<()> {
     let root = PathBuf::from(".");
+    if write {
+        let readme = std::fs::read_to_string(root.join("README.md")).context("cannot read README.md")?;
+        let updated = with_generated_table(&readme).context("README.md")?;
+        if updated != readme {
+            std::fs::write(root.join("README.md"), updated).context("cannot write README.md")?;
+            eprintln!("xtask: doc-check: README.md's Configuration table regenerated");
+        }
+    }
     let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md"))
         .context("cannot read docs/ARCHITECTURE.md")?;
     let words = source_words(&root)?;
@@ -36,6 +54,14 @@ pub(crate) fn run() -> Result<()> {
                 format!("README.md: the code reads `{name}`, the Configuration table does not list it")
             }),
     );
+    match with_generated_table(&readme) {
+        Ok(expected) if expected == readme => {}
+        Ok(_) => problems.push(
+            "README.md: the Configuration table differs from crates/bins/src/settings/variables.rs; run `cargo xtask doc-check --write`"
+                .to_owned(),
+        ),
+        Err(e) => problems.push(format!("README.md: {e}")),
+    }
     if !problems.is_empty() {
         for problem in &problems {
             eprintln!("doc-check: {problem}");
@@ -156,6 +182,24 @@ fn identifier(span: &str) -> Option<&str> {
     (span.contains("::") || camel || call).then_some(last)
 }
 
+/// `readme` with the text between the table's fences replaced by the generated table.
+fn with_generated_table(readme: &str) -> Result<String> {
+    let begin = readme
+        .find(TABLE_BEGIN)
+        .with_context(|| format!("no line `{TABLE_BEGIN}`"))?;
+    let after_begin = begin + TABLE_BEGIN.len();
+    let end = readme[after_begin..]
+        .find(TABLE_END)
+        .map(|i| after_begin + i)
+        .with_context(|| format!("no line `{TABLE_END}` after the table's first fence"))?;
+    Ok(format!(
+        "{}\n{}{}",
+        &readme[..after_begin],
+        variables::markdown_table(),
+        &readme[end..]
+    ))
+}
+
 /// The README's `## Configuration` section (empty when there is none, so every variable fails).
 fn configuration_section(readme: &str) -> &str {
     let Some(start) = readme.find("\n## Configuration") else {
@@ -194,9 +238,11 @@ fn undocumented_variables(root: &Path, readme: &str) -> Result<Vec<String>> {
         .filter(|(head, _)| head.starts_with("METAFORGE_") || head.starts_with("HARNESS_"))
         .collect();
     let listed = |name: &str| {
-        readme
-            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .any(|w| w == name)
+        (name.starts_with("METAFORGE_") && !variables::is_unknown(name))
+            || variables::is_listed(name)
+            || readme
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|w| w == name)
             || patterns
                 .iter()
                 .any(|(head, tail)| name.starts_with(head.as_str()) && name.ends_with(tail.as_str()))

@@ -46,7 +46,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("setup") => setup::ensure(),
-        Some("doc-check") => doc_check::run(),
+        Some("doc-check") => doc_check::run(args.get(1).is_some_and(|a| a == "--write")),
         Some("readme-check") => readme_check::run(),
         Some("layering") => layering::check(),
         Some("test") => setup::ensure().and_then(|()| test()),
@@ -151,7 +151,7 @@ fn ci() -> Result<()> {
         ],
     )?;
     layering::check()?;
-    doc_check::run()?;
+    doc_check::run(false)?;
     alerts()?;
     // Every peer is installed here, so a test that would skip for a missing peer fails instead;
     // and no server a test started may outlive the run.

@@ -31,9 +31,9 @@ use tokio::time::{Instant, Sleep};
 
 use metaforge_gateway::SHUTDOWN_GRACE;
 
-use crate::system::env;
+use crate::settings::Environment;
 
-/// The slow-client limits of one listener; [`Limits::from_env`] reads the operator's overrides.
+/// The slow-client limits of one listener; [`Limits::parse`] reads the operator's overrides.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Limits {
     /// A request's headers must arrive within this (`METAFORGE_HTTP_HEADER_TIMEOUT_SECS`, 10 s).
@@ -62,13 +62,16 @@ impl Default for Limits {
 impl Limits {
     /// The defaults with each `METAFORGE_HTTP_*` override applied; a bad value is an error naming
     /// the variable (seconds may be fractional, e.g. `0.5`).
-    pub(crate) fn from_env() -> Result<Self, String> {
+    pub(crate) fn parse(env: &Environment) -> Result<Self, String> {
         let defaults = Self::default();
+        let seconds = |name: &str, default: Duration| {
+            env.get(name).map_or(Ok(default), |raw| parse_seconds(name, &raw))
+        };
         Ok(Self {
             header_read: seconds("METAFORGE_HTTP_HEADER_TIMEOUT_SECS", defaults.header_read)?,
             body_idle: seconds("METAFORGE_HTTP_BODY_TIMEOUT_SECS", defaults.body_idle)?,
             request_read: seconds("METAFORGE_HTTP_REQUEST_TIMEOUT_SECS", defaults.request_read)?,
-            max_connections: match env("METAFORGE_HTTP_MAX_CONNECTIONS") {
+            max_connections: match env.get("METAFORGE_HTTP_MAX_CONNECTIONS") {
                 None => defaults.max_connections,
                 Some(raw) => match raw.trim().parse::<usize>() {
                     Ok(n) if n > 0 => n,
@@ -81,10 +84,6 @@ impl Limits {
             },
         })
     }
-}
-
-fn seconds(name: &str, default: Duration) -> Result<Duration, String> {
-    env(name).map_or(Ok(default), |raw| parse_seconds(name, &raw))
 }
 
 fn parse_seconds(name: &str, raw: &str) -> Result<Duration, String> {

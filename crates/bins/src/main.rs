@@ -3,7 +3,6 @@
 //! Parsing and dispatch only; each command lives in its own module under `cmd`.
 
 mod banner;
-mod chat_config;
 mod cmd;
 mod ledgers;
 mod listen;
@@ -11,6 +10,7 @@ mod providers_config;
 mod runs_config;
 #[cfg(feature = "temporal")]
 mod runs_temporal;
+mod settings;
 mod skills;
 mod system;
 mod tool_servers;

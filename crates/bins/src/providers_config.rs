@@ -28,17 +28,13 @@ use metaforge_ports::{
     StoredCredential,
 };
 
-use crate::system::env;
+use crate::settings::{FALLBACKS_ENV, Settings};
 
 /// Local runtimes that need no credential.
 const KEYLESS: &[&str] = &["ollama", "vllm", "sglang", "llama-cpp", "lmstudio"];
 
-/// The ordered fallbacks behind a routed primary (`METAFORGE_FALLBACK_PROVIDERS`, comma-separated
-/// `provider:model`, Hermes's ordered `fallback_providers`).
-pub(crate) const FALLBACKS_ENV: &str = "METAFORGE_FALLBACK_PROVIDERS";
-
-fn home() -> PathBuf {
-    env("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+fn home(settings: &Settings) -> PathBuf {
+    settings.user_home.clone().unwrap_or_else(|| PathBuf::from("."))
 }
 
 /// Where a provider's base URL comes from, as the providers view reports it.
@@ -50,7 +46,8 @@ pub(crate) struct BaseUrl {
 }
 
 /// `HARNESS_<ID>_BASE_URL` wins as an explicit operator override; else the registry's rule.
-pub(crate) fn base_url(info: &ProviderInfo) -> Result<BaseUrl, String> {
+pub(crate) fn base_url(info: &ProviderInfo, settings: &Settings) -> Result<BaseUrl, String> {
+    let env = |name: &str| settings.env().get(name);
     let var = base_url_env_var(info.id);
     if let Some(url) = env(&var) {
         let resolved = resolve_base_url(info, Some(&url), |_| None).map_err(|e| e.to_string())?;
@@ -69,13 +66,6 @@ pub(crate) fn base_url(info: &ProviderInfo) -> Result<BaseUrl, String> {
         url: resolved.url,
         source: "fixed",
     })
-}
-
-fn credentials_path() -> PathBuf {
-    env("METAFORGE_CREDENTIALS_PATH").map_or_else(
-        || home().join(".metaforge").join("credentials.json"),
-        PathBuf::from,
-    )
 }
 
 /// The environment variable holding an API-key provider's key (`OPENAI_API_KEY`, …).
@@ -107,7 +97,8 @@ fn configure_hint(info: &ProviderInfo) -> String {
 }
 
 /// Credentials from the environment, used for a provider only when the file store has none.
-fn env_credentials(info: &ProviderInfo) -> Vec<Credential> {
+fn env_credentials(info: &ProviderInfo, settings: &Settings) -> Vec<Credential> {
+    let env = |name: &str| settings.env().get(name);
     match info.family {
         ApiFamily::Bedrock => {
             let region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
@@ -131,7 +122,7 @@ fn env_credentials(info: &ProviderInfo) -> Vec<Credential> {
             }
         }
         ApiFamily::OpenaiCodex => {
-            let dir = env("CODEX_HOME").map_or_else(|| home().join(".codex"), PathBuf::from);
+            let dir = env("CODEX_HOME").map_or_else(|| home(settings).join(".codex"), PathBuf::from);
             let path = dir.join("auth.json");
             if !path.exists() {
                 return Vec::new();
@@ -218,10 +209,10 @@ fn adapter_for(info: &ProviderInfo, url: &str) -> Result<Arc<dyn LlmProvider>, S
     Ok(adapter)
 }
 
-/// The ordered fallback candidates from `METAFORGE_FALLBACK_PROVIDERS` (empty when unset).
-pub(crate) fn fallback_candidates() -> Result<Vec<Candidate>, String> {
+/// The ordered fallback candidates of `METAFORGE_FALLBACK_PROVIDERS` (empty when unset).
+pub(crate) fn parse_fallbacks(value: Option<&str>) -> Result<Vec<Candidate>, String> {
     let mut fallbacks = Vec::new();
-    if let Some(list) = env(FALLBACKS_ENV) {
+    if let Some(list) = value {
         for route in list.split(',').filter(|r| !r.trim().is_empty()) {
             let parsed = parse_route(route).map_err(|e| format!("{FALLBACKS_ENV}: {e}"))?;
             fallbacks.push(Candidate {
@@ -234,13 +225,13 @@ pub(crate) fn fallback_candidates() -> Result<Vec<Candidate>, String> {
 }
 
 /// Every provider's row in the providers view: family, configured (and why), base URL and source.
-pub(crate) async fn provider_rows() -> Result<Vec<ProviderRow>, PortError> {
-    let store = FileCredentialStore::new(credentials_path());
+pub(crate) async fn provider_rows(settings: &Settings) -> Result<Vec<ProviderRow>, PortError> {
+    let store = FileCredentialStore::new(settings.credentials_path.clone());
     let mut rows = Vec::new();
     for info in PROVIDERS {
-        let url = base_url(info);
+        let url = base_url(info, settings);
         let stored = store.healthy(info.id).await?.len();
-        let from_env = env_credentials(info).len();
+        let from_env = env_credentials(info, settings).len();
         let (configured, why) = if stored > 0 {
             (true, format!("{stored} credential(s) in store"))
         } else if from_env > 0 {
@@ -295,6 +286,7 @@ pub(crate) fn build_pipeline(
     required: &[Candidate],
     optional: &[String],
     usage: Arc<dyn UsageSink>,
+    settings: &Settings,
 ) -> Result<ProviderPipeline, BuildError> {
     let mut wanted: Vec<(&str, bool)> = chains
         .values()
@@ -312,7 +304,7 @@ pub(crate) fn build_pipeline(
         if entries.iter().any(|e| e.id == info.id) {
             continue;
         }
-        let url = match base_url(info) {
+        let url = match base_url(info, settings) {
             Ok(url) => url,
             Err(err) if strict => return Err(BuildError::Config(err)),
             Err(err) => {
@@ -324,7 +316,7 @@ pub(crate) fn build_pipeline(
             adapter_for(info, &url.url).map_err(|err| BuildError::Runtime(format!("{}: {err}", info.id)))?;
         env_creds.insert(
             info.id.to_owned(),
-            env_credentials(info)
+            env_credentials(info, settings)
                 .into_iter()
                 .map(|credential| StoredCredential {
                     credential,
@@ -347,7 +339,7 @@ pub(crate) fn build_pipeline(
         chains.into_iter().filter(|(_, c)| !c.is_empty()).collect();
     let slots = RoleModelSlots::new(chains).map_err(|e| BuildError::Config(e.to_string()))?;
     let store = LayeredCredentialStore {
-        file: FileCredentialStore::new(credentials_path()),
+        file: FileCredentialStore::new(settings.credentials_path.clone()),
         env: std::sync::Mutex::new(env_creds),
     };
     let prices =

@@ -9,8 +9,7 @@ use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger};
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
-    RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain, parse_flow_engine,
-    parse_gate_timeout, parse_intelligence,
+    RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain,
 };
 use metaforge_ports::{
     ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
@@ -18,10 +17,8 @@ use metaforge_ports::{
 };
 
 use crate::cmd::serve::StartError;
-use crate::system::env;
-
-/// Where the event bus persists events, when set (a Kafka-protocol broker).
-pub(crate) const KAFKA_BOOTSTRAP_SERVERS_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
+#[cfg(not(feature = "kafka"))]
+use crate::settings::KAFKA_BOOTSTRAP_SERVERS_ENV;
 
 /// What the runs composition hands the gateway and the sidecar.
 #[expect(
@@ -104,22 +101,16 @@ pub(crate) struct RunInputs<'a> {
     pub(crate) usage: Arc<dyn UsageStore>,
     /// The engine to compose whatever `METAFORGE_FLOW_ENGINE` says (`metaforge worker`).
     pub(crate) engine: Option<FlowEngineKind>,
+    /// The runs' variables.
+    pub(crate) settings: &'a crate::settings::RunSettings,
 }
 
 /// Opens the run stores, builds the brains and the selected engine, and resumes every run that
 /// was not finished when the process last stopped.
 pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, StartError> {
-    let kind = match inputs.engine {
-        Some(kind) => kind,
-        None => parse_flow_engine(env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref())
-            .map_err(|e| StartError::Config(e.to_string()))?,
-    };
-    let default_intelligence =
-        parse_intelligence(env(metaforge_app::runs::settings::INTELLIGENCE_ENV).as_deref())
-            .map_err(|e| StartError::Config(e.to_string()))?;
-    let gate_timeout_seconds =
-        parse_gate_timeout(env(metaforge_app::runs::settings::GATE_TIMEOUT_ENV).as_deref())
-            .map_err(|e| StartError::Config(e.to_string()))?;
+    let kind = inputs.engine.unwrap_or(inputs.settings.engine);
+    let default_intelligence = inputs.settings.intelligence;
+    let gate_timeout_seconds = inputs.settings.gate_timeout_seconds;
     let open = |what: &str, path: &Path, e: metaforge_ports::PortError| {
         StartError::Runtime(format!("{what} {}: {e}", path.display()))
     };
@@ -134,7 +125,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             .map_err(|e| open("client tasks", inputs.tasks_path, e))?,
     );
     let twin = inputs.twin;
-    let bus = event_bus().await?;
+    let bus = event_bus(inputs.settings.kafka_bootstrap.clone()).await?;
     let service_ports = RunServicePorts {
         runs: Arc::clone(&runs),
         versions: Arc::clone(&inputs.versions),
@@ -203,6 +194,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         #[cfg(feature = "temporal")]
         FlowEngineKind::Temporal => {
             let engine = Arc::new(crate::runs_temporal::TemporalRunEngine::new(
+                crate::runs_temporal::temporal_host(inputs.settings),
                 Arc::clone(&runs),
                 Arc::clone(&inputs.approvals),
                 Arc::clone(&inputs.clock),
@@ -261,8 +253,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
 
 /// The event bus: in-process, or Kafka when `KAFKA_BOOTSTRAP_SERVERS` is set (an unreachable
 /// broker falls back loudly to the in-process bus, as the seed's tier does).
-async fn event_bus() -> Result<Arc<dyn EventBus>, StartError> {
-    let bootstrap = env(KAFKA_BOOTSTRAP_SERVERS_ENV);
+async fn event_bus(bootstrap: Option<String>) -> Result<Arc<dyn EventBus>, StartError> {
     #[cfg(feature = "kafka")]
     {
         Ok(metaforge_adapters_store::start_event_bus(bootstrap.as_deref()).await)

@@ -17,15 +17,11 @@ use metaforge_ports::{
     RunState, RunView, StartRun, TwinStore,
 };
 
-use crate::system::env;
-
-/// Where the Temporal frontend listens (`host:port`).
-pub(crate) const TEMPORAL_HOST_ENV: &str = "TEMPORAL_HOST";
-
 /// `TEMPORAL_HOST`, or the dev server's default.
-pub(crate) fn temporal_host() -> String {
-    env(TEMPORAL_HOST_ENV)
-        .filter(|h| !h.trim().is_empty())
+pub(crate) fn temporal_host(settings: &crate::settings::RunSettings) -> String {
+    settings
+        .temporal_host
+        .clone()
         .unwrap_or_else(|| DEFAULT_TEMPORAL_HOST.to_owned())
 }
 
@@ -39,11 +35,11 @@ impl TemporalRunEngine {
     /// The engine on `TEMPORAL_HOST`, recording runs in `runs` and keeping their gate holds in
     /// `approvals`. Call [`TemporalRunEngine::follow_in_background`] once the runtime serves.
     pub(crate) fn new(
+        host: String,
         runs: Arc<dyn RunLedger>,
         approvals: Arc<dyn ApprovalLedger>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let host = temporal_host();
         tracing::info!(event = "flow_engine_started", engine = "temporal", host = %host, "design-flow runs start on Temporal; a worker must poll metaforge-design-flows");
         let inner = Arc::new(TemporalEngine::new(
             TemporalSettings::new(host),
@@ -342,8 +338,11 @@ pub(crate) struct DevServer {
 /// set (nothing is started), one already serving on the default host, or a `temporal server
 /// start-dev` from PATH on the default host with its history in `home/temporal.db` (so runs
 /// outlive the process). A missing CLI or a server that never serves is a start-up error.
-pub(crate) async fn ensure_server(home: &std::path::Path) -> Result<Option<DevServer>, String> {
-    if env(TEMPORAL_HOST_ENV).is_some_and(|h| !h.trim().is_empty()) {
+pub(crate) async fn ensure_server(
+    home: &std::path::Path,
+    configured_host: Option<&str>,
+) -> Result<Option<DevServer>, String> {
+    if configured_host.is_some() {
         return Ok(None);
     }
     if tokio::net::TcpStream::connect(DEFAULT_TEMPORAL_HOST)

@@ -9,9 +9,6 @@ use std::path::{Path, PathBuf};
 use metaforge_app::skills::{SkillCatalog, SkillFiles, SkillOrigin, bundled};
 use metaforge_domain::skill::SKILL_FILE;
 
-/// The extra skill directories, `:`-separated, read after the home's.
-pub(crate) const SKILLS_DIRS_ENV: &str = "METAFORGE_SKILLS_DIRS";
-
 /// Most files listed per skill (a skill is a playbook, not a repository).
 const MAX_FILES: usize = 1_000;
 /// The largest file read into the catalogue (a larger one is listed, not served).
@@ -163,6 +160,7 @@ pub(crate) fn catalog(roots: &[PathBuf]) -> Result<SkillCatalog, ReadError> {
 /// a shelf, and the task that re-reads it when a directory changes (aborted with its handle).
 pub(crate) fn shelf(
     home: &Path,
+    extra_dirs: Option<&str>,
 ) -> Result<
     (
         std::sync::Arc<metaforge_app::skills::SkillShelf>,
@@ -170,7 +168,7 @@ pub(crate) fn shelf(
     ),
     ReadError,
 > {
-    let roots = roots(home, crate::system::env(SKILLS_DIRS_ENV).as_deref());
+    let roots = roots(home, extra_dirs);
     let seen = snapshot(&roots);
     let shelf = std::sync::Arc::new(metaforge_app::skills::SkillShelf::new(catalog(&roots)?));
     let reload = watch(std::sync::Arc::clone(&shelf), roots, seen);

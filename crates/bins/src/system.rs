@@ -39,13 +39,9 @@ pub(crate) enum LogFormat {
 }
 
 impl LogFormat {
-    /// Reads `METAFORGE_LOG_FORMAT` (`text` or `json`; unset means text).
-    pub(crate) fn from_env() -> Result<Self, String> {
-        match env("METAFORGE_LOG_FORMAT")
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
+    /// Parses `METAFORGE_LOG_FORMAT` (`text` or `json`; unset means text).
+    pub(crate) fn parse(value: Option<&str>) -> Result<Self, String> {
+        match value.map(str::to_ascii_lowercase).as_deref() {
             None | Some("text") => Ok(Self::Text),
             Some("json") => Ok(Self::Json),
             Some(other) => Err(format!(
@@ -59,20 +55,18 @@ impl LogFormat {
 /// [`DEFAULT_LOG_FILTER`]), human lines by default, JSON with `METAFORGE_LOG_FORMAT=json`.
 /// A bad filter or format is reported on stderr and the defaults are used, so logging can never
 /// stop a command from running.
-pub(crate) fn init_logging() {
+pub(crate) fn init_logging(log: &crate::settings::LogSettings) {
     use tracing_subscriber::EnvFilter;
-    let filter = env("METAFORGE_LOG")
-        .or_else(|| env("RUST_LOG"))
-        .map_or_else(
+    let filter = log.filter.as_deref().map_or_else(
             || EnvFilter::new(DEFAULT_LOG_FILTER),
             |directives| {
-                EnvFilter::try_new(&directives).unwrap_or_else(|err| {
+                EnvFilter::try_new(directives).unwrap_or_else(|err| {
                     eprintln!("metaforge: METAFORGE_LOG: '{directives}' is not a log filter ({err}); using '{DEFAULT_LOG_FILTER}'");
                     EnvFilter::new(DEFAULT_LOG_FILTER)
                 })
             },
         );
-    let format = LogFormat::from_env().unwrap_or_else(|err| {
+    let format = LogFormat::parse(log.format.as_deref()).unwrap_or_else(|err| {
         eprintln!("metaforge: {err}");
         LogFormat::Text
     });
@@ -94,34 +88,17 @@ pub(crate) fn init_logging() {
     };
 }
 
-/// Reads an environment variable, treating an empty value as unset.
-pub(crate) fn env(name: &str) -> Option<String> {
-    env_raw(name).filter(|v| !v.trim().is_empty())
-}
-
-/// Reads an environment variable as it is set (an empty value is `Some("")`, for the rules that
-/// refuse a variable set but empty). The binary's one door to the environment: clippy refuses
-/// `std::env::var` everywhere else (`clippy.toml`).
+/// The process environment, read once: the binary's one door to it (clippy refuses
+/// `std::env::var` everywhere else, `clippy.toml`). A variable whose name or value is not UTF-8 is
+/// left out, as if unset.
 #[expect(
     clippy::disallowed_methods,
     reason = "the binary's one reader of the environment"
 )]
-pub(crate) fn env_raw(name: &str) -> Option<String> {
-    std::env::var(name).ok()
-}
-
-/// Every variable whose name starts with `prefix` (the `METAFORGE_ROUTE_*` overrides).
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the binary's one reader of the environment"
-)]
-pub(crate) fn env_with_prefix(prefix: &str) -> std::collections::BTreeMap<String, String> {
-    std::env::vars().filter(|(k, _)| k.starts_with(prefix)).collect()
-}
-
-/// The user's home directory (`HOME`), where `~/.metaforge` and `~/.codex` live by default.
-pub(crate) fn user_home() -> Option<std::path::PathBuf> {
-    env("HOME").map(std::path::PathBuf::from)
+pub(crate) fn environment() -> crate::settings::Environment {
+    crate::settings::Environment::from_pairs(
+        std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+    )
 }
 
 /// A bind failure in words a person can act on: an address already in use names the flag and

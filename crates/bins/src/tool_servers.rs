@@ -171,25 +171,20 @@ pub(crate) struct Natives {
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
 /// and lists every enabled server concurrently, and builds the registry over them and `natives`.
-pub(crate) async fn compose_tools(home: &Path, natives: &Natives) -> Result<ComposedTools, ToolServersError> {
-    let explicit = crate::system::env(SERVERS_PATH_ENV).map(PathBuf::from);
-    compose_tools_from(explicit, home, natives).await
-}
-
-/// [`compose_tools`] with the variable's value passed in.
-async fn compose_tools_from(
-    explicit: Option<PathBuf>,
+pub(crate) async fn compose_tools(
     home: &Path,
+    explicit: Option<&Path>,
+    skills_dirs: Option<&str>,
     natives: &Natives,
 ) -> Result<ComposedTools, ToolServersError> {
-    let (servers_file, servers) = read_servers(explicit, home)?;
+    let (servers_file, servers) = read_servers(explicit.map(Path::to_path_buf), home)?;
     let mut scope = DomainScope::seed();
     let mut policy = ToolPolicy {
         required_gates: natives.gates.clone(),
         requires_approval: natives.holds.clone(),
         host_enforced: natives.holds.clone(),
     };
-    let (shelf, skills_reload) = crate::skills::shelf(home)?;
+    let (shelf, skills_reload) = crate::skills::shelf(home, skills_dirs)?;
     let mut builder = ToolRegistry::builder()
         .natives(Arc::clone(&natives.host))
         .skills(Arc::clone(&shelf));

@@ -16,6 +16,8 @@ use metaforge_adapters_gateway::{ChatClient, ChatEvent, GatewayClient};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::settings::Settings;
+
 /// The gateway a client talks to when none is named.
 const DEFAULT_GATEWAY_URL: &str = "http://127.0.0.1:8787";
 
@@ -89,9 +91,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-fn client(target: &GatewayTarget) -> Result<ChatClient, ExitCode> {
-    let key =
-        crate::system::env(super::mcp::GATEWAY_API_KEY_ENV).and_then(|raw| super::mcp::first_api_key(&raw));
+fn client(target: &GatewayTarget, settings: &Settings) -> Result<ChatClient, ExitCode> {
+    let key = super::mcp::first_api_key(&settings.api_keys);
     GatewayClient::new(&target.gateway, key)
         .map(ChatClient::new)
         .map_err(|e| {
@@ -101,12 +102,12 @@ fn client(target: &GatewayTarget) -> Result<ChatClient, ExitCode> {
 }
 
 /// Runs `metaforge chat`.
-pub(crate) fn run(args: &ChatArgs) -> ExitCode {
+pub(crate) fn run(args: &ChatArgs, settings: &Settings) -> ExitCode {
     let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let chat = match client(&args.target) {
+    let chat = match client(&args.target, settings) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -114,13 +115,13 @@ pub(crate) fn run(args: &ChatArgs) -> ExitCode {
 }
 
 /// Runs `metaforge sessions …`.
-pub(crate) fn run_sessions(command: &SessionsCommand) -> ExitCode {
+pub(crate) fn run_sessions(command: &SessionsCommand, settings: &Settings) -> ExitCode {
     let SessionsCommand::Search(args) = command;
     let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let chat = match client(&args.target) {
+    let chat = match client(&args.target, settings) {
         Ok(c) => c,
         Err(code) => return code,
     };

@@ -13,13 +13,12 @@ use futures::StreamExt;
 use metaforge_app::pipeline::{CallProgress, CallSpec, CallUsage, Candidate, PipelineError, UsageSink};
 use metaforge_domain::providers::resolve_provider;
 use metaforge_domain::routing::{
-    MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RouteCall, RoutingInputs, RoutingTable, env_var_for_role,
-    resolve_route,
+    MODEL_ROUTES_PATH_ENV, RouteCall, RoutingInputs, RoutingTable, env_var_for_role, resolve_route,
 };
 use metaforge_ports::{LlmMessage, LlmRequest, StreamEvent};
 
-use crate::providers_config::{BuildError, build_pipeline, fallback_candidates, provider_rows};
-use crate::system::env;
+use crate::providers_config::{BuildError, build_pipeline, provider_rows};
+use crate::settings::Settings;
 
 /// `metaforge llm …`
 #[derive(Debug, Subcommand)]
@@ -79,9 +78,12 @@ impl UsageSink for StderrUsage {
     }
 }
 
-fn chain_from_args(args: &CompleteArgs) -> Result<(String, Vec<Candidate>, Option<Candidate>), String> {
+fn chain_from_args(
+    args: &CompleteArgs,
+    settings: &Settings,
+) -> Result<(String, Vec<Candidate>, Option<Candidate>), String> {
     let role = args.role.clone().unwrap_or_else(|| "chat".to_owned());
-    let fallbacks = fallback_candidates()?;
+    let fallbacks = settings.routing.fallbacks.clone();
     if let (Some(provider), Some(model)) = (&args.provider, &args.model) {
         let info = resolve_provider(provider).map_err(|e| e.to_string())?;
         let explicit = Candidate {
@@ -90,18 +92,18 @@ fn chain_from_args(args: &CompleteArgs) -> Result<(String, Vec<Candidate>, Optio
         };
         return Ok((role, fallbacks, Some(explicit)));
     }
-    let table = match env(MODEL_ROUTES_PATH_ENV) {
+    let table = match &settings.routing.routes_path {
         Some(path) => {
             let text =
-                std::fs::read_to_string(&path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
+                std::fs::read_to_string(path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
             RoutingTable::from_json(&text).map_err(|e| format!("{path}: {e}"))?
         }
         None => RoutingTable::default(),
     };
-    let routes: BTreeMap<String, String> = crate::system::env_with_prefix(ROUTE_ENV_PREFIX);
+    let routes: &BTreeMap<String, String> = &settings.routing.overrides;
     let inputs = RoutingInputs {
         table: &table,
-        env: &routes,
+        env: routes,
         credentialed: None,
         selection: None,
         default: None,
@@ -132,7 +134,7 @@ fn chain_from_args(args: &CompleteArgs) -> Result<(String, Vec<Candidate>, Optio
 }
 
 /// Runs `metaforge llm …`.
-pub(crate) fn run_llm(command: LlmCommand) -> ExitCode {
+pub(crate) fn run_llm(command: LlmCommand, settings: &Settings) -> ExitCode {
     let LlmCommand::Complete(args) = command;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -141,12 +143,12 @@ pub(crate) fn run_llm(command: LlmCommand) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(complete(args))
+    runtime.block_on(complete(args, settings))
 }
 
-async fn complete(args: CompleteArgs) -> ExitCode {
-    crate::system::init_logging();
-    let (role, chain, explicit) = match chain_from_args(&args) {
+async fn complete(args: CompleteArgs, settings: &Settings) -> ExitCode {
+    crate::system::init_logging(&settings.log);
+    let (role, chain, explicit) = match chain_from_args(&args, settings) {
         Ok(parts) => parts,
         Err(err) => {
             eprintln!("metaforge: {err}");
@@ -158,7 +160,7 @@ async fn complete(args: CompleteArgs) -> ExitCode {
         chains.insert(role.clone(), chain);
     }
     let (progress_tx, progress_rx) = tokio::sync::watch::channel(None);
-    let pipeline = match build_pipeline(chains, explicit.as_slice(), &[], Arc::new(StderrUsage)) {
+    let pipeline = match build_pipeline(chains, explicit.as_slice(), &[], Arc::new(StderrUsage), settings) {
         Ok(pipeline) => pipeline.with_progress(progress_tx),
         Err(BuildError::Config(err)) => {
             eprintln!("metaforge: {err}");
@@ -336,7 +338,7 @@ fn pipeline_failure(err: &PipelineError) -> ExitCode {
 }
 
 /// Runs `metaforge providers …`.
-pub(crate) fn run_providers(command: ProvidersCommand) -> ExitCode {
+pub(crate) fn run_providers(command: ProvidersCommand, settings: &Settings) -> ExitCode {
     let ProvidersCommand::List { json } = command;
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -345,7 +347,7 @@ pub(crate) fn run_providers(command: ProvidersCommand) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let rows = match runtime.block_on(provider_rows()) {
+    let rows = match runtime.block_on(provider_rows(settings)) {
         Ok(rows) => rows,
         Err(err) => {
             eprintln!("metaforge: {err}");

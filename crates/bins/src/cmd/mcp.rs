@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use crate::settings::Settings;
 use clap::{Args, Subcommand};
-use metaforge_adapters_store::StorePaths;
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
 use metaforge_ports::{CallerGrants, Clock, FlowBindings, RunBindings, ToolHost};
@@ -22,9 +22,6 @@ use metaforge_sidecar::{
 };
 
 use crate::system::{SystemClock, UuidV7Ids};
-
-/// The env variable carrying the service key (FORGE-487); only this binary reads it.
-const SERVICE_KEY_ENV: &str = "METAFORGE_MCP_SERVICE_KEY";
 
 /// Selects remote mode (FORGE-406/462): held calls park in this gateway's ledger and the flow
 /// tools call its routes.
@@ -37,20 +34,6 @@ pub(crate) const GATEWAY_API_KEY_ENV: &str = "METAFORGE_GATEWAY_API_KEY";
 /// sending a stable `X-MetaForge-Session`) run as `client_task`, confirmed with the run service
 /// before every call; `off` or unset keeps its writes held.
 pub(crate) const CLIENT_TASK_WRITES_ENV: &str = "METAFORGE_CLIENT_TASK_WRITES";
-
-/// `METAFORGE_CLIENT_TASK_WRITES`: `on`, `off` or unset (off); anything else refuses start.
-pub(crate) fn client_task_writes() -> Result<bool, String> {
-    parse_client_task_writes(crate::system::env(CLIENT_TASK_WRITES_ENV).as_deref())
-}
-
-fn parse_client_task_writes(raw: Option<&str>) -> Result<bool, String> {
-    match raw.map(str::trim) {
-        None | Some("") => Ok(false),
-        Some(v) if v.eq_ignore_ascii_case("on") => Ok(true),
-        Some(v) if v.eq_ignore_ascii_case("off") => Ok(false),
-        Some(other) => Err(format!("{CLIENT_TASK_WRITES_ENV}={other}: expected on or off")),
-    }
-}
 
 /// Arguments of `metaforge mcp`.
 #[derive(Debug, Args)]
@@ -75,9 +58,9 @@ enum McpCommand {
 }
 
 /// Runs `metaforge mcp …`.
-pub(crate) fn run(args: McpArgs) -> ExitCode {
+pub(crate) fn run(args: McpArgs, settings: &Settings) -> ExitCode {
     let McpCommand::Serve { stdio: _, http } = args.command;
-    crate::system::init_logging();
+    crate::system::init_logging(&settings.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -97,14 +80,8 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let client_task_writes = match client_task_writes() {
-        Ok(on) => on,
-        Err(e) => {
-            eprintln!("metaforge mcp serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let composed = match runtime.block_on(compose_host(client_task_writes)) {
+    let client_task_writes = settings.mcp.client_task_writes;
+    let composed = match runtime.block_on(compose_host(settings)) {
         Ok(composed) => composed,
         Err(e @ ComposeError::Config(_)) => {
             eprintln!("metaforge mcp serve: {e}");
@@ -126,15 +103,21 @@ pub(crate) fn run(args: McpArgs) -> ExitCode {
             runtime.block_on(metaforge_adapters_mcp::serve_stdio(composed.host))
         }
         Some(addr) => {
-            let service_key = crate::system::env_raw(SERVICE_KEY_ENV);
-            let client_keys = match client_keys() {
+            let service_key = settings.mcp.service_key.clone();
+            let client_keys = match client_keys(settings) {
                 Ok(keys) => keys,
                 Err(e) => {
                     eprintln!("metaforge mcp serve: {e}");
                     return ExitCode::from(2);
                 }
             };
-            runtime.block_on(serve_http(composed, addr, service_key, client_keys))
+            runtime.block_on(serve_http(
+                composed,
+                addr,
+                service_key,
+                client_keys,
+                settings.http,
+            ))
         }
     };
     match result {
@@ -186,10 +169,11 @@ enum ComposeError {
 /// store under `METAFORGE_HOME` (the same files the gateway uses, so there is one ledger; no run
 /// engine runs here, so no run tools). With the ledgers disabled the sidecar serves the reads
 /// only and says so: nothing is written without a ledger.
-async fn compose_host(client_task_writes: bool) -> Result<ComposedSidecar, ComposeError> {
-    if let Some(url) = crate::system::env(GATEWAY_URL_ENV) {
-        let raw = crate::system::env(GATEWAY_API_KEY_ENV).unwrap_or_default();
-        return compose_remote_host(&url, &raw, client_task_writes).map_err(ComposeError::Config);
+async fn compose_host(settings: &Settings) -> Result<ComposedSidecar, ComposeError> {
+    let client_task_writes = settings.mcp.client_task_writes;
+    if let Some(url) = &settings.mcp.gateway_url {
+        return compose_remote_host(url, &settings.api_keys, client_task_writes)
+            .map_err(ComposeError::Config);
     }
     if client_task_writes {
         return Err(ComposeError::Config(format!(
@@ -202,16 +186,17 @@ async fn compose_host(client_task_writes: bool) -> Result<ComposedSidecar, Compo
          ledgers under METAFORGE_HOME; correct only inside the gateway, wrong in a sidecar \
          (a person at the gateway will not see them unless it shares these files)"
     );
-    let host = compose_local_host().await.map_err(ComposeError::Runtime)?;
+    let host = compose_local_host(settings)
+        .await
+        .map_err(ComposeError::Runtime)?;
     Ok(ComposedSidecar { host, grants: None })
 }
 
 /// The keys an HTTP client must present: with `METAFORGE_GATEWAY_API_KEY` set the sidecar is no
 /// more open than the gateway (issue 12), so every key it lists (or the service key) is required,
 /// each authenticating the identity the gateway gives it (recorded as a gate's approver).
-pub(crate) fn client_keys() -> Result<Vec<metaforge_adapters_mcp::ClientKey>, String> {
-    let raw = crate::system::env_raw(GATEWAY_API_KEY_ENV).unwrap_or_default();
-    let keys = metaforge_gateway::parse_api_keys(&raw).map_err(|e| e.to_string())?;
+pub(crate) fn client_keys(settings: &Settings) -> Result<Vec<metaforge_adapters_mcp::ClientKey>, String> {
+    let keys = metaforge_gateway::parse_api_keys(&settings.api_keys).map_err(|e| e.to_string())?;
     Ok(keys
         .into_iter()
         .map(|k| metaforge_adapters_mcp::ClientKey::from((k.identity, k.key)))
@@ -295,9 +280,8 @@ fn compose_remote_host(
 }
 
 /// In-process mode over the SQLite ledgers under METAFORGE_HOME.
-async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
-    let paths =
-        StorePaths::resolve(crate::system::env_raw, crate::system::user_home()).map_err(|e| e.to_string())?;
+async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, String> {
+    let paths = settings.store()?;
     let (Some(approvals_path), Some(versions_path)) = (&paths.tool_approvals, &paths.flow_versions) else {
         tracing::warn!(
             event = "mcp_sidecar_ledgers_disabled",
@@ -343,7 +327,8 @@ async fn compose_local_host() -> Result<Arc<dyn ToolHost>, String> {
         },
     );
     // The skill catalogue of this home, re-read when it changes for as long as the process runs.
-    let (skills, _reload) = crate::skills::shelf(&paths.home).map_err(|e| e.to_string())?;
+    let (skills, _reload) =
+        crate::skills::shelf(&paths.home, settings.skills_dirs.as_deref()).map_err(|e| e.to_string())?;
     Ok(Arc::new(metaforge_sidecar::with_twin(
         host.with_skills(skills),
         &twin,
@@ -355,6 +340,7 @@ async fn serve_http(
     addr: SocketAddr,
     service_key: Option<String>,
     client_keys: Vec<metaforge_adapters_mcp::ClientKey>,
+    limits: crate::listen::Limits,
 ) -> Result<(), metaforge_adapters_mcp::ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let keys_required = !client_keys.is_empty();
@@ -387,11 +373,6 @@ async fn serve_http(
             stop.cancel();
         }
     });
-    let limits =
-        crate::listen::Limits::from_env().map_err(|message| metaforge_adapters_mcp::ServeError::Io {
-            addr: addr.to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, message),
-        })?;
     let (listener, router) = sidecar.into_parts();
     crate::listen::serve(listener, router, limits, async move {
         shutdown.cancelled_owned().await
@@ -401,24 +382,4 @@ async fn serve_http(
         addr: addr.to_string(),
         source,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_client_task_writes;
-
-    #[test]
-    fn client_task_writes_are_on_only_when_the_owner_says_on_and_a_typo_refuses_start() {
-        for (raw, want) in [
-            (None, Ok(false)),
-            (Some(""), Ok(false)),
-            (Some("off"), Ok(false)),
-            (Some("ON"), Ok(true)),
-            (Some(" on "), Ok(true)),
-        ] {
-            assert_eq!(parse_client_task_writes(raw), want, "{raw:?}");
-        }
-        let err = parse_client_task_writes(Some("yes")).unwrap_err();
-        assert!(err.contains("METAFORGE_CLIENT_TASK_WRITES=yes"), "{err}");
-    }
 }

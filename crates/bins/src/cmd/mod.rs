@@ -2,6 +2,7 @@
 
 pub(crate) mod chat;
 pub(crate) mod check;
+pub(crate) mod config;
 pub(crate) mod flow;
 pub(crate) mod llm;
 pub(crate) mod mcp;
@@ -74,25 +75,48 @@ pub(crate) enum Command {
     /// new one.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Configuration: every variable MetaForge reads (`config variables`), and this
+    /// environment checked the way every command checks it at start (`config check`).
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
 }
 
-/// Runs the parsed command and returns the process exit code.
+/// Runs the parsed command and returns the process exit code. The environment is read and
+/// checked once, here, for every command: a bad variable refuses the command (exit 2) with
+/// every problem named, before anything is opened or written.
 pub(crate) fn run(cli: Cli) -> ExitCode {
+    // The rule commands read no variable: a serving variable that is wrong must not stop a CI
+    // pipeline from validating flows.
     match cli.command {
-        Command::Flow(args) => flow::run(args),
-        Command::Check(args) => check::run(&args),
-        Command::Gateway(args) => serve::run(&args),
-        Command::Up(args) => serve::run_up(&args),
-        Command::Worker(args) => worker::run(&args),
-        Command::Replay(args) => replay::run(&args),
-        Command::Llm(command) => llm::run_llm(command),
-        Command::Providers(command) => llm::run_providers(command),
-        Command::Mcp(args) => mcp::run(args),
-        Command::Chat(args) => chat::run(&args),
-        Command::Sessions(command) => chat::run_sessions(&command),
-        Command::Skills(command) => skills::run(&command),
+        Command::Flow(args) => return flow::run(args),
+        Command::Check(args) => return check::run(&args),
+        Command::Config(config::ConfigCommand::Variables) => return config::variables(),
+        _ => {}
+    }
+    let settings = match crate::settings::Settings::from_env(crate::system::environment()) {
+        Ok(settings) => settings,
+        Err(err) => {
+            for problem in &err.problems {
+                eprintln!("metaforge: configuration: {problem}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Flow(_) | Command::Check(_) => ExitCode::SUCCESS,
+        Command::Gateway(args) => serve::run(&args, &settings),
+        Command::Up(args) => serve::run_up(&args, &settings),
+        Command::Worker(args) => worker::run(&args, &settings),
+        Command::Replay(args) => replay::run(&args, &settings),
+        Command::Llm(command) => llm::run_llm(command, &settings),
+        Command::Providers(command) => llm::run_providers(command, &settings),
+        Command::Config(command) => config::run(&command, &settings),
+        Command::Mcp(args) => mcp::run(args, &settings),
+        Command::Chat(args) => chat::run(&args, &settings),
+        Command::Sessions(command) => chat::run_sessions(&command, &settings),
+        Command::Skills(command) => skills::run(&command, &settings),
     }
 }

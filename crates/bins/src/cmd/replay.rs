@@ -27,7 +27,7 @@ pub(crate) struct ReplayArgs {
 
 /// Runs `metaforge replay`.
 #[cfg(feature = "temporal")]
-pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
+pub(crate) fn run(args: &ReplayArgs, settings: &crate::settings::Settings) -> ExitCode {
     if args.files.is_empty() && args.runs.is_empty() {
         eprintln!("metaforge replay: name at least one HISTORY.json or --run RUN_ID");
         return ExitCode::from(2);
@@ -40,11 +40,11 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(replay(args))
+    runtime.block_on(replay(args, &crate::runs_temporal::temporal_host(&settings.runs)))
 }
 
 #[cfg(feature = "temporal")]
-async fn replay(args: &ReplayArgs) -> ExitCode {
+async fn replay(args: &ReplayArgs, host: &str) -> ExitCode {
     use metaforge_adapters_temporal::replay::{fetch_history, history_from_json, replay};
     let mut histories = Vec::new();
     for file in &args.files {
@@ -65,8 +65,7 @@ async fn replay(args: &ReplayArgs) -> ExitCode {
         }
     }
     if !args.runs.is_empty() {
-        let host = crate::runs_temporal::temporal_host();
-        let client = match metaforge_adapters_temporal::connect(&host).await {
+        let client = match metaforge_adapters_temporal::connect(host).await {
             Ok(client) => client,
             Err(e) => {
                 eprintln!("metaforge replay: {e}");
@@ -138,7 +137,7 @@ async fn replay(args: &ReplayArgs) -> ExitCode {
 
 /// Without the `temporal` feature: the command exists and says how to get it.
 #[cfg(not(feature = "temporal"))]
-pub(crate) fn run(_args: &ReplayArgs) -> ExitCode {
+pub(crate) fn run(_args: &ReplayArgs, _settings: &crate::settings::Settings) -> ExitCode {
     eprintln!(
         "metaforge replay: this metaforge was built without the Temporal engine; build it with \
          `cargo build --release -p metaforge-bins --features temporal`"

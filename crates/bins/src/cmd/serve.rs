@@ -23,7 +23,8 @@ use metaforge_ports::usage_store::UsageStore;
 use metaforge_ports::{Clock, IdGen};
 
 use crate::providers_config::{self, BuildError};
-use crate::system::{SystemClock, UuidV7Ids, bind_failure, env, init_logging};
+use crate::settings::Settings;
+use crate::system::{SystemClock, UuidV7Ids, bind_failure, init_logging};
 
 /// Options of `metaforge gateway`.
 #[derive(Debug, clap::Args)]
@@ -82,22 +83,24 @@ pub(crate) struct Composition {
 }
 
 /// Opens the ledgers, restores them, and builds the gateway state from the environment.
-pub(crate) async fn compose(args: &GatewayArgs) -> Result<Composition, StartError> {
-    compose_as(args, None).await
+pub(crate) async fn compose(args: &GatewayArgs, settings: &Settings) -> Result<Composition, StartError> {
+    compose_as(args, settings, None).await
 }
 
 /// [`compose`] with the flow engine fixed (`metaforge worker` always composes Temporal, so it
 /// never resumes embedded runs whatever `METAFORGE_FLOW_ENGINE` says).
 pub(crate) async fn compose_as(
     args: &GatewayArgs,
+    settings: &Settings,
     engine: Option<metaforge_ports::FlowEngineKind>,
 ) -> Result<Composition, StartError> {
-    let keys = gateway::parse_api_keys(&env("METAFORGE_GATEWAY_API_KEY").unwrap_or_default())
-        .map_err(|e| StartError::Config(e.to_string()))?;
+    for name in settings.env().unknown_variables() {
+        tracing::warn!(event = "unknown_variable", variable = %name, "not a MetaForge variable (a typo?); ignored; `metaforge config variables` lists them");
+    }
+    let keys = gateway::parse_api_keys(&settings.api_keys).map_err(|e| StartError::Config(e.to_string()))?;
     gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
-    let approver_policy = approver_policy(!keys.is_empty())?;
-    let paths = StorePaths::resolve(crate::system::env_raw, crate::system::user_home())
-        .map_err(|e| StartError::Config(e.to_string()))?;
+    let approver_policy = approver_policy(settings.approver_policy, !keys.is_empty())?;
+    let paths = settings.store().map_err(StartError::Config)?.clone();
     let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
         tracing::warn!(
             event = "ledgers_not_durable",
@@ -165,12 +168,13 @@ pub(crate) async fn compose_as(
     ));
     let metrics = metaforge_app::exposition::Exposition::install()
         .map_err(|e| StartError::Runtime(format!("cannot install the metrics recorder: {e}")))?;
-    let rows = providers_config::provider_rows()
+    let rows = providers_config::provider_rows(settings)
         .await
         .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
-    let harness = harness_config(&paths, providers_config::credentialed(&rows)).await?;
+    let harness = harness_config(&paths, &settings.routing, providers_config::credentialed(&rows))?;
     let store: Arc<dyn UsageStore> = usage.clone();
-    let (pipeline, usage_sink) = gateway_pipeline(&harness, &rows, store, Arc::clone(&clock)).await?;
+    let (pipeline, usage_sink) =
+        gateway_pipeline(&harness, &rows, store, Arc::clone(&clock), settings).await?;
     let auth = Arc::new(
         AuthState::new(keys, NonZeroU32::new(args.rate_limit_per_minute))
             .with_auth_failures_per_minute(NonZeroU32::new(args.auth_failures_per_minute)),
@@ -202,10 +206,15 @@ pub(crate) async fn compose_as(
         generator.clone(),
         Some(twin_tools.clone()),
     );
-    let tools = crate::tool_servers::compose_tools(&paths.home, &natives)
-        .await
-        .map_err(|e| StartError::Config(e.to_string()))?;
-    let chat_settings = crate::chat_config::chat_settings(&|name| env(name)).map_err(StartError::Config)?;
+    let tools = crate::tool_servers::compose_tools(
+        &paths.home,
+        settings.mcp.servers_path.as_deref(),
+        settings.skills_dirs.as_deref(),
+        &natives,
+    )
+    .await
+    .map_err(|e| StartError::Config(e.to_string()))?;
+    let chat_settings = settings.chat.clone();
     let chat_settings_loop_mode = chat_settings.loop_mode;
     let agent = compose_agent(
         pipeline.clone(),
@@ -234,6 +243,7 @@ pub(crate) async fn compose_as(
         loop_mode: chat_settings_loop_mode,
         usage: usage.clone(),
         engine,
+        settings: &settings.runs,
     })
     .await?;
     let mcp = compose_mcp(McpInputs {
@@ -245,6 +255,7 @@ pub(crate) async fn compose_as(
         twin: twin_tools,
         runs: &runs,
         skills: Arc::clone(&tools.skills),
+        client_task_writes: settings.mcp.client_task_writes,
     })?;
     let state = Arc::new(GatewayState {
         metrics: Some(Arc::new(metrics)),
@@ -292,6 +303,8 @@ struct McpInputs<'a> {
     twin: metaforge_sidecar::SidecarTwin,
     runs: &'a crate::runs_config::ComposedRuns,
     skills: Arc<metaforge_app::skills::SkillShelf>,
+    /// `METAFORGE_CLIENT_TASK_WRITES`.
+    client_task_writes: bool,
 }
 
 /// The run tools in process (the sidecar runs inside the gateway, so its run bindings are the
@@ -299,7 +312,7 @@ struct McpInputs<'a> {
 /// `METAFORGE_CLIENT_TASK_WRITES=on` lets a session holding a claimed client task run as
 /// `client_task`.
 fn compose_mcp(inputs: McpInputs<'_>) -> Result<ComposedMcp, StartError> {
-    let client_task_writes = crate::cmd::mcp::client_task_writes().map_err(StartError::Config)?;
+    let client_task_writes = inputs.client_task_writes;
     let bindings: Arc<dyn metaforge_ports::RunBindings> = Arc::new(
         metaforge_sidecar::InProcessRunBindings::new(Arc::clone(&inputs.runs.service)),
     );
@@ -404,10 +417,11 @@ async fn compose_chat(
 
 /// Four eyes (`METAFORGE_APPROVALS_SEPARATE_APPROVER`): a bad value refuses start, and so does
 /// `on` without keys, where every caller is `local` and no decision could ever be made.
-fn approver_policy(keys_configured: bool) -> Result<metaforge_domain::approvals::ApproverPolicy, StartError> {
+fn approver_policy(
+    policy: metaforge_domain::approvals::ApproverPolicy,
+    keys_configured: bool,
+) -> Result<metaforge_domain::approvals::ApproverPolicy, StartError> {
     use metaforge_domain::approvals::{ApproverPolicy, SEPARATE_APPROVER_ENV};
-    let policy =
-        ApproverPolicy::from_setting(env(SEPARATE_APPROVER_ENV).as_deref()).map_err(StartError::Config)?;
     if policy == ApproverPolicy::Separate && !keys_configured {
         return Err(StartError::Config(format!(
             "{SEPARATE_APPROVER_ENV}=on needs identities to tell requester and approver apart: set METAFORGE_GATEWAY_API_KEY"
@@ -425,35 +439,32 @@ fn approver_policy(keys_configured: bool) -> Result<metaforge_domain::approvals:
 /// The routing table (`METAFORGE_MODEL_ROUTES_PATH`; a bad table refuses start), the
 /// `METAFORGE_ROUTE_*` overrides, the credentialed providers, the default route
 /// (`METAFORGE_LLM_PROVIDER` + `METAFORGE_LLM_MODEL`) and the durable selection file.
-async fn harness_config(
+fn harness_config(
     paths: &StorePaths,
+    routing: &crate::settings::RoutingSettings,
     credentialed: std::collections::BTreeSet<String>,
 ) -> Result<RouteResolver, StartError> {
-    use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX, RoutingTable, validate_table};
-    let table = match env(MODEL_ROUTES_PATH_ENV) {
+    use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, RoutingTable, validate_table};
+    let table = match &routing.routes_path {
         Some(path) => {
-            let text = std::fs::read_to_string(&path)
+            let text = std::fs::read_to_string(path)
                 .map_err(|e| StartError::Config(format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}")))?;
             RoutingTable::from_json(&text).map_err(|e| StartError::Config(format!("{path}: {e}")))?
         }
         None => RoutingTable::default(),
     };
-    let env_routes = crate::system::env_with_prefix(ROUTE_ENV_PREFIX);
+    let env_routes = routing.overrides.clone();
     for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
         if problem.blocks_start() {
             return Err(StartError::Config(format!("routing: {problem}")));
         }
         tracing::warn!(event = "model_route_provider_unconfigured", problem = %problem, "route to a provider without credentials");
     }
-    let default_route = match (env("METAFORGE_LLM_PROVIDER"), env("METAFORGE_LLM_MODEL")) {
-        (Some(provider), Some(model)) => Some(format!("{provider}:{model}")),
-        _ => None,
-    };
     Ok(RouteResolver {
         table,
         env_routes,
         credentialed,
-        default_route,
+        default_route: routing.default_route.clone(),
         selection: Arc::new(FileSelectionStore::new(paths.home.join(SELECTION_FILE))),
     })
 }
@@ -468,16 +479,12 @@ async fn gateway_pipeline(
     rows: &[ProviderRow],
     usage: Arc<dyn UsageStore>,
     clock: Arc<dyn Clock>,
+    settings: &Settings,
 ) -> Result<(Option<Arc<ProviderPipeline>>, Option<Arc<UsageStoreSink>>), StartError> {
     use metaforge_domain::routing::{RouteCall, resolve_route};
-    // A bad threshold refuses start even with no provider yet: it would bite the day one is added.
-    let env_vars: std::collections::BTreeMap<String, String> =
-        crate::system::env_raw(metaforge_domain::usage::RUN_SPEND_ALERT_ENV)
-            .map(|v| (metaforge_domain::usage::RUN_SPEND_ALERT_ENV.to_owned(), v))
-            .into_iter()
-            .collect();
-    let threshold =
-        metaforge_domain::usage::spend_threshold_from_env(&env_vars).map_err(StartError::Config)?;
+    // A bad threshold refuses start even with no provider yet (`Settings`): it would bite the
+    // day one is added.
+    let threshold = settings.runs.spend_alert_usd;
     let configured: Vec<String> = rows
         .iter()
         .filter(|r| r.configured)
@@ -490,7 +497,7 @@ async fn gateway_pipeline(
         );
         return Ok((None, None));
     }
-    let fallbacks = providers_config::fallback_candidates().map_err(StartError::Config)?;
+    let fallbacks = &settings.routing.fallbacks;
     let selection = harness
         .selection
         .get()
@@ -526,11 +533,12 @@ async fn gateway_pipeline(
     }
     let sink =
         Arc::new(UsageStoreSink::new(usage, clock).with_metrics(Arc::new(UsageMetrics::new(threshold))));
-    let pipeline = providers_config::build_pipeline(chains, &[], &configured, Arc::clone(&sink) as _)
-        .map_err(|e| match e {
-            BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
-            other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
-        })?;
+    let pipeline =
+        providers_config::build_pipeline(chains, &[], &configured, Arc::clone(&sink) as _, settings)
+            .map_err(|e| match e {
+                BuildError::Config(m) => StartError::Config(format!("provider pipeline: {m}")),
+                other @ BuildError::Runtime(_) => StartError::Runtime(format!("provider pipeline: {other}")),
+            })?;
     Ok((Some(Arc::new(pipeline)), Some(sink)))
 }
 
@@ -572,8 +580,8 @@ pub(crate) async fn shutdown_signal() {
 }
 
 /// Runs `metaforge gateway`.
-pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
-    init_logging();
+pub(crate) fn run(args: &GatewayArgs, settings: &Settings) -> ExitCode {
+    init_logging(&settings.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -581,7 +589,7 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(args)) {
+    match runtime.block_on(serve(args, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartError::Config(message)) => {
             eprintln!("metaforge gateway: {message}");
@@ -594,9 +602,9 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
     }
 }
 
-async fn serve(args: &GatewayArgs) -> Result<(), StartError> {
-    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
-    let composition = compose(args).await?;
+async fn serve(args: &GatewayArgs, settings: &Settings) -> Result<(), StartError> {
+    let limits = settings.http;
+    let composition = compose(args, settings).await?;
     composition.runs.follow_runs();
     let router = gateway::build_with_console(
         Arc::clone(&composition.state),
@@ -644,8 +652,8 @@ pub(crate) struct UpArgs {
 /// Runs `metaforge up`: the gateway and the HTTP MCP sidecar in one process, sharing one
 /// approval ledger and one flow-version store (the in-process bindings are correct here, because
 /// the sidecar runs inside the gateway).
-pub(crate) fn run_up(args: &UpArgs) -> ExitCode {
-    init_logging();
+pub(crate) fn run_up(args: &UpArgs, settings: &Settings) -> ExitCode {
+    init_logging(&settings.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -653,7 +661,7 @@ pub(crate) fn run_up(args: &UpArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(up(args)) {
+    match runtime.block_on(up(args, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartError::Config(message)) => {
             eprintln!("metaforge up: {message}");
@@ -666,23 +674,21 @@ pub(crate) fn run_up(args: &UpArgs) -> ExitCode {
     }
 }
 
-async fn up(args: &UpArgs) -> Result<(), StartError> {
+async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
     if !args.mcp_bind.ip().is_loopback() {
         return Err(StartError::Config(format!(
             "--mcp-bind {}: the MCP sidecar listens on loopback only",
             args.mcp_bind
         )));
     }
-    let limits = crate::listen::Limits::from_env().map_err(StartError::Config)?;
+    let limits = settings.http;
     // `--engine` over METAFORGE_FLOW_ENGINE: either way, Temporal brings its worker (and, if
     // needed, its dev server) up beside the gateway.
     let engine = match args.engine.as_deref() {
-        Some(name) => metaforge_app::runs::parse_flow_engine(Some(name)),
-        None => metaforge_app::runs::parse_flow_engine(
-            env(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref(),
-        ),
-    }
-    .map_err(|e| StartError::Config(e.to_string()))?;
+        Some(name) => metaforge_app::runs::parse_flow_engine(Some(name))
+            .map_err(|e| StartError::Config(e.to_string()))?,
+        None => settings.runs.engine,
+    };
     let temporal = engine == metaforge_ports::FlowEngineKind::Temporal;
     let engine = Some(engine);
     // Asked for by name in a build without it: refuse. (From the environment the gateway still
@@ -695,11 +701,11 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
                 .to_owned(),
         ));
     }
-    let composition = compose_as(&args.gateway, engine).await?;
+    let composition = compose_as(&args.gateway, settings, engine).await?;
     composition.runs.follow_runs();
     #[cfg(feature = "temporal")]
     let _dev_server = if temporal {
-        crate::runs_temporal::ensure_server(&composition.home)
+        crate::runs_temporal::ensure_server(&composition.home, settings.runs.temporal_host.as_deref())
             .await
             .map_err(StartError::Config)?
     } else {
@@ -727,7 +733,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
     // The MCP sidecar serves the agent loop's native tools plus the run tools, in process.
     let host = Arc::clone(&composition.mcp.host);
     let cancel = tokio_util::sync::CancellationToken::new();
-    let service_key = env("METAFORGE_MCP_SERVICE_KEY");
+    let service_key = settings.mcp.service_key.clone().filter(|k| !k.trim().is_empty());
     let sidecar = metaforge_adapters_mcp::bind_http(host, args.mcp_bind, service_key, cancel.clone())
         .await
         .map_err(|e| {
@@ -736,7 +742,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
                 bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
             ))
         })?
-        .require_keys(crate::cmd::mcp::client_keys().map_err(StartError::Config)?)
+        .require_keys(crate::cmd::mcp::client_keys(settings).map_err(StartError::Config)?)
         .with_caller_grants(Arc::clone(&composition.mcp.grants));
     let mcp_url = format!(
         "http://{}{}",
@@ -766,7 +772,7 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
         if !temporal {
             return Ok(());
         }
-        worker_beside(composed, worker_stop).await
+        worker_beside(composed, settings, worker_stop).await
     };
     let (gateway_result, sidecar_result, worker_result) = tokio::join!(
         crate::listen::serve(listener, router, limits, shutdown),
@@ -792,11 +798,12 @@ async fn up(args: &UpArgs) -> Result<(), StartError> {
 #[cfg(feature = "temporal")]
 async fn worker_beside(
     composition: &Composition,
+    settings: &Settings,
     stop: tokio_util::sync::CancellationToken,
 ) -> Result<(), StartError> {
     let activities =
         crate::runs_temporal::activities(&composition.runs.brains, Arc::clone(&composition.runs.twin));
-    let host = crate::runs_temporal::temporal_host();
+    let host = crate::runs_temporal::temporal_host(&settings.runs);
     crate::banner::announce(&format!(
         "metaforge worker polling {} on {host}  (beside the gateway)",
         metaforge_adapters_temporal::TASK_QUEUE
@@ -814,6 +821,7 @@ async fn worker_beside(
 #[cfg(not(feature = "temporal"))]
 async fn worker_beside(
     _composition: &Composition,
+    _settings: &Settings,
     _stop: tokio_util::sync::CancellationToken,
 ) -> Result<(), StartError> {
     Ok(())

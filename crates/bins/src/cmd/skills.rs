@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use metaforge_domain::skill::{SKILL_FILE, name_problem, parse_skill};
 
-use crate::skills::{SKILLS_DIRS_ENV, catalog, read_skill, roots};
-use crate::system::env;
+use crate::settings::Settings;
+use crate::skills::{catalog, read_skill, roots};
 
 /// The skills subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -41,28 +41,26 @@ pub(crate) enum SkillsCommand {
     },
 }
 
-fn home() -> Result<PathBuf, String> {
-    metaforge_adapters_store::StorePaths::resolve(crate::system::env_raw, crate::system::user_home())
-        .map(|p| p.home)
-        .map_err(|e| e.to_string())
+fn home(settings: &Settings) -> Result<PathBuf, String> {
+    settings.store().map(|p| p.home.clone())
 }
 
-fn skill_roots() -> Result<Vec<PathBuf>, String> {
-    Ok(roots(&home()?, env(SKILLS_DIRS_ENV).as_deref()))
+fn skill_roots(settings: &Settings) -> Result<Vec<PathBuf>, String> {
+    Ok(roots(&home(settings)?, settings.skills_dirs.as_deref()))
 }
 
 /// Runs a skills subcommand.
-pub(crate) fn run(command: &SkillsCommand) -> ExitCode {
+pub(crate) fn run(command: &SkillsCommand, settings: &Settings) -> ExitCode {
     match command {
-        SkillsCommand::List { json } => list(*json),
-        SkillsCommand::Show { name } => show(name),
+        SkillsCommand::List { json } => list(*json, settings),
+        SkillsCommand::Show { name } => show(name, settings),
         SkillsCommand::Validate { path } => validate(path),
-        SkillsCommand::New { name, dir } => new(name, dir.as_deref()),
+        SkillsCommand::New { name, dir } => new(name, dir.as_deref(), settings),
     }
 }
 
-fn loaded() -> Result<metaforge_app::skills::SkillCatalog, ExitCode> {
-    let roots = skill_roots().map_err(|e| {
+fn loaded(settings: &Settings) -> Result<metaforge_app::skills::SkillCatalog, ExitCode> {
+    let roots = skill_roots(settings).map_err(|e| {
         eprintln!("metaforge skills: {e}");
         ExitCode::from(2)
     })?;
@@ -72,8 +70,8 @@ fn loaded() -> Result<metaforge_app::skills::SkillCatalog, ExitCode> {
     })
 }
 
-fn list(json: bool) -> ExitCode {
-    let catalog = match loaded() {
+fn list(json: bool, settings: &Settings) -> ExitCode {
+    let catalog = match loaded(settings) {
         Ok(catalog) => catalog,
         Err(code) => return code,
     };
@@ -119,8 +117,8 @@ fn list(json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn show(name: &str) -> ExitCode {
-    let catalog = match loaded() {
+fn show(name: &str, settings: &Settings) -> ExitCode {
+    let catalog = match loaded(settings) {
         Ok(catalog) => catalog,
         Err(code) => return code,
     };
@@ -202,14 +200,14 @@ fn validate(path: &Path) -> ExitCode {
     }
 }
 
-fn new(name: &str, dir: Option<&Path>) -> ExitCode {
+fn new(name: &str, dir: Option<&Path>, settings: &Settings) -> ExitCode {
     if let Some(why) = name_problem(name) {
         eprintln!("metaforge skills new: the name {why}");
         return ExitCode::from(2);
     }
     let root = match dir {
         Some(dir) => dir.to_owned(),
-        None => match home() {
+        None => match home(settings) {
             Ok(home) => home.join("skills"),
             Err(e) => {
                 eprintln!("metaforge skills new: {e}");

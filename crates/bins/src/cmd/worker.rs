@@ -9,9 +9,9 @@ use super::serve::GatewayArgs;
 
 /// Runs `metaforge worker`.
 #[cfg(feature = "temporal")]
-pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
+pub(crate) fn run(args: &GatewayArgs, settings: &crate::settings::Settings) -> ExitCode {
     use super::serve::StartError;
-    crate::system::init_logging();
+    crate::system::init_logging(&settings.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -19,7 +19,7 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(work(args)) {
+    match runtime.block_on(work(args, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(StartError::Config(message)) => {
             eprintln!("metaforge worker: {message}");
@@ -33,10 +33,14 @@ pub(crate) fn run(args: &GatewayArgs) -> ExitCode {
 }
 
 #[cfg(feature = "temporal")]
-async fn work(args: &GatewayArgs) -> Result<(), super::serve::StartError> {
+async fn work(
+    args: &GatewayArgs,
+    settings: &crate::settings::Settings,
+) -> Result<(), super::serve::StartError> {
     use super::serve::StartError;
-    let composition = super::serve::compose_as(args, Some(metaforge_ports::FlowEngineKind::Temporal)).await?;
-    let host = crate::runs_temporal::temporal_host();
+    let composition =
+        super::serve::compose_as(args, settings, Some(metaforge_ports::FlowEngineKind::Temporal)).await?;
+    let host = crate::runs_temporal::temporal_host(&settings.runs);
     let activities = crate::runs_temporal::activities(
         &composition.runs.brains,
         std::sync::Arc::clone(&composition.runs.twin),
@@ -59,7 +63,7 @@ async fn work(args: &GatewayArgs) -> Result<(), super::serve::StartError> {
 /// Without the `temporal` feature: the command exists (so `--help` lists it) and says how to
 /// get it.
 #[cfg(not(feature = "temporal"))]
-pub(crate) fn run(_args: &GatewayArgs) -> ExitCode {
+pub(crate) fn run(_args: &GatewayArgs, _settings: &crate::settings::Settings) -> ExitCode {
     eprintln!(
         "metaforge worker: this metaforge was built without the Temporal engine; build it with \
          `cargo build --release -p metaforge-bins --features temporal`"

@@ -3,8 +3,9 @@
 //! with their process group when the test lets go, and the small HTTP exchanges a person's client
 //! would make.
 //!
-//! Included with `mod common;` from each test file that needs it; a file that uses only part of
-//! it puts `#[expect(dead_code, ...)]` on that line.
+//! A module of the `it` test binary (`tests/it/main.rs`), and included with `mod common;` by the
+//! feature-gated binaries (`run_events_kafka`, `runs_temporal`), which put
+//! `#[expect(dead_code, ...)]` on that line for the part they do not use.
 #![expect(
     clippy::disallowed_methods,
     reason = "process tests read where peers live and the wall clock for their own waits"

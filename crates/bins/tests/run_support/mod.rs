@@ -6,7 +6,8 @@
 //! dead gateway instead of failing the test, and reading a run's open gate, the runs, and whether
 //! a run was merged into the twin's `main`.
 //!
-//! Included with `mod run_support;` (after `mod common;`) from each test file that needs it.
+//! A module of the `it` test binary, and included with `mod run_support;` (after `mod common;`) by
+//! the feature-gated binaries.
 
 #![expect(
     clippy::expect_used,

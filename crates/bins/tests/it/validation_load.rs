@@ -8,12 +8,6 @@
     reason = "test helpers: a peer that cannot start must fail the test loudly"
 )]
 
-#[expect(
-    dead_code,
-    reason = "shared process helpers; this test starts only the gateway"
-)]
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -21,7 +15,7 @@ use std::time::{Duration, Instant};
 use metaforge_domain::flow::{MAX_DELIVERABLES, MAX_DEPENDENCIES, MAX_PHASES, check_flow_size};
 use serde_json::{Value, json};
 
-use common::{http, start_gateway};
+use crate::common::{http, start_gateway};
 
 /// A flow exactly at every size limit: each phase depends on the ten before it (wrapping, so the
 /// whole flow is one cycle) and produces five artifacts and requires five others.

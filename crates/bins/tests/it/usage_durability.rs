@@ -9,9 +9,6 @@
     reason = "test helpers outside #[test] fns: a failed exchange must fail the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; this test starts no sidecar")]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -19,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{KEY, start_gateway};
+use crate::common::{KEY, start_gateway};
 use metaforge_ports::UsageStore;
 
 /// The most events one usage transaction holds (`USAGE_BATCH_MAX` in `app::pipeline::store_sink`).

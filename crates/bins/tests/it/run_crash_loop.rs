@@ -25,11 +25,6 @@
     reason = "the test reads its replay seed from its environment and seeds from the wall clock otherwise"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; this test uses the gateway's")]
-mod common;
-#[expect(dead_code, reason = "shared run helpers; the crash loop never stalls a phase")]
-mod run_support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
@@ -38,14 +33,14 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::run_support::{
+    ScriptedModel, approve_body, list_runs, log_tail, merged_into_main, open_gate, send, start_gateway,
+};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteRunLedger, SqliteTwinStore};
 use metaforge_ports::{
     ApprovalKind, ApprovalLedger, ApprovalStatus, RunEvent, RunLedger, RunStatus, TWIN_MAIN_BRANCH,
     TwinNodeQuery, TwinNodeType, TwinStore, WORK_PRODUCT_ARTIFACT, WORK_PRODUCT_PHASE, WORK_PRODUCT_RUN,
     gate_approval_id,
-};
-use run_support::{
-    ScriptedModel, approve_body, list_runs, log_tail, merged_into_main, open_gate, send, start_gateway,
 };
 use serde_json::json;
 
@@ -61,7 +56,7 @@ const MAX_KILL_DELAY_MS: u64 = 1_200;
 const LOOP_DEADLINE: Duration = Duration::from_secs(420);
 /// The longest a person looks at a parked gate before answering it.
 const MAX_THINK_MS: u64 = 400;
-/// The operator identity `common::KEY` authenticates as: every gate's approver.
+/// The operator identity `crate::common::KEY` authenticates as: every gate's approver.
 const APPROVER: &str = "ops";
 
 /// A gate of a run: (run id, gated phase).
@@ -398,7 +393,7 @@ async fn check_the_files(home: &Path, book: &Book) -> Figures {
     );
 
     // Every gate hold is decided by the person; none is left open.
-    let clock: Arc<dyn metaforge_ports::Clock> = Arc::new(common::Wall);
+    let clock: Arc<dyn metaforge_ports::Clock> = Arc::new(crate::common::Wall);
     let approvals = SqliteApprovalLedger::open(&home.join("tool_approvals_ledger.db"), clock)
         .await
         .unwrap();

@@ -9,12 +9,6 @@
     reason = "test helpers outside #[test] fns: a process that misbehaves must fail the test loudly"
 )]
 
-#[expect(
-    dead_code,
-    reason = "shared process helpers; these tests use the spawning and HTTP parts only"
-)]
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
@@ -22,7 +16,7 @@ use std::process::Stdio;
 use metaforge_test_support::process;
 use serde_json::{Value, json};
 
-use common::{http, server_command, start_gateway, start_sidecar};
+use crate::common::{http, server_command, start_gateway, start_sidecar};
 
 /// `GET /health` with no key at all: the public view.
 fn public_health(addr: &str) -> Value {

@@ -9,16 +9,13 @@
     reason = "process tests: a failure must stop the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; these tests start no sidecar")]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{KEY, Process, http, metaforge, start_aimock, start_gateway};
+use crate::common::{KEY, Process, http, metaforge, start_aimock, start_gateway};
 use metaforge_test_support::peers::{self, Peer};
 use serde_json::{Value, json};
 
@@ -32,7 +29,7 @@ fn chat_gateway(home: &Path) -> Option<(Process, String, peers::Aimock)> {
     }}});
     std::fs::create_dir_all(home).unwrap();
     std::fs::write(home.join("mcp_servers.json"), servers.to_string()).unwrap();
-    let mut vars = common::aimock_provider_env(port, home);
+    let mut vars = crate::common::aimock_provider_env(port, home);
     vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
     let (gateway, addr) = start_gateway(home, &vars);
     Some((gateway, addr, mock))
@@ -372,7 +369,7 @@ fn skills_served_by_a_second_sidecar_are_discovered_under_its_name_and_activated
         &[("references/loads.md", "20 kg static.\n")],
     );
     let sidecar_port = metaforge_test_support::net::unused_port();
-    let _second = common::spawn(
+    let _second = crate::common::spawn(
         metaforge()
             .args(["mcp", "serve", "--http", &format!("127.0.0.1:{sidecar_port}")])
             .env("METAFORGE_HOME", other_home.path())
@@ -382,11 +379,11 @@ fn skills_served_by_a_second_sidecar_are_discovered_under_its_name_and_activated
             .stderr(Stdio::null()),
         "second sidecar",
     );
-    common::wait_until_listening(("127.0.0.1", sidecar_port), "second sidecar");
+    crate::common::wait_until_listening(("127.0.0.1", sidecar_port), "second sidecar");
     let home = tempfile::tempdir().unwrap();
     let servers = json!({"mcpServers": {"second": {"url": format!("http://127.0.0.1:{sidecar_port}/mcp")}}});
     std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
-    let mut vars = common::aimock_provider_env(port, home.path());
+    let mut vars = crate::common::aimock_provider_env(port, home.path());
     vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
     let (_gateway, addr) = start_gateway(home.path(), &vars);
     let child = chat(&addr, &["-m", "run the bracket check"]);

@@ -5,12 +5,6 @@
     reason = "test helpers: a peer that does not start must fail the test loudly"
 )]
 
-#[expect(
-    dead_code,
-    reason = "shared process helpers; these tests start no sidecar and compose no services of their own"
-)]
-mod common;
-
 use metaforge_ports::ToolSource;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -19,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use common::{
+use crate::common::{
     Process, aimock_provider_env, args, banner_address, http, http_raw, mcp_client, metaforge,
     server_command, start_aimock, start_gateway,
 };
@@ -138,7 +132,7 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
 /// `metaforge up` on free loopback ports over `home` with `vars` added: the process, the
 /// gateway's `host:port` and the MCP endpoint URL, read from its two banner lines.
 fn start_up(home: &std::path::Path, vars: &[(&str, String)]) -> (Process, String, String) {
-    let mut up = common::spawn(
+    let mut up = crate::common::spawn(
         server_command(
             &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
             home,
@@ -179,7 +173,7 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
     let mut stream = TcpStream::connect(&authority).expect("connect mcp");
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        common::KEY,
+        crate::common::KEY,
         payload.len()
     );
     stream.write_all(request.as_bytes()).expect("write");

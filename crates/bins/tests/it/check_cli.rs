@@ -123,7 +123,7 @@ fn route_refuses_an_env_override_for_a_role_that_does_not_exist() {
 #[test]
 fn route_keeps_a_phase_model_to_the_phase_brain() {
     let table: Value =
-        serde_json::from_str(include_str!("../../../fixtures/model_routes.example.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../fixtures/model_routes.example.json")).unwrap();
     let (code, out) = check(
         "route",
         &json!({"table": table, "call": {"role": "gate_check", "phase_model": "openai:gpt-5"}}),
@@ -149,7 +149,7 @@ fn model_family_with_an_unknown_provider_exits_2() {
 #[test]
 fn route_resolves_the_seed_split_and_refuses_a_mismatched_phase_model() {
     let table: Value =
-        serde_json::from_str(include_str!("../../../fixtures/model_routes.example.json")).unwrap();
+        serde_json::from_str(include_str!("../../../../fixtures/model_routes.example.json")).unwrap();
     let (code, out) = check(
         "route",
         &json!({"table": table, "call": {"role": "phase_brain", "disciplines": ["mechanical"]}}),

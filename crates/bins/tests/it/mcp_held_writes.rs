@@ -2,9 +2,6 @@
 //! a fresh METAFORGE_HOME, a remote MCP client (the project's own) proposing a flow, and a person's
 //! decision taken in the ledger the sidecar wrote to.
 
-#[expect(dead_code, reason = "shared process helpers; this test starts no gateway")]
-mod common;
-
 use std::process::Stdio;
 use std::sync::Arc;
 
@@ -16,7 +13,7 @@ use metaforge_ports::{
 };
 use serde_json::json;
 
-use common::{Ids, Wall, args, mcp_client, proposal_arguments, start_sidecar};
+use crate::common::{Ids, Wall, args, mcp_client, proposal_arguments, start_sidecar};
 
 #[tokio::test]
 async fn a_remote_flow_propose_is_held_once_and_a_persons_decision_approves_the_version() {

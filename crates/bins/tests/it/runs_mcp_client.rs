@@ -14,9 +14,6 @@
     reason = "process test: a surprise must fail the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; only some are used here")]
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -29,7 +26,7 @@ use metaforge_ports::{DecisionSurface, RunEvent, RunLedger};
 use metaforge_test_support::{ChildGuard, Peer, peers, require};
 use serde_json::{Value, json};
 
-use common::{KEY, banner_address, http, server_command};
+use crate::common::{KEY, banner_address, http, server_command};
 
 /// The identity [`KEY`] authenticates (`server_command` configures `ops:KEY`).
 const KEY_IDENTITY: &str = "ops";
@@ -38,8 +35,8 @@ const KEY_IDENTITY: &str = "ops";
 const DRIVE_WITHIN: Duration = Duration::from_secs(300);
 
 /// `metaforge up` with client-task writes on; the gateway's `host:port` and the sidecar's URL.
-fn start_up(home: &std::path::Path) -> (common::Process, String, String) {
-    let mut up = common::spawn(
+fn start_up(home: &std::path::Path) -> (crate::common::Process, String, String) {
+    let mut up = crate::common::spawn(
         server_command(
             &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
             home,
@@ -295,9 +292,9 @@ async fn a_standalone_sidecar_pointed_at_the_gateway_starts_and_follows_runs_the
  {
     use metaforge_ports::ToolSource as _;
     let root = tempfile::tempdir().unwrap();
-    let (_gateway, gateway) = common::start_gateway(&root.path().join("gateway"), &[]);
+    let (_gateway, gateway) = crate::common::start_gateway(&root.path().join("gateway"), &[]);
     let sidecar_home = root.path().join("sidecar");
-    let (_sidecar, url) = common::start_sidecar(&sidecar_home, |sidecar| {
+    let (_sidecar, url) = crate::common::start_sidecar(&sidecar_home, |sidecar| {
         sidecar
             .env("METAFORGE_GATEWAY_URL", format!("http://{gateway}"))
             .env("METAFORGE_GATEWAY_API_KEY", format!("{KEY_IDENTITY}:{KEY}"))
@@ -305,11 +302,11 @@ async fn a_standalone_sidecar_pointed_at_the_gateway_starts_and_follows_runs_the
             .env("RUST_LOG", "warn")
             .stderr(Stdio::null());
     });
-    let client = common::mcp_client(url);
+    let client = crate::common::mcp_client(url);
     let started = client
         .call_tool(
             "flow.start_run",
-            common::args(
+            crate::common::args(
                 json!({"template_id": "mech_v1", "intelligence": "client", "project_id": "p-shelf"}),
             ),
         )
@@ -332,7 +329,7 @@ async fn a_standalone_sidecar_pointed_at_the_gateway_starts_and_follows_runs_the
         let listed = client
             .call_tool(
                 "phase.list_tasks",
-                common::args(json!({"run_id": run_id, "status": "open"})),
+                crate::common::args(json!({"run_id": run_id, "status": "open"})),
             )
             .await
             .unwrap()
@@ -346,7 +343,7 @@ async fn a_standalone_sidecar_pointed_at_the_gateway_starts_and_follows_runs_the
     };
     assert_eq!(task["phase"], "intent", "{task}");
     let state = client
-        .call_tool("flow.status", common::args(json!({"run_id": run_id})))
+        .call_tool("flow.status", crate::common::args(json!({"run_id": run_id})))
         .await
         .unwrap()
         .structured
@@ -377,7 +374,7 @@ async fn a_standalone_sidecar_pointed_at_the_gateway_starts_and_follows_runs_the
 #[test]
 fn client_task_writes_without_a_gateway_url_refuse_to_start_with_exit_2() {
     let home = tempfile::tempdir().unwrap();
-    let out = common::metaforge()
+    let out = crate::common::metaforge()
         .args(["mcp", "serve", "--http", "127.0.0.1:0"])
         .env("METAFORGE_HOME", home.path())
         .env("METAFORGE_CLIENT_TASK_WRITES", "on")
@@ -390,7 +387,7 @@ fn client_task_writes_without_a_gateway_url_refuse_to_start_with_exit_2() {
         stderr.contains("METAFORGE_CLIENT_TASK_WRITES=on needs METAFORGE_GATEWAY_URL"),
         "{stderr}"
     );
-    let typo = common::metaforge()
+    let typo = crate::common::metaforge()
         .args(["mcp", "serve", "--http", "127.0.0.1:0"])
         .env("METAFORGE_HOME", home.path())
         .env("METAFORGE_CLIENT_TASK_WRITES", "yes")

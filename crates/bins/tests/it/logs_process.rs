@@ -6,15 +6,12 @@
     reason = "test helpers: a process that does not start must fail the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; these tests use a few of them")]
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use common::{banner_address, http, server_command, wait_until_listening};
+use crate::common::{banner_address, http, server_command, wait_until_listening};
 
 /// Starts `metaforge gateway` with `vars`, proposes a flow and approves it as `ops`, stops the
 /// gateway and returns what it wrote on stderr and the approval id.
@@ -27,7 +24,7 @@ fn decide_once(vars: &[(&str, &str)]) -> (String, String) {
     for (name, value) in vars {
         command.env(name, value);
     }
-    let mut gateway = common::spawn(&mut command, "gateway");
+    let mut gateway = crate::common::spawn(&mut command, "gateway");
     let stdout = gateway.child_mut().stdout.take().expect("stdout");
     let mut banner = String::new();
     BufReader::new(stdout).read_line(&mut banner).expect("banner");

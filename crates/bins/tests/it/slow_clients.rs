@@ -9,17 +9,11 @@
     reason = "test helpers outside #[test] fns: a failed exchange must fail the test loudly"
 )]
 
-#[expect(
-    dead_code,
-    reason = "shared process helpers; these tests drive raw sockets and compose no services"
-)]
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{KEY, Process, start_gateway, start_sidecar};
+use crate::common::{KEY, Process, start_gateway, start_sidecar};
 
 /// What the server did with a connection the test stopped writing to.
 struct Closed {
@@ -79,7 +73,7 @@ fn a_connection_sending_half_a_header_is_closed_within_the_header_timeout() {
         closed.after
     );
     // The listener still serves a client that behaves.
-    let (status, _) = common::http(&addr, "GET", "/health", None);
+    let (status, _) = crate::common::http(&addr, "GET", "/health", None);
     assert_eq!(status, 200);
 }
 

@@ -4,21 +4,13 @@
 //! every page with axe-core. This test starts those peers, runs the script, and fails naming the
 //! script's own failing steps; the screenshots stay in `CARGO_TARGET_TMPDIR/console-screenshots`.
 
-#[expect(dead_code, reason = "shared process helpers; this test uses part of them")]
-mod common;
-#[expect(
-    dead_code,
-    reason = "shared run helpers; this test uses the scripted model only"
-)]
-mod run_support;
-
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::{KEY, banner_address, start_aimock};
+use crate::common::{KEY, banner_address, start_aimock};
+use crate::run_support::ScriptedModel;
 use metaforge_test_support::peers::{self, Peer};
-use run_support::ScriptedModel;
 
 /// The second person's key (identity `alice`), for the browser context without JavaScript.
 const SECOND_KEY: &str = "sk-alice-000001";
@@ -48,8 +40,8 @@ fn the_console_signs_in_answers_proposals_tool_calls_and_gates_in_a_real_browser
             format!("ops:{KEY},alice:{SECOND_KEY}"),
         ),
     ]);
-    let mut up = common::spawn(
-        common::server_command(
+    let mut up = crate::common::spawn(
+        crate::common::server_command(
             &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
             home.path(),
         )
@@ -61,7 +53,7 @@ fn the_console_signs_in_answers_proposals_tool_calls_and_gates_in_a_real_browser
     let mut banner = String::new();
     stdout.read_line(&mut banner).expect("banner");
     let addr = banner_address(&banner);
-    common::wait_until_listening(addr.as_str(), "up");
+    crate::common::wait_until_listening(addr.as_str(), "up");
     let artifacts = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots");
     let _ = std::fs::remove_dir_all(&artifacts);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser/console.cjs");

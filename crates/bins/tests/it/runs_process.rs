@@ -18,21 +18,13 @@
     reason = "process tests: a failure must stop the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; these tests use the gateway's")]
-mod common;
-#[expect(
-    dead_code,
-    reason = "shared run helpers; these tests answer gates by name and read runs one by one"
-)]
-mod run_support;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::run_support::{ScriptedModel, exchange, log_tail, merged_into_main, open_gate, start_gateway};
 use metaforge_test_support::net;
-use run_support::{ScriptedModel, exchange, log_tail, merged_into_main, open_gate, start_gateway};
 use serde_json::{Value, json};
 
 /// The template every run here walks: intent, needs, requirements, then four human gates
@@ -45,7 +37,7 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// One gateway over a fresh home, with its log.
 struct Gateway {
-    _process: common::Process,
+    _process: crate::common::Process,
     addr: String,
     log: PathBuf,
     home: tempfile::TempDir,
@@ -164,7 +156,7 @@ fn example_binary() -> PathBuf {
 #[test]
 fn a_server_mode_run_on_the_scripted_phase_model_example_completes_and_its_deliverables_reach_main() {
     let port = net::unused_port();
-    let mut model = common::spawn(
+    let mut model = crate::common::spawn(
         Command::new(example_binary())
             .args(["--port", &port.to_string()])
             .stdout(Stdio::piped())
@@ -178,7 +170,7 @@ fn a_server_mode_run_on_the_scripted_phase_model_example_completes_and_its_deliv
     let base_url = format!("http://127.0.0.1:{port}/v1");
     assert!(ready.contains(&base_url), "the example's ready line: {ready:?}");
     let home = tempfile::tempdir().unwrap();
-    let vars = run_support::gateway_env(&base_url, home.path());
+    let vars = crate::run_support::gateway_env(&base_url, home.path());
     let gw = Gateway::start_in(home, &vars);
 
     let run = gw.start_run();

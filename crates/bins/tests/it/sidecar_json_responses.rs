@@ -11,14 +11,11 @@
     reason = "test helpers outside #[test] fns: a failed exchange must fail the test loudly"
 )]
 
-#[expect(dead_code, reason = "shared process helpers; this test composes no services")]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{KEY, aimock_provider_env, start_aimock, start_gateway, start_sidecar};
+use crate::common::{KEY, aimock_provider_env, start_aimock, start_gateway, start_sidecar};
 use serde_json::{Value, json};
 
 /// One HTTP/1.1 response read off a kept-alive connection.
@@ -149,7 +146,7 @@ impl Conn {
     }
 }
 
-fn sidecar() -> (tempfile::TempDir, common::Process, String) {
+fn sidecar() -> (tempfile::TempDir, crate::common::Process, String) {
     let home = tempfile::tempdir().expect("home");
     let (process, url) = start_sidecar(home.path(), |command| {
         command.stderr(std::process::Stdio::null());

@@ -6,12 +6,6 @@
     reason = "test helpers: a process that cannot start must fail the test loudly"
 )]
 
-#[expect(
-    dead_code,
-    reason = "shared process helpers; these tests use the spawning and raw HTTP parts only"
-)]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -20,7 +14,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use common::{
+use crate::common::{
     KEY, Process, banner_address, server_command, start_gateway, start_sidecar, wait_until_listening,
 };
 
@@ -83,7 +77,7 @@ fn gateway_under_umask_022(home: &Path) -> (Process, String) {
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    let mut process = common::spawn(&mut sh, "gateway under umask 022");
+    let mut process = crate::common::spawn(&mut sh, "gateway under umask 022");
     let stdout = process.child_mut().stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("banner");
@@ -149,7 +143,7 @@ async fn failed_logins_from_one_address_are_throttled_with_a_metric_and_a_log_li
         .env("METAFORGE_GATEWAY_AUTH_FAILURES_PER_MINUTE", "3")
         .env("RUST_LOG", "warn")
         .stderr(std::fs::File::create(&log).expect("log"));
-    let mut gateway = common::spawn(&mut command, "gateway");
+    let mut gateway = crate::common::spawn(&mut command, "gateway");
     let stdout = gateway.child_mut().stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("banner");
@@ -312,7 +306,7 @@ fn with_gateway_keys_configured_the_sidecar_requires_a_key() {
         .to_owned();
 
     let up_home = tempfile::tempdir().expect("tempdir");
-    let mut up_process = common::spawn(
+    let mut up_process = crate::common::spawn(
         &mut server_command(
             &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
             up_home.path(),
@@ -414,7 +408,7 @@ fn malformed_mcp_messages_get_json_rpc_error_codes() {
 fn four_eyes_is_composed_by_the_binary_and_misconfiguration_refuses_start() {
     for (value, keys) in [("onn", true), ("on", false)] {
         let home = tempfile::tempdir().expect("tempdir");
-        let mut command = common::metaforge();
+        let mut command = crate::common::metaforge();
         command
             .args(["gateway", "--bind", "127.0.0.1:0"])
             .env("METAFORGE_HOME", home.path())
@@ -475,7 +469,7 @@ fn up_keeps_serving_after_whoever_started_it_closes_its_stdout() {
     let home = tempfile::tempdir().expect("tempdir");
     let gateway = format!("127.0.0.1:{}", metaforge_test_support::net::unused_port());
     let sidecar = format!("127.0.0.1:{}", metaforge_test_support::net::unused_port());
-    let mut up = common::spawn(
+    let mut up = crate::common::spawn(
         &mut server_command(&["up", "--bind", &gateway, "--mcp-bind", &sidecar], home.path()),
         "up",
     );

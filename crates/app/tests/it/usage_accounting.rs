@@ -8,7 +8,7 @@
     reason = "test helpers outside #[test] fns may panic"
 )]
 
-#[path = "../../adapters-llm/tests/support/cache_cases.rs"]
+#[path = "../../../adapters-llm/tests/support/cache_cases.rs"]
 mod cache_cases;
 
 use cache_cases::{cases, parse};

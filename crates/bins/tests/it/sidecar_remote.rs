@@ -7,8 +7,6 @@
     reason = "test helpers outside #[test] fns: a peer that cannot start must fail the test loudly"
 )]
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +22,7 @@ use metaforge_sidecar::{
 };
 use serde_json::{Map, Value, json};
 
-use common::{
+use crate::common::{
     Ids, KEY, Process, Wall, aimock_provider_env, args, http, http_raw, mcp_client, proposal_arguments,
     start_aimock, start_gateway, start_sidecar,
 };
