@@ -4,12 +4,16 @@
 //! 1. The normal (non-dev) dependency tree of `metaforge-domain` and `metaforge-ports` holds none of
 //!    the IO crates in [`FORBIDDEN_IN_PURE`], with default features and with all features.
 //! 2. An adapter crate (`metaforge-adapters-*`) depends on no other workspace crate but `metaforge-ports`
-//!    — except the engines in [`ADAPTERS_ON_DOMAIN`], which may also depend on `metaforge-domain`.
+//!    and the wire contracts ([`CONTRACT_CRATE`]) — except the engines in [`ADAPTERS_ON_DOMAIN`],
+//!    which may also depend on `metaforge-domain`.
 //! 3. A service crate ([`SERVICE_CRATES`]) depends on no workspace crate but the domain, the ports
 //!    and other service crates, and its normal tree (default features) holds no HTTP framework
 //!    ([`FORBIDDEN_IN_SERVICES`]).
-//! 4. A door crate ([`DOOR_CRATES`]: the gateway, the sidecar) depends on the services, the domain
-//!    and the ports only: never on an adapter and never on the other door.
+//! 4. A door crate ([`DOOR_CRATES`]: the gateway, the sidecar) depends on the services, the domain,
+//!    the ports and the wire contracts only: never on an adapter and never on the other door.
+//! 5. The wire contracts ([`CONTRACT_CRATE`]) are pure (rule 1) and depend on the domain and the
+//!    ports only, so the gateway that serves them and the clients that call it share them
+//!    without either one's machinery.
 
 use std::process::Command;
 
@@ -29,7 +33,10 @@ const FORBIDDEN_IN_PURE: &[&str] = &[
 ];
 
 /// Crates that must stay pure.
-const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports"];
+const PURE_CRATES: &[&str] = &["metaforge-domain", "metaforge-ports", CONTRACT_CRATE];
+
+/// The gateway's public wire contracts (request and response bodies).
+const CONTRACT_CRATE: &str = "metaforge-api";
 
 /// Adapters that drive the domain's rules themselves and so may depend on `metaforge-domain`
 /// (never on a service, a door or another adapter): the Temporal workflow is a second driver of
@@ -93,7 +100,7 @@ pub(crate) fn check() -> Result<()> {
     breaches.dedup();
     if breaches.is_empty() {
         eprintln!(
-            "xtask: layering ok ({} pure crates; adapters on ports only; {} service crates on domain, ports and services, no HTTP framework; {} door crates on services, never an adapter or each other)",
+            "xtask: layering ok ({} pure crates; adapters on ports and the wire contracts only; {} service crates on domain, ports and services, no HTTP framework; {} door crates on services, never an adapter or each other; the wire contracts on domain and ports only)",
             PURE_CRATES.len(),
             SERVICE_CRATES.len(),
             DOOR_CRATES.len()
@@ -144,10 +151,11 @@ fn adapter_breaches() -> Result<Vec<String>> {
         for dep in &package.dependencies {
             let internal = dep.name.starts_with("metaforge-");
             let allowed = dep.name == "metaforge-ports"
+                || dep.name == CONTRACT_CRATE
                 || (dep.name == "metaforge-domain" && ADAPTERS_ON_DOMAIN.contains(&package.name.as_str()));
             if internal && !allowed && dep.kind == DependencyKind::Normal {
                 breaches.push(format!(
-                    "{} depends on `{}`: adapters may depend on metaforge-ports only",
+                    "{} depends on `{}`: adapters may depend on metaforge-ports and metaforge-api only",
                     package.name, dep.name
                 ));
             }
@@ -173,15 +181,30 @@ fn adapter_breaches() -> Result<Vec<String>> {
             continue;
         }
         for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str())
+            let allowed = ["metaforge-domain", "metaforge-ports", CONTRACT_CRATE]
+                .contains(&dep.name.as_str())
                 || SERVICE_CRATES.contains(&dep.name.as_str());
             if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
                 let why = if DOOR_CRATES.contains(&dep.name.as_str()) {
                     "the gateway and the sidecar never depend on each other"
                 } else {
-                    "a door crate may depend on the services, metaforge-domain and metaforge-ports only"
+                    "a door crate may depend on the services, metaforge-domain, metaforge-ports and metaforge-api only"
                 };
                 breaches.push(format!("{} depends on `{}`: {why}", package.name, dep.name));
+            }
+        }
+    }
+    for package in metadata.workspace_packages() {
+        if package.name != CONTRACT_CRATE {
+            continue;
+        }
+        for dep in &package.dependencies {
+            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str());
+            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
+                breaches.push(format!(
+                    "{} depends on `{}`: the wire contracts may depend on metaforge-domain and metaforge-ports only",
+                    package.name, dep.name
+                ));
             }
         }
     }

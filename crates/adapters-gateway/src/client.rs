@@ -173,10 +173,8 @@ impl GatewayClient {
 
 /// The port error for a gateway's non-success answer, keeping the gateway's own message.
 pub(crate) fn map_status(status: StatusCode, method: &Method, path: &str, body: &str) -> PortError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_else(|| body.chars().take(300).collect());
+    let message = serde_json::from_str::<metaforge_api::ErrorBody>(body)
+        .map_or_else(|_| body.chars().take(300).collect(), |error| error.message);
     let kind = match status {
         StatusCode::NOT_FOUND => PortErrorKind::NotFound,
         StatusCode::CONFLICT => PortErrorKind::Conflict,
@@ -205,6 +203,12 @@ pub(crate) fn segment(id: &str) -> String {
         }
     }
     out
+}
+
+/// A request body (one of `metaforge_api`'s types) as the JSON to send.
+pub(crate) fn encode<T: serde::Serialize>(body: &T, what: &str) -> Result<Value, PortError> {
+    serde_json::to_value(body)
+        .map_err(|e| PortError::with_source(PortErrorKind::Internal, format!("cannot encode the {what}"), e))
 }
 
 /// Decodes a JSON value into `T`, or an `Internal` error naming what the gateway sent.

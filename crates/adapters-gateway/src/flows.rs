@@ -5,6 +5,7 @@
 //! same the in-process bindings give for the same refusal.
 
 use async_trait::async_trait;
+use metaforge_api::{ErrorBody, ProposalView, ProposeResponse};
 use metaforge_ports::{
     CallerProposal, FlowBindings, FlowVersionRecord, HeldProposal, PortError, PortErrorKind, ProposalAnswer,
 };
@@ -12,6 +13,10 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use crate::client::{GatewayClient, decode, segment};
+
+/// The propose answer as this client reads it: the typed contract, with the proposal's changes
+/// carried as the gateway wrote them.
+type ProposeAnswer = ProposeResponse<ProposalView, Value>;
 
 /// The gateway's flow bindings, seen from a sidecar.
 #[derive(Debug, Clone)]
@@ -68,31 +73,11 @@ fn propose_body(proposal: &CallerProposal) -> Value {
     Value::Object(body)
 }
 
-fn field<'a>(value: &'a Value, pointer: &str) -> Result<&'a Value, PortError> {
-    value.pointer(pointer).ok_or_else(|| {
-        PortError::new(
-            PortErrorKind::Internal,
-            format!("gateway propose answer lacks {pointer}"),
-        )
-    })
-}
-
-fn text(value: &Value, pointer: &str) -> Result<String, PortError> {
-    field(value, pointer)?.as_str().map(str::to_owned).ok_or_else(|| {
-        PortError::new(
-            PortErrorKind::Internal,
-            format!("gateway propose answer: {pointer} is not text"),
-        )
-    })
-}
-
-/// The gateway's error body (`{error, message, details}`), as far as a refusal needs it.
-#[derive(serde::Deserialize)]
-struct ErrorBody {
-    error: String,
-    message: String,
-    #[serde(default)]
-    details: Option<Value>,
+fn malformed(what: &str) -> PortError {
+    PortError::new(
+        PortErrorKind::Internal,
+        format!("gateway propose answer lacks {what}"),
+    )
 }
 
 /// A 422 from the propose route: the service's refusal, typed.
@@ -126,41 +111,49 @@ impl FlowBindings for RemoteFlowBindings {
             Ok(answer) => answer,
             Err(refusal) => return refused(&refusal),
         };
-        if answer.get("status").and_then(Value::as_str) == Some("needs_input") {
+        let answer: ProposeAnswer = decode(answer, "propose answer")?;
+        if answer.status == "needs_input" {
             return Ok(ProposalAnswer::NeedsInput {
-                questions: answer.get("questions").cloned().unwrap_or_else(|| json!([])),
-                notes: answer
-                    .get("assumptions")
-                    .and_then(Value::as_array)
-                    .map(|n| n.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                    .unwrap_or_default(),
+                questions: Value::Array(answer.questions),
+                notes: answer.assumptions,
             });
         }
-        let version_id = text(&answer, "/version_id")?;
+        let version_id = answer
+            .stored_version_id()
+            .ok_or_else(|| malformed("versionId"))?
+            .to_owned();
+        let approval_id = answer
+            .approval_id
+            .clone()
+            .ok_or_else(|| malformed("approvalId"))?;
         let version = self.version(&version_id).await?;
+        let generated_by = match answer.generated_by {
+            Some(generated) => Some(serde_json::to_value(generated).map_err(|e| {
+                PortError::with_source(PortErrorKind::Internal, "cannot carry generatedBy", e)
+            })?),
+            None => None,
+        };
         Ok(ProposalAnswer::Held(Box::new(HeldProposal {
-            approval_id: text(&answer, "/approvalId")?,
+            approval_id,
             flow_version_id: version_id,
             template_id: version.template_id,
             content_hash: version.content_hash,
-            diff: field(&answer, "/proposal/diff")?.clone(),
-            applied: field(&answer, "/proposal/applied")?.clone(),
-            skipped: answer
-                .pointer("/proposal/skipped")
-                .cloned()
-                .unwrap_or(Value::Null),
-            generated_by: answer.get("generatedBy").filter(|g| !g.is_null()).cloned(),
-            open_questions: answer
-                .get("openQuestions")
-                .and_then(Value::as_array)
-                .map(|q| q.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                .unwrap_or_default(),
+            diff: answer.proposal.diff,
+            applied: answer.proposal.applied,
+            skipped: answer.proposal.skipped,
+            generated_by,
+            open_questions: answer.open_questions,
         })))
     }
 
     async fn version(&self, id: &str) -> Result<FlowVersionRecord, PortError> {
         let path = format!("/v1/design-flows/versions/{}", segment(id));
         let answer = self.client.send(Method::GET, &path, None).await?;
-        decode(field(&answer, "/version")?.clone(), "flow version")
+        let mut answer = answer;
+        let version = answer
+            .get_mut("version")
+            .map(Value::take)
+            .ok_or_else(|| malformed("version"))?;
+        decode(version, "flow version")
     }
 }

@@ -2,15 +2,14 @@
 //! polls and closes its holds in the gateway's ledger, which owns ids, deadlines and restoration.
 
 use async_trait::async_trait;
+use metaforge_api::{ApprovalList, ParkBody, Resolution, ResolveRequest, ResolveResponse};
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, PortError, PortErrorKind,
     ResolveOutcome, WaiterResolution,
 };
 use reqwest::Method;
-use serde::Deserialize;
-use serde_json::json;
 
-use crate::client::{GatewayClient, decode, segment};
+use crate::client::{GatewayClient, decode, encode, segment};
 
 /// The gateway's ledger, seen from a sidecar. It never decides: deciding happens where a person
 /// is, and the approver comes off the gateway's record (FORGE-393).
@@ -24,19 +23,6 @@ impl RemoteApprovalLedger {
     pub fn new(client: GatewayClient) -> Self {
         Self { client }
     }
-}
-
-/// `{approvals: [...]}`.
-#[derive(Deserialize)]
-struct ApprovalList {
-    approvals: Vec<ApprovalRecord>,
-}
-
-/// `{outcome, approval}` from `/resolve`.
-#[derive(Deserialize)]
-struct ResolveResponse {
-    outcome: String,
-    approval: ApprovalRecord,
 }
 
 /// The waiter's timeout the gateway should use: the record's deadline minus the grace the
@@ -53,12 +39,15 @@ impl ApprovalLedger for RemoteApprovalLedger {
     /// Parks through `POST /v1/chat/tool_approvals`. The gateway assigns the id and the deadline:
     /// the returned record (not the one passed in) is the hold to poll.
     async fn park(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
-        let body = json!({
-            "tool": record.tool,
-            "arguments": record.arguments,
-            "caller": record.caller,
-            "timeout_seconds": timeout_seconds(&record),
-        });
+        let body = encode(
+            &ParkBody {
+                timeout_seconds: timeout_seconds(&record),
+                tool: record.tool,
+                arguments: record.arguments,
+                caller: Some(record.caller),
+            },
+            "hold",
+        )?;
         let answer = self
             .client
             .send(Method::POST, "/v1/chat/tool_approvals", Some(&body))
@@ -109,12 +98,12 @@ impl ApprovalLedger for RemoteApprovalLedger {
         resolution: WaiterResolution,
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError> {
-        let label = match resolution {
-            WaiterResolution::TimedOut => "timed_out",
-            WaiterResolution::Canceled => "canceled",
+        let resolution = match resolution {
+            WaiterResolution::TimedOut => Resolution::TimedOut,
+            WaiterResolution::Canceled => Resolution::Canceled,
         };
         let path = format!("/v1/chat/tool_approvals/{}/resolve", segment(id));
-        let body = json!({"resolution": label, "reason": reason});
+        let body = encode(&ResolveRequest { resolution, reason }, "resolve request")?;
         let answer: ResolveResponse = decode(
             self.client.send(Method::POST, &path, Some(&body)).await?,
             "resolve answer",

@@ -142,18 +142,10 @@ fn query(pairs: &[(&str, Option<&str>)]) -> String {
 /// A 409/422 body as the run service's refusal, or — for the gateway's generic codes — the port
 /// error it is in process.
 fn refusal(status: StatusCode, method: &Method, path: &str, text: &str) -> Result<RunRefused, PortError> {
-    let body: Value = serde_json::from_str(text).map_err(|_| map_status(status, method, path, text))?;
-    let code = body
-        .get("error")
-        .and_then(Value::as_str)
-        .ok_or_else(|| map_status(status, method, path, text))?;
-    if let Some((_, kind)) = GENERIC_CODES.iter().find(|(generic, _)| *generic == code) {
-        let message = body
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        return Err(PortError::new(*kind, message));
+    let body: metaforge_api::ErrorBody =
+        serde_json::from_str(text).map_err(|_| map_status(status, method, path, text))?;
+    if let Some((_, kind)) = GENERIC_CODES.iter().find(|(generic, _)| *generic == body.error) {
+        return Err(PortError::new(*kind, body.message));
     }
     Ok(RunRefused {
         kind: if status == StatusCode::UNPROCESSABLE_ENTITY {
@@ -161,13 +153,9 @@ fn refusal(status: StatusCode, method: &Method, path: &str, text: &str) -> Resul
         } else {
             RefusalKind::Conflict
         },
-        code: code.to_owned(),
-        message: body
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        details: body.get("details").filter(|d| !d.is_null()).cloned(),
+        code: body.error,
+        message: body.message,
+        details: body.details.filter(|d| !d.is_null()),
     })
 }
 

@@ -16,19 +16,9 @@ use metaforge_ports::{
     ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionOrigin, FlowVersionRecord, IdGen,
     PortError,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Who proposed caller-written operations (FORGE-481): the client and its model, as they say.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ProposedBy {
-    /// The harness or client (e.g. `claude-code`).
-    #[serde(default)]
-    pub client: Option<String>,
-    /// The caller's model.
-    #[serde(default)]
-    pub model: Option<String>,
-}
+pub use metaforge_domain::flow::{GeneratedBy, ProposedBy};
 
 /// What a proposal produced. `needs_input` carries questions and writes nothing.
 #[derive(Debug, Clone, Serialize)]
@@ -43,21 +33,6 @@ pub struct ProposalOutcome {
     pub proposed_by: Option<ProposedBy>,
     /// Model provenance, when the server's generator wrote the operations.
     pub generated_by: Option<GeneratedBy>,
-}
-
-/// Which model wrote a generated proposal (FORGE-468): the configured primary and the model that
-/// answered can differ when the pipeline fell back, and the person approving should see whose
-/// tailoring it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct GeneratedBy {
-    /// Provider id that answered.
-    pub provider: String,
-    /// Model that answered.
-    pub model: String,
-    /// `<provider>:<model>` of the configured primary when a fallback answered, else null.
-    #[serde(rename = "fellBackFrom")]
-    pub fell_back_from: Option<String>,
 }
 
 /// Who wrote the operations of a proposal; decides the stored origin and the provenance fields.

@@ -9,13 +9,17 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_ports::ApprovalRecord;
 use metaforge_ports::approval_ledger::{ResolveOutcome, WaiterResolution};
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 
 use super::GatewayState;
 use super::auth::{Identity, TransportClass};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
+use metaforge_api::{
+    ApprovalList, DecisionKind, DecisionRequest, ListStatus, ParkBody, Resolution, ResolveRequest,
+    ResolveResponse,
+};
 use metaforge_app::approvals::ParkRequest;
 
 /// Which holds to list.
@@ -26,74 +30,6 @@ pub(crate) struct ListQuery {
     #[serde(default)]
     #[param(inline)]
     status: Option<ListStatus>,
-}
-
-/// pending or all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ListStatus {
-    /// Holds awaiting a person.
-    Pending,
-    /// Every recent hold.
-    All,
-}
-
-/// A list of holds.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ApprovalList {
-    /// The holds, oldest first for pending, newest first for all.
-    approvals: Vec<ApprovalRecord>,
-}
-
-/// A person's answer. There is deliberately no approver field: it is the authenticated caller.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct DecisionRequest {
-    /// `approve` or `reject`.
-    decision: DecisionKind,
-    /// Optional note kept as the reason.
-    #[serde(default)]
-    note: Option<String>,
-}
-
-/// approve or reject.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum DecisionKind {
-    /// Let it proceed.
-    Approve,
-    /// Do not let it proceed.
-    Reject,
-}
-
-/// How a waiter closes its hold.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ResolveRequest {
-    /// `timed_out` or `canceled`.
-    resolution: Resolution,
-    /// Optional reason.
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-/// timed_out or canceled.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Resolution {
-    /// The waiter's window closed.
-    TimedOut,
-    /// The waiting call was cancelled.
-    Canceled,
-}
-
-/// The result of a resolve: what the hold is now and whether this call changed it.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ResolveResponse {
-    /// `resolved` or `already_closed`.
-    outcome: String,
-    /// The hold as it stands.
-    approval: ApprovalRecord,
 }
 
 async fn list(state: &GatewayState, query: &ListQuery) -> Result<Json<ApprovalList>, ApiError> {
@@ -126,27 +62,6 @@ pub(crate) async fn list_tool_approvals(
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<Json<ApprovalList>, ApiError> {
     list(&state, &query).await
-}
-
-/// A hold a waiter parks over HTTP. The caller class is not the body's to set: it comes from the
-/// authenticated transport (`local` on an open loopback gateway, `remote` with a key).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ParkBody {
-    /// The held tool.
-    #[schema(min_length = 1)]
-    tool: String,
-    /// Its arguments, shown to the person deciding.
-    #[serde(default)]
-    arguments: serde_json::Value,
-    /// What a relaying waiter (the sidecar) saw. Only `untrusted` is honoured, since it can only
-    /// lower trust; any other claim is replaced by the transport's class.
-    #[serde(default)]
-    caller: Option<String>,
-    /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
-    #[serde(default)]
-    #[schema(maximum = 604_800)]
-    timeout_seconds: Option<u64>,
 }
 
 /// The class a parked hold records: the transport's, or `untrusted` when the relay says so.

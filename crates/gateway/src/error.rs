@@ -8,17 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// The JSON body of every error the gateway returns, so clients branch on `error` and show `message`.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct ErrorBody {
-    /// A stable machine-readable code (e.g. `unauthorized`, `invalid_request`, `conflict`).
-    pub error: String,
-    /// A sentence for people, naming the field or record involved.
-    pub message: String,
-    /// Structured detail: violations, the offending field, the current state.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Value>,
-}
+pub use metaforge_api::ErrorBody;
 
 /// An error a handler returns; converts into the JSON body with its status.
 #[derive(Debug, Clone)]

@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use metaforge_domain::flow::{
-    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, Operation, TailorResult, TailorStatus,
-    ValidationReport, questions_to_ask,
+    self, AskedQuestion, CatalogueEntry, Flow, FlowContext, TailorResult, TailorStatus, ValidationReport,
+    questions_to_ask,
 };
 use metaforge_ports::FlowVersionRecord;
 use serde::{Deserialize, Serialize};
@@ -19,9 +19,10 @@ use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
+use metaforge_api::{ProposeRequest, ProposeResponse};
 use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, GeneratorError};
 use metaforge_app::flow_validation::{ValidationError, validate_flow};
-use metaforge_app::flows::{FlowServiceError, GeneratedBy, ProposalOutcome, ProposedBy};
+use metaforge_app::flows::{FlowServiceError, ProposalOutcome, ProposedBy};
 use metaforge_app::pipeline::PipelineError;
 
 /// The catalogue: every launchable flow as the gateway will run it.
@@ -198,79 +199,6 @@ pub(crate) async fn get_version(
     Ok(Json(VersionView { version, flow }))
 }
 
-/// The caller who wrote the operations (provenance only).
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-pub(crate) struct ProposeCaller {
-    /// Client name.
-    #[serde(default)]
-    client: Option<String>,
-    /// The caller's model.
-    #[serde(default)]
-    model: Option<String>,
-}
-
-/// A tailoring request: the intent and context; `template` + `operations` for caller tailoring.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub(crate) struct ProposeRequest {
-    /// What the person wants made.
-    #[serde(default)]
-    intent: Option<String>,
-    /// The template to tailor (caller-proposed tailoring; default `design_v1`).
-    #[serde(default)]
-    template: Option<String>,
-    /// Caller-written operations (strict: any bad one refuses the proposal).
-    #[serde(default)]
-    operations: Option<Vec<Operation>>,
-    /// Provenance of caller operations.
-    #[serde(default)]
-    caller: Option<ProposeCaller>,
-    /// Manufacturing route, processes, machines, stock (camelCase accepted).
-    #[serde(default, alias = "manufacturingContext")]
-    manufacturing_context: Option<metaforge_domain::flow::ManufacturingContext>,
-    /// concept, sim_validated, physically_validated or released.
-    #[serde(default, alias = "targetMaturity")]
-    target_maturity: Option<metaforge_domain::flow::TargetMaturity>,
-    /// Loads and use; "unknown" is a valid answer.
-    #[serde(default, alias = "loadsAndUse")]
-    loads_and_use: Option<String>,
-    /// Optional budget.
-    #[serde(default)]
-    budget: Option<serde_json::Value>,
-    /// Requirements already known (when absent, `requirementsPending` is true).
-    #[serde(default)]
-    requirements: Option<serde_json::Value>,
-}
-
-/// A proposal, or the questions to answer first.
-#[derive(Debug, Serialize, ToSchema)]
-pub(crate) struct ProposeResponse {
-    /// `proposed` or `needs_input`.
-    status: String,
-    /// The held approval (proposed only).
-    #[serde(rename = "approvalId")]
-    approval_id: Option<String>,
-    /// The stored version id (proposed only).
-    version_id: Option<String>,
-    /// The tailoring: applied and skipped operations, diff, hash, the flow.
-    proposal: TailorResult,
-    /// needs_input only: the server's required questions, then at most three the model added
-    /// (`source: model`). Ask the user; do not answer them yourself.
-    questions: Vec<AskedQuestion>,
-    /// Caller provenance (caller operations).
-    proposed_by: Option<ProposedBy>,
-    /// Model provenance (generator path); null for caller operations.
-    #[serde(rename = "generatedBy")]
-    generated_by: Option<GeneratedBy>,
-    /// True when no requirements were sent.
-    #[serde(rename = "requirementsPending")]
-    requirements_pending: bool,
-    /// What the proposal assumes, including the requirements-pending line.
-    assumptions: Vec<String>,
-    /// Questions left open for the reviewer (the generator's product-specific ones).
-    #[serde(rename = "openQuestions")]
-    open_questions: Vec<String>,
-}
-
 /// Tailors a template to a project and holds the result for a person.
 ///
 /// With `template` or `operations` the caller's operations are applied strictly and no model is
@@ -403,7 +331,8 @@ fn proposed(
     ProposeResponse {
         status: "proposed".to_owned(),
         approval_id: outcome.approval_id,
-        version_id: outcome.version.map(|v| v.id),
+        version_id: outcome.version.as_ref().map(|v| v.id.clone()),
+        legacy_version_id: outcome.version.map(|v| v.id),
         questions: Vec::new(),
         proposal: outcome.result,
         proposed_by: outcome.proposed_by,
@@ -419,6 +348,7 @@ fn needs_input(result: TailorResult, questions: Vec<AskedQuestion>, notes: Vec<S
         status: "needs_input".to_owned(),
         approval_id: None,
         version_id: None,
+        legacy_version_id: None,
         questions,
         proposal: result,
         proposed_by: None,

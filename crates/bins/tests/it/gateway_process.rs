@@ -90,7 +90,11 @@ fn decisions_and_versions_survive_a_restart_and_open_holds_are_orphaned() {
     let (status, proposed) = http(&gw, "POST", "/v1/design-flows/propose", Some(&proposal));
     assert_eq!(status, 201, "{proposed}");
     let approval = proposed["approvalId"].as_str().expect("approval id").to_owned();
-    let version = proposed["version_id"].as_str().expect("version id").to_owned();
+    let version = proposed["versionId"].as_str().expect("version id").to_owned();
+    assert_eq!(
+        proposed["version_id"], proposed["versionId"],
+        "the first name of the version id still comes, for existing clients: {proposed}"
+    );
     let (status, decided) = http(
         &gw,
         "POST",

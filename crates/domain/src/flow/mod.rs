@@ -46,6 +46,7 @@ mod graph;
 pub mod invariants;
 pub mod limits;
 pub mod model;
+pub mod provenance;
 pub mod tailor;
 pub mod templates;
 pub mod versions;
@@ -70,6 +71,7 @@ pub use limits::{
     check_operation_count,
 };
 pub use model::{Flow, Gate, Phase};
+pub use provenance::{GeneratedBy, ProposedBy};
 pub use tailor::{
     AppliedOperation, Operation, OperationList, OperationProblem, TailorMode, TailorResult, TailorStatus,
     propose, tailor,

@@ -164,3 +164,28 @@ async fn a_proposal_over_max_operations_is_a_422_naming_the_limit() {
     assert_eq!(body["details"]["max"], MAX_OPERATIONS);
     assert_eq!(body["details"]["actual"], MAX_OPERATIONS + 1);
 }
+
+#[tokio::test]
+async fn a_proposal_names_its_template_as_http_or_as_the_mcp_tool_does_and_gets_one_version_id() {
+    for (template_field, context) in [
+        (
+            "template",
+            serde_json::json!({"manufacturingContext": {"route": "vendor"}, "targetMaturity": "physically_validated", "loadsAndUse": "20 kg"}),
+        ),
+        (
+            "template_id",
+            serde_json::json!({"manufacturing_context": {"route": "vendor"}, "target_maturity": "physically_validated", "loads_and_use": "20 kg"}),
+        ),
+    ] {
+        let mut request = context;
+        request[template_field] = serde_json::json!("mech_v1");
+        request["operations"] = serde_json::json!([
+            {"op": "add_deliverable", "phase": "design", "value": "test_plan", "rationale": "bench test"}
+        ]);
+        let (status, body) = call(post("/v1/design-flows/propose", &request.to_string())).await;
+        assert_eq!(status, StatusCode::CREATED, "{template_field}: {body}");
+        assert_eq!(body["proposal"]["template_id"], "mech_v1", "{template_field}");
+        assert!(body["versionId"].is_string(), "{body}");
+        assert_eq!(body["versionId"], body["version_id"], "{body}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The gateway's public wire contracts: each request and response body a client sends or reads,
+//! written once. The gateway serves these types (and documents them in its OpenAPI, through
+//! `utoipa`); `adapters-gateway` (the sidecar's remote mode, `metaforge chat`) sends and reads the
+//! same types, so the two sides cannot drift apart field by field.
+//!
+//! **Casing.** The seed names the fields of the public API, and it mixes two casings: the
+//! propose answer is camelCase (`approvalId`, `generatedBy`, `requirementsPending`,
+//! `openQuestions`), everything else snake_case. The names stay exactly as the seed gives them;
+//! where a body carried a name in the other casing, or the MCP tool calls a field by another
+//! name, a request accepts it as a `serde(alias)` and a response sends the consistent name beside
+//! the old one (`versionId` beside `version_id`) until clients move.
+//!
+//! No IO, no HTTP framework: plain serde types over `metaforge-ports`/`metaforge-domain` values.
+
+pub mod approvals;
+pub mod error;
+pub mod flows;
+
+pub use approvals::{
+    ApprovalList, DecisionKind, DecisionRequest, ListStatus, ParkBody, Resolution, ResolveRequest,
+    ResolveResponse,
+};
+pub use error::ErrorBody;
+pub use flows::{ProposalView, ProposeCaller, ProposeRequest, ProposeResponse};
