@@ -13,7 +13,7 @@ use metaforge_ports::{PortError, PortErrorKind};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::client::{GatewayClient, map_status, segment};
+use crate::client::{GatewayClient, encode, map_status, segment};
 
 /// How long one turn's stream may stay open: a held call waits for a person (up to the hold's
 /// window), so this is generous; cancel or Ctrl-C ends a turn sooner.
@@ -43,10 +43,13 @@ impl ChatClient {
 
     /// Creates a thread; the answer is the thread as the gateway stored it.
     pub async fn create_thread(&self, title: Option<&str>) -> Result<Value, PortError> {
-        let body = match title {
-            Some(title) => json!({ "title": title }),
-            None => json!({}),
-        };
+        let body = encode(
+            &metaforge_api::CreateThread {
+                title: title.map(str::to_owned),
+                ..metaforge_api::CreateThread::default()
+            },
+            "thread",
+        )?;
         self.client
             .send(Method::POST, "/v1/chat/threads", Some(&body))
             .await
@@ -71,7 +74,9 @@ impl ChatClient {
             .request(Method::POST, &path)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .timeout(TURN_STREAM_TIMEOUT)
-            .json(&json!({ "content": content }))
+            .json(&metaforge_api::PostMessage {
+                content: content.to_owned(),
+            })
             .send()
             .await
             .map_err(|e| unreachable(&self.client, &path, e))?;
@@ -90,10 +95,17 @@ impl ChatClient {
         approve: bool,
         note: Option<&str>,
     ) -> Result<Value, PortError> {
-        let mut body = json!({ "decision": if approve { "approve" } else { "reject" } });
-        if let Some(note) = note {
-            body["note"] = json!(note);
-        }
+        let body = encode(
+            &metaforge_api::DecisionRequest {
+                decision: if approve {
+                    metaforge_api::DecisionKind::Approve
+                } else {
+                    metaforge_api::DecisionKind::Reject
+                },
+                note: note.map(str::to_owned),
+            },
+            "decision",
+        )?;
         self.client
             .send(
                 Method::POST,

@@ -24,9 +24,9 @@ use metaforge_ports::{
 };
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::client::{GatewayClient, decode, map_status, segment};
+use crate::client::{GatewayClient, decode, encode, map_status, segment};
 
 /// The identity the gateway records for every request when it has no keys (open loopback).
 const OPEN_GATEWAY_IDENTITY: &str = "local";
@@ -167,8 +167,15 @@ fn listed<T: DeserializeOwned>(mut value: Value, key: &str, what: &str) -> Resul
 #[async_trait]
 impl RunBindings for RemoteRunBindings {
     async fn start(&self, request: StartRunInput) -> Result<RunReply<RunDetail>, PortError> {
-        let body = serde_json::to_value(&request)
-            .map_err(|e| PortError::with_source(PortErrorKind::Internal, "run request", e))?;
+        let body = encode(
+            &metaforge_api::StartRunBody {
+                flow_version_id: request.flow_version_id,
+                template_id: request.template_id,
+                project_id: request.project_id,
+                intelligence: request.intelligence,
+            },
+            "run request",
+        )?;
         self.refusable(
             Method::POST,
             "/v1/runs",
@@ -211,19 +218,16 @@ impl RunBindings for RemoteRunBindings {
         approver: &str,
     ) -> Result<RunReply<FlowStateView>, PortError> {
         let key = self.key_of(approver)?;
-        let mut body = json!({
-            "decision": answer.decision.as_str(),
-            "surface": answer.surface.as_str(),
-        });
-        for (field, value) in [
-            ("reason", answer.reason),
-            ("phase", answer.phase),
-            ("gate_phase", answer.gate_phase),
-        ] {
-            if let Some(value) = value {
-                body[field] = json!(value);
-            }
-        }
+        let body = encode(
+            &metaforge_api::GateDecisionBody {
+                decision: answer.decision.into(),
+                reason: answer.reason,
+                phase: answer.phase,
+                gate_phase: answer.gate_phase,
+                surface: Some(answer.surface.into()),
+            },
+            "gate decision",
+        )?;
         self.refusable(
             Method::POST,
             &format!("/v1/runs/{}/approval", segment(run_id)),
@@ -276,10 +280,13 @@ impl RunBindings for RemoteRunBindings {
         claimant: &Claimant,
         submission: TaskSubmission,
     ) -> Result<RunReply<ClientTask>, PortError> {
-        let mut body = json!({ "summary": submission.summary });
-        if let Some(details) = submission.details {
-            body["details"] = details;
-        }
+        let body = encode(
+            &metaforge_api::SubmitBody {
+                summary: submission.summary,
+                details: submission.details,
+            },
+            "task submission",
+        )?;
         self.refusable(
             Method::POST,
             &format!("/v1/client-tasks/{}/submit", segment(id)),

@@ -15,6 +15,8 @@
 pub mod approvals;
 pub mod error;
 pub mod flows;
+pub mod runs;
+pub mod threads;
 
 pub use approvals::{
     ApprovalList, DecisionKind, DecisionRequest, ListStatus, ParkBody, Resolution, ResolveRequest,
@@ -22,3 +24,5 @@ pub use approvals::{
 };
 pub use error::ErrorBody;
 pub use flows::{ProposalView, ProposeCaller, ProposeRequest, ProposeResponse};
+pub use runs::{CancelBody, GateChoice, GateDecisionBody, StartRunBody, SubmitBody, SurfaceBody};
+pub use threads::{CreateThread, PostMessage};

@@ -18,6 +18,7 @@ use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::runs::service;
+use metaforge_api::SubmitBody;
 
 /// Which tasks to list.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -36,19 +37,6 @@ pub(crate) struct ListQuery {
 pub(crate) struct ClientTaskList {
     /// The tasks.
     tasks: Vec<ClientTaskView>,
-}
-
-/// A client hands a phase back.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SubmitBody {
-    /// What the phase did and what is open: the summary the gate's reviewer reads. The
-    /// deliverables are what the twin records on the run's branch, not what this says.
-    #[schema(min_length = 1)]
-    summary: String,
-    /// Anything else the client reports.
-    #[serde(default)]
-    details: Option<serde_json::Value>,
 }
 
 /// Lists client tasks (oldest first), optionally of one run and/or status.

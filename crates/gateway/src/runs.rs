@@ -26,34 +26,13 @@ use super::GatewayState;
 use super::auth::Identity;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
+use metaforge_api::{CancelBody, GateDecisionBody, StartRunBody};
 
 /// The run service, or 503 naming why this process has none.
 pub(crate) fn service(state: &GatewayState) -> Result<&Arc<RunService>, ApiError> {
     state.runs.as_ref().ok_or_else(|| {
         ApiError::unavailable("design-flow runs are not served by this process (no flow engine is composed)")
     })
-}
-
-/// A run to start: on a stored, approved flow version, or on a shipped template run as it is.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct StartRunBody {
-    /// The approved flow version to run (what `flow.start_run` sends). It must be approved and
-    /// verify against its content hash (409 otherwise, nothing recorded).
-    #[serde(default)]
-    flow_version_id: Option<String>,
-    /// A shipped template to run as it is, when no version is named (default `design_v1`): it is
-    /// frozen into an approved version of origin `template`, which the run pins.
-    #[serde(default)]
-    template_id: Option<String>,
-    /// The project the run belongs to.
-    #[serde(default)]
-    project_id: Option<String>,
-    /// `server` (a model the server calls) or `client` (the connected MCP client, through
-    /// `/v1/client-tasks`); absent: the deployment's `METAFORGE_INTELLIGENCE`. Anything else is
-    /// a 422 naming the field.
-    #[serde(default)]
-    intelligence: Option<String>,
 }
 
 /// Which runs to list.
@@ -74,82 +53,6 @@ pub(crate) struct ListQuery {
 pub(crate) struct RunList {
     /// The runs.
     runs: Vec<RunSummary>,
-}
-
-/// A decision on a run's open gate. There is deliberately no approver field: it is the
-/// authenticated caller.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct GateDecisionBody {
-    /// One of the decisions the open gate allows (`GET …/flow-state` lists them).
-    decision: DecisionKind,
-    /// Why. Required for `retry` and `rework`: the phase brain gets it first.
-    #[serde(default)]
-    reason: Option<String>,
-    /// For `rework` only: the earlier phase to go back to (it and every later phase re-run).
-    #[serde(default)]
-    phase: Option<String>,
-    /// The gated phase the decision is about; absent: the gate open now. An answer for a gate
-    /// that is no longer open is a 409.
-    #[serde(default)]
-    gate_phase: Option<String>,
-    /// Where the person answered, recorded with the decision: `api` (the default) or `chat` (an
-    /// MCP sidecar relaying `flow.await_gate`, which asked the person). Provenance only.
-    #[serde(default)]
-    surface: Option<SurfaceBody>,
-}
-
-/// Where a gate decision was given.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum SurfaceBody {
-    /// This API (a dashboard, a script).
-    Api,
-    /// An MCP client's chat.
-    Chat,
-}
-
-impl From<SurfaceBody> for DecisionSurface {
-    fn from(surface: SurfaceBody) -> Self {
-        match surface {
-            SurfaceBody::Api => Self::Api,
-            SurfaceBody::Chat => Self::Chat,
-        }
-    }
-}
-
-/// approve, reject, retry or rework.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum DecisionKind {
-    /// Accept the phase; the run moves on (only when the gate is ready).
-    Approve,
-    /// End the run, failed.
-    Reject,
-    /// Run the gated phase again with the reason and the gate's findings first.
-    Retry,
-    /// Run an earlier phase and every later one again.
-    Rework,
-}
-
-impl From<DecisionKind> for GateDecisionKind {
-    fn from(kind: DecisionKind) -> Self {
-        match kind {
-            DecisionKind::Approve => Self::Approve,
-            DecisionKind::Reject => Self::Reject,
-            DecisionKind::Retry => Self::Retry,
-            DecisionKind::Rework => Self::Rework,
-        }
-    }
-}
-
-/// Why a run is canceled.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CancelBody {
-    /// Kept as the run's reason.
-    #[serde(default)]
-    reason: Option<String>,
 }
 
 /// Starts a design-flow run. 409 for a version that is not approved, is corrupt or cannot be

@@ -23,32 +23,10 @@ use super::GatewayState;
 use super::auth::{Identity, TransportClass};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
+use metaforge_api::{CreateThread, PostMessage};
 
 /// Most threads one list answers.
 const MAX_LIST: usize = 500;
-
-/// A new thread.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CreateThread {
-    /// A title for lists.
-    #[serde(default)]
-    title: Option<String>,
-    /// The project the thread is scoped to.
-    #[serde(default)]
-    project_id: Option<String>,
-    /// Fork of this thread (lineage is kept; history is not copied).
-    #[serde(default)]
-    parent_session_id: Option<String>,
-    /// Most model calls in one turn of this thread (default: the deployment's).
-    #[serde(default)]
-    #[schema(minimum = 1, maximum = 1000)]
-    max_iterations: Option<u32>,
-    /// Most prompt + completion tokens one turn of this thread may use.
-    #[serde(default)]
-    #[schema(minimum = 1, maximum = 1_000_000_000)]
-    token_budget: Option<u64>,
-}
 
 /// One thread.
 #[derive(Debug, Serialize, ToSchema)]
@@ -131,15 +109,6 @@ pub(crate) struct ListQuery {
     /// At most this many (default 100, at most 500).
     #[serde(default)]
     limit: Option<usize>,
-}
-
-/// A person's message: one agent turn.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PostMessage {
-    /// The text.
-    #[schema(min_length = 1)]
-    content: String,
 }
 
 /// A finished turn: the stored reply, every tool call, usage and the grounding verdict.
