@@ -7,6 +7,7 @@ mod chat_process;
 mod check_cli;
 #[path = "../common/mod.rs"]
 mod common;
+mod config_cli;
 mod console_browser;
 mod flow_cli;
 mod gateway_process;
