@@ -111,35 +111,59 @@ impl SqliteUsageStore {
 }
 
 /// Inserts one validated event inside `tx`.
-async fn insert_event(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    event: &UsageEvent,
-    at: Timestamp,
-) -> Result<(), PortError> {
-    sqlx::query(
+/// Rows per INSERT statement: 14 parameters a row keeps one statement far below SQLite's limit
+/// of 32,766 bound parameters.
+const ROWS_PER_STATEMENT: usize = 256;
+
+/// One event's column values, every count checked before anything is sent.
+struct UsageColumns<'a> {
+    event: &'a UsageEvent,
+    counts: [Option<i64>; 5],
+    billing: String,
+    at: String,
+}
+
+impl<'a> UsageColumns<'a> {
+    fn of(event: &'a UsageEvent, at: Timestamp) -> Result<Self, PortError> {
+        Ok(Self {
+            event,
+            counts: [
+                count_in("prompt_tokens", event.prompt_tokens)?,
+                count_in("completion_tokens", event.completion_tokens)?,
+                count_in("cached_input_tokens", event.cached_input_tokens)?,
+                count_in("cache_write_tokens", event.cache_write_tokens)?,
+                count_in("reasoning_tokens", event.reasoning_tokens)?,
+            ],
+            billing: label(&event.billing)?,
+            at: ts(at),
+        })
+    }
+}
+
+/// One multi-row INSERT of `rows`: a single statement is atomic in SQLite, and it crosses to
+/// sqlx's connection thread once, however many events it carries (the group commit's point).
+fn insert_rows(rows: &[UsageColumns<'_>]) -> sqlx::QueryBuilder<sqlx::Sqlite> {
+    let mut insert = sqlx::QueryBuilder::new(
         "INSERT INTO usage_events (run_id, phase, role, caller, provider, model, \
-             prompt_tokens, completion_tokens, cached_input_tokens, cache_write_tokens, \
-             reasoning_tokens, cost_usd, billing, at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&event.run_id)
-    .bind(&event.phase)
-    .bind(&event.role)
-    .bind(&event.caller)
-    .bind(&event.provider)
-    .bind(&event.model)
-    .bind(count_in("prompt_tokens", event.prompt_tokens)?)
-    .bind(count_in("completion_tokens", event.completion_tokens)?)
-    .bind(count_in("cached_input_tokens", event.cached_input_tokens)?)
-    .bind(count_in("cache_write_tokens", event.cache_write_tokens)?)
-    .bind(count_in("reasoning_tokens", event.reasoning_tokens)?)
-    .bind(event.cost_usd)
-    .bind(label(&event.billing)?)
-    .bind(ts(at))
-    .execute(&mut **tx)
-    .await
-    .map_err(|e| db_error("record a usage event", e))?;
-    Ok(())
+         prompt_tokens, completion_tokens, cached_input_tokens, cache_write_tokens, \
+         reasoning_tokens, cost_usd, billing, at) ",
+    );
+    insert.push_values(rows, |mut row, columns| {
+        let event = columns.event;
+        row.push_bind(event.run_id.clone())
+            .push_bind(event.phase.clone())
+            .push_bind(event.role.clone())
+            .push_bind(event.caller.clone())
+            .push_bind(event.provider.clone())
+            .push_bind(event.model.clone());
+        for count in columns.counts {
+            row.push_bind(count);
+        }
+        row.push_bind(event.cost_usd)
+            .push_bind(columns.billing.clone())
+            .push_bind(columns.at.clone());
+    });
+    insert
 }
 
 #[async_trait]
@@ -148,15 +172,35 @@ impl UsageStore for SqliteUsageStore {
         self.record_batch(std::slice::from_ref(&event)).await
     }
 
+    /// The whole batch or nothing: one statement when it fits, else one transaction of
+    /// statements of [`ROWS_PER_STATEMENT`] rows.
     async fn record_batch(&self, events: &[UsageEvent]) -> Result<(), PortError> {
-        let stamps = events.iter().map(validate_usage).collect::<Result<Vec<_>, _>>()?;
+        let rows = events
+            .iter()
+            .map(|event| validate_usage(event).and_then(|at| UsageColumns::of(event, at)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if rows.len() <= ROWS_PER_STATEMENT {
+            insert_rows(&rows)
+                .build()
+                .execute(&self.pool)
+                .await
+                .map_err(|e| db_error("record a usage batch", e))?;
+            return Ok(());
+        }
         let mut tx = self
             .pool
             .begin()
             .await
             .map_err(|e| db_error("begin a usage batch", e))?;
-        for (event, at) in events.iter().zip(stamps) {
-            insert_event(&mut tx, event, at).await?;
+        for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+            insert_rows(chunk)
+                .build()
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_error("record a usage batch", e))?;
         }
         tx.commit().await.map_err(|e| db_error("commit a usage batch", e))
     }
