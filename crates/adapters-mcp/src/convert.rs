@@ -75,12 +75,13 @@ pub(crate) fn output_from_result(result: CallToolResult) -> Result<ToolOutput, P
     })
 }
 
-/// A port output as an rmcp call result, for the sidecar's `tools/call`.
-pub(crate) fn result_from_output(output: &ToolOutput) -> Result<CallToolResult, PortError> {
+/// A port output as an rmcp call result, for the sidecar's `tools/call`. Takes the output by
+/// value: a read's answer can be tens of kilobytes, and copying it is the call's main cost.
+pub(crate) fn result_from_output(output: ToolOutput) -> Result<CallToolResult, PortError> {
     let content = output
         .content
-        .iter()
-        .map(|block| serde_json::from_value(block.clone()))
+        .into_iter()
+        .map(serde_json::from_value)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| PortError::with_source(PortErrorKind::Internal, "tool output content", e))?;
     let mut result = if output.is_error {
@@ -88,6 +89,6 @@ pub(crate) fn result_from_output(output: &ToolOutput) -> Result<CallToolResult, 
     } else {
         CallToolResult::success(content)
     };
-    result.structured_content = output.structured.clone();
+    result.structured_content = output.structured;
     Ok(result)
 }

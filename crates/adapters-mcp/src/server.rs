@@ -347,7 +347,7 @@ impl ServerHandler for SidecarServer {
         let (message, questions, fallback) = match outcome {
             HostCallOutcome::Done(output) => {
                 return Ok(CallToolResponse::Complete(
-                    result_from_output(&output).map_err(mcp_error)?,
+                    result_from_output(output).map_err(mcp_error)?,
                 ));
             }
             HostCallOutcome::NeedsInput {
@@ -397,23 +397,23 @@ impl ServerHandler for SidecarServer {
                             HostCallOutcome::NeedsInput { result, .. } => result,
                         };
                         Ok(CallToolResponse::Complete(
-                            result_from_output(&output).map_err(mcp_error)?,
+                            result_from_output(output).map_err(mcp_error)?,
                         ))
                     }
                     Ok(_declined) => Ok(CallToolResponse::Complete(
-                        result_from_output(&fallback).map_err(mcp_error)?,
+                        result_from_output(fallback).map_err(mcp_error)?,
                     )),
                     Err(e) => {
                         tracing::warn!(event = "mcp_elicitation_failed", tool, error = %e);
                         Ok(CallToolResponse::Complete(
-                            result_from_output(&fallback).map_err(mcp_error)?,
+                            result_from_output(fallback).map_err(mcp_error)?,
                         ))
                     }
                 }
             }
             // The client answered already, or cannot be asked: the tool's own fallback answer.
             InputChannel::InputRequired | InputChannel::None => Ok(CallToolResponse::Complete(
-                result_from_output(&fallback).map_err(mcp_error)?,
+                result_from_output(fallback).map_err(mcp_error)?,
             )),
         }
     }

@@ -160,37 +160,71 @@ fn is_permissive(schema: &Value) -> bool {
 /// Validates arguments against a declared schema (required, type, enum and the rest of JSON
 /// Schema). A permissive or absent schema is not validated; a schema that does not compile is
 /// reported as an error at the root, so an undeclarable tool never runs unchecked.
+///
+/// Compiles the schema on every call; a caller that checks one tool's calls many times compiles
+/// it once with [`ArgumentSchema::compile`].
 pub fn validate_arguments(schema: Option<&Value>, arguments: &Value) -> Vec<ArgumentError> {
-    let Some(schema) = schema.filter(|s| !is_permissive(s)) else {
-        return Vec::new();
-    };
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        Err(e) => {
-            return vec![ArgumentError {
+    ArgumentSchema::compile(schema).check(arguments)
+}
+
+/// A tool's input schema compiled once, so checking a call costs a walk of its arguments and
+/// not a compilation of the schema (the sidecar checks every `tools/call` against it).
+#[derive(Debug)]
+pub struct ArgumentSchema(Compiled);
+
+#[derive(Debug)]
+enum Compiled {
+    /// Absent or permissive: every argument object passes.
+    Permissive,
+    /// The schema's validator.
+    Validator(Box<jsonschema::Validator>),
+    /// The schema itself is invalid: every call is refused with this message.
+    Invalid(String),
+}
+
+impl ArgumentSchema {
+    /// Compiles `schema` (a schema that does not compile refuses every call, see
+    /// [`validate_arguments`]).
+    pub fn compile(schema: Option<&Value>) -> Self {
+        let Some(schema) = schema.filter(|s| !is_permissive(s)) else {
+            return Self(Compiled::Permissive);
+        };
+        match jsonschema::validator_for(schema) {
+            Ok(validator) => Self(Compiled::Validator(Box::new(validator))),
+            Err(e) => Self(Compiled::Invalid(format!(
+                "the tool's declared input_schema is invalid: {e}"
+            ))),
+        }
+    }
+
+    /// Every problem `arguments` has against the schema (empty when they pass).
+    pub fn check(&self, arguments: &Value) -> Vec<ArgumentError> {
+        match &self.0 {
+            Compiled::Permissive => Vec::new(),
+            Compiled::Invalid(message) => vec![ArgumentError {
                 path: String::new(),
                 keyword: "schema".to_owned(),
-                message: format!("the tool's declared input_schema is invalid: {e}"),
-            }];
+                message: message.clone(),
+            }],
+            Compiled::Validator(validator) => validator
+                .iter_errors(arguments)
+                .map(|e| {
+                    let keyword = e
+                        .schema_path()
+                        .as_str()
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or_default()
+                        .to_owned();
+                    ArgumentError {
+                        path: e.instance_path().as_str().to_owned(),
+                        keyword,
+                        message: e.to_string(),
+                    }
+                })
+                .collect(),
         }
-    };
-    validator
-        .iter_errors(arguments)
-        .map(|e| {
-            let keyword = e
-                .schema_path()
-                .as_str()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_owned();
-            ArgumentError {
-                path: e.instance_path().as_str().to_owned(),
-                keyword,
-                message: e.to_string(),
-            }
-        })
-        .collect()
+    }
 }
 
 fn verdict(decision: Decision, reason: impl Into<String>) -> GateVerdict {
@@ -224,7 +258,23 @@ fn is_admin(tool: &str) -> bool {
 /// * local: the "ask" tier (`requires_approval`) and destructive tools hold, other writes run.
 /// * remote and untrusted: every write is held for a person.
 pub fn decide(tool: &ToolSpec, caller: &Caller, arguments: &Value) -> GateVerdict {
-    let errors = validate_arguments(tool.input_schema.as_ref(), arguments);
+    decide_with_schema(
+        tool,
+        &ArgumentSchema::compile(tool.input_schema.as_ref()),
+        caller,
+        arguments,
+    )
+}
+
+/// [`decide`] with the tool's input schema compiled already (`schema` must be
+/// `tool.input_schema` compiled): the same rules, for a host that decides many calls of one tool.
+pub fn decide_with_schema(
+    tool: &ToolSpec,
+    schema: &ArgumentSchema,
+    caller: &Caller,
+    arguments: &Value,
+) -> GateVerdict {
+    let errors = schema.check(arguments);
     if !errors.is_empty() {
         return GateVerdict {
             decision: Decision::Refuse,

@@ -11,7 +11,7 @@ use metaforge_ports::{
 use serde_json::{Map, Value};
 
 use metaforge_domain::tool_gating::{
-    Annotation, Caller, Decision, ToolSpec, decide, invalid_arguments_envelope, validate_arguments,
+    Annotation, ArgumentSchema, Caller, Decision, ToolSpec, decide_with_schema, invalid_arguments_envelope,
 };
 
 use super::held::{HeldOutcome, HeldWrites};
@@ -19,7 +19,8 @@ use super::held::{HeldOutcome, HeldWrites};
 /// One tool the sidecar exposes.
 #[async_trait::async_trait]
 pub trait SidecarTool: Send + Sync {
-    /// Its descriptor (`name` is the dotted id, e.g. `flow.list`).
+    /// Its descriptor (`name` is the dotted id, e.g. `flow.list`); its input schema is compiled
+    /// once when the tool is added to a host.
     fn descriptor(&self) -> ToolDescriptor;
 
     /// Whether callers of `class` see it at all (a tool a class may never call is not listed).
@@ -28,7 +29,8 @@ pub trait SidecarTool: Send + Sync {
         true
     }
 
-    /// How the domain's gating rules see this tool. The default reads the MCP hints: read-only
+    /// How the domain's gating rules see this tool, read once when the tool is added to a host
+    /// (a tool's gates do not change while it is served). The default reads the MCP hints: read-only
     /// → `READ_ONLY`, explicitly non-destructive → `ADDITIVE`, anything else → `DESTRUCTIVE`.
     fn gate_spec(&self) -> ToolSpec {
         let d = self.descriptor();
@@ -109,10 +111,35 @@ pub trait SidecarPrompt: Send + Sync {
     async fn render(&self, arguments: &Map<String, Value>) -> Result<PromptText, PortError>;
 }
 
+/// One tool as the host serves it: the handler, and what is read from it once rather than on
+/// every call (a call then walks its arguments, never compiles a schema).
+struct HostedTool {
+    handler: Arc<dyn SidecarTool>,
+    /// The descriptor's input schema, compiled: the arguments every call is checked against.
+    arguments: ArgumentSchema,
+    /// The handler's gate spec and its input schema compiled, for the domain's decision.
+    gate: ToolSpec,
+    gate_arguments: ArgumentSchema,
+}
+
+impl HostedTool {
+    fn new(handler: Arc<dyn SidecarTool>) -> Self {
+        let arguments = ArgumentSchema::compile(Some(&handler.descriptor().input_schema));
+        let gate = handler.gate_spec();
+        let gate_arguments = ArgumentSchema::compile(gate.input_schema.as_ref());
+        Self {
+            handler,
+            arguments,
+            gate,
+            gate_arguments,
+        }
+    }
+}
+
 /// The sidecar's tools, resources and prompts, and where a held write waits.
 #[derive(Default)]
 pub struct SidecarHost {
-    tools: BTreeMap<String, Arc<dyn SidecarTool>>,
+    tools: BTreeMap<String, HostedTool>,
     resources: Vec<Arc<dyn SidecarResource>>,
     prompts: Vec<Arc<dyn SidecarPrompt>>,
     held: Option<HeldWrites>,
@@ -141,7 +168,7 @@ impl SidecarHost {
 
     /// Adds a tool (a later tool with the same id replaces the earlier one).
     pub fn with_tool(mut self, tool: Arc<dyn SidecarTool>) -> Self {
-        self.tools.insert(tool.descriptor().name, tool);
+        self.tools.insert(tool.descriptor().name, HostedTool::new(tool));
         self
     }
 
@@ -168,7 +195,7 @@ impl SidecarHost {
 
     /// Every tool descriptor, whoever the caller (for catalogue-wide checks).
     pub fn all_tools(&self) -> Vec<ToolDescriptor> {
-        self.tools.values().map(|t| t.descriptor()).collect()
+        self.tools.values().map(|t| t.handler.descriptor()).collect()
     }
 
     /// The tools in the ask tier (every call held for a person unless the domain's gating lets
@@ -178,7 +205,7 @@ impl SidecarHost {
     pub fn declared_holds(&self) -> BTreeSet<String> {
         self.tools
             .iter()
-            .filter(|(_, tool)| !tool.holds_its_own_effect() && tool.gate_spec().requires_approval)
+            .filter(|(_, tool)| !tool.handler.holds_its_own_effect() && tool.gate.requires_approval)
             .map(|(id, _)| id.clone())
             .collect()
     }
@@ -189,7 +216,7 @@ impl SidecarHost {
     pub fn declared_gates(&self) -> BTreeMap<String, Vec<String>> {
         self.tools
             .iter()
-            .map(|(id, tool)| (id.clone(), tool.gate_spec().required_gates))
+            .map(|(id, tool)| (id.clone(), tool.gate.required_gates.clone()))
             .filter(|(_, gates)| !gates.is_empty())
             .collect()
     }
@@ -200,8 +227,8 @@ impl ToolHost for SidecarHost {
     fn tools(&self, caller: CallerClass) -> Vec<ToolDescriptor> {
         self.tools
             .values()
-            .filter(|t| t.offered_to(caller))
-            .map(|t| t.descriptor())
+            .filter(|t| t.handler.offered_to(caller))
+            .map(|t| t.handler.descriptor())
             .collect()
     }
 
@@ -222,14 +249,19 @@ impl ToolHost for SidecarHost {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        let Some(handler) = self.tools.get(tool).filter(|t| t.offered_to(caller.class)) else {
+        let Some(hosted) = self
+            .tools
+            .get(tool)
+            .filter(|t| t.handler.offered_to(caller.class))
+        else {
             return Err(PortError::new(
                 PortErrorKind::NotFound,
                 format!("unknown tool: {tool}"),
             ));
         };
         let as_value = Value::Object(arguments.clone());
-        let problems = validate_arguments(Some(&handler.descriptor().input_schema), &as_value);
+        let handler = &hosted.handler;
+        let problems = hosted.arguments.check(&as_value);
         if !problems.is_empty() {
             return Ok(HostCallOutcome::Done(ToolOutput::error(
                 invalid_arguments_envelope(tool, &problems),
@@ -239,7 +271,12 @@ impl ToolHost for SidecarHost {
             return Ok(refusal);
         }
         if !handler.holds_its_own_effect() {
-            let verdict = decide(&handler.gate_spec(), &Caller::from(caller.class), &as_value);
+            let verdict = decide_with_schema(
+                &hosted.gate,
+                &hosted.gate_arguments,
+                &Caller::from(caller.class),
+                &as_value,
+            );
             tracing::info!(
                 event = "mcp_sidecar_call",
                 tool,

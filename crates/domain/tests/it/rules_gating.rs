@@ -71,10 +71,38 @@ fn validation_errors_name_the_path_and_keyword() {
 }
 
 #[test]
+fn every_gating_case_decides_the_same_with_the_schema_compiled_once() {
+    use metaforge_domain::tool_gating::{ArgumentSchema, decide_with_schema};
+    for case in table() {
+        let tool: ToolSpec = serde_json::from_value(case["tool"].clone()).unwrap();
+        let compiled = ArgumentSchema::compile(tool.input_schema.as_ref());
+        let caller = caller(&case["caller"]);
+        // Twice with one compiled schema: a check leaves nothing behind for the next call.
+        for _ in 0..2 {
+            assert_eq!(
+                decide_with_schema(&tool, &compiled, &caller, &case["arguments"]),
+                decide(&tool, &caller, &case["arguments"]),
+                "{}",
+                case["name"]
+            );
+        }
+    }
+}
+
+#[test]
 fn an_invalid_declared_schema_fails_closed() {
     let errors = validate_arguments(Some(&json!({"type": "not-a-type"})), &json!({}));
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].keyword, "schema");
+    let compiled =
+        metaforge_domain::tool_gating::ArgumentSchema::compile(Some(&json!({"type": "not-a-type"})));
+    for arguments in [json!({}), json!({"any": 1})] {
+        assert_eq!(
+            compiled.check(&arguments).len(),
+            1,
+            "refused every time: {arguments}"
+        );
+    }
 }
 
 #[test]

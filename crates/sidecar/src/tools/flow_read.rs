@@ -45,17 +45,17 @@ const LIST: &str = "flow.list";
 
 fn list(arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
     let FlowListArgs {} = parse(arguments)?;
-    // The templates are embedded in the binary, so the answer never changes: parse and
-    // validate them once, not on every call (a read tool is the sidecar's hot path).
-    static ANSWER: OnceLock<Value> = OnceLock::new();
+    // The templates are embedded in the binary, so the answer never changes: parse, validate and
+    // serialize them once, not on every call (a read tool is the sidecar's hot path).
+    static ANSWER: OnceLock<ToolOutput> = OnceLock::new();
     let answer = ANSWER.get_or_init(|| {
         let flows = catalogue();
-        json!({
+        ToolOutput::json(json!({
             "count": flows.len(),
             "flows": flows,
-        })
+        }))
     });
-    Ok(HostCallOutcome::Done(ToolOutput::json(answer.clone())))
+    Ok(HostCallOutcome::Done(answer.clone()))
 }
 
 /// `flow.validate`: a flow (inline, as YAML/JSON text, or a template id) checked against every
