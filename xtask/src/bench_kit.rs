@@ -140,6 +140,36 @@ pub(crate) fn write_script(
     Ok(path)
 }
 
+/// A wrk script posting the JSON-RPC request `body` (its `"id":1`) with a fresh id on every
+/// request: one MCP session's requests in flight at once must carry distinct ids (a session
+/// answers by id), so eight connections replaying `"id":1` would wait on each other's answers.
+/// Each wrk thread counts from its own offset.
+pub(crate) fn write_rpc_script(
+    dir: &Path,
+    name: &str,
+    body: &str,
+    headers: &[(&str, String)],
+) -> Result<std::path::PathBuf> {
+    let (before, after) = body
+        .split_once("\"id\":1")
+        .with_context(|| format!("{name}: the request body has no \"id\":1 to number"))?;
+    let mut lua = String::from("wrk.method = \"POST\"\n");
+    for (k, v) in headers {
+        lua.push_str(&format!("wrk.headers[\"{k}\"] = \"{v}\"\n"));
+    }
+    lua.push_str(&format!(
+        "local before = [[{before}\"id\":]]\nlocal after = [[{after}]]\n\
+         local threads = 0\n\
+         function setup(thread)\n  threads = threads + 1\n  thread:set(\"first\", threads * 1000000000)\nend\n\
+         local counter = 0\n\
+         function init(args)\n  counter = first or 0\nend\n\
+         function request()\n  counter = counter + 1\n  return wrk.format(nil, nil, nil, before .. counter .. after)\nend\n"
+    ));
+    let path = dir.join(format!("{name}.lua"));
+    std::fs::write(&path, lua)?;
+    Ok(path)
+}
+
 /// wrk on the load core with `connections` kept-alive connections for `seconds`; samples the RSS
 /// of `sut` (when given) halfway through.
 pub(crate) fn wrk(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::bench_kit::{
     CONCURRENCY, Guard, Row, SUT_CORE, bench_seconds, free_port, pinned, print_table, release_binary, rss_kb,
-    wait_listening, write_script, wrk,
+    wait_listening, write_rpc_script, wrk,
 };
 
 /// One HTTP answer: status, headers (names lower-cased), body.
@@ -71,7 +71,7 @@ fn script_for(scratch: &Path, name: &str, port: u16, era: &str) -> Result<PathBu
     if era == "2026-07-28" {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                           "params": {"name": "flow.list", "arguments": {}, "_meta": meta_2026()}});
-        return write_script(
+        return write_rpc_script(
             scratch,
             name,
             &body.to_string(),
@@ -109,7 +109,7 @@ fn script_for(scratch: &Path, name: &str, port: u16, era: &str) -> Result<PathBu
     }
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "flow.list", "arguments": {}}});
-    write_script(
+    write_rpc_script(
         scratch,
         name,
         &call.to_string(),
