@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::frames::{Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, sse_frames};
-use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::http::{Endpoint, HttpSettings, build_client, read_json, send};
 use crate::wire::usage_object;
 
 mod wire;
@@ -33,7 +33,8 @@ const API_VERSION: &str = "2023-06-01";
 #[derive(Debug, Clone)]
 pub struct AnthropicProvider {
     client: reqwest::Client,
-    base_url: String,
+    /// `{base_url}/v1/messages`.
+    messages: Endpoint,
     settings: HttpSettings,
 }
 
@@ -42,15 +43,15 @@ impl AnthropicProvider {
     pub fn new(base_url: impl Into<String>, settings: HttpSettings) -> Result<Self, ProviderError> {
         Ok(Self {
             client: build_client(settings)?,
-            base_url: base_url.into(),
+            messages: Endpoint::new(&base_url.into(), "v1/messages"),
             settings,
         })
     }
 
     fn post(&self, credential: Option<&Credential>) -> Result<reqwest::RequestBuilder, ProviderError> {
         let mut builder = self
-            .client
-            .post(join_url(&self.base_url, "v1/messages"))
+            .messages
+            .post(&self.client)
             .header("anthropic-version", API_VERSION);
         match credential.map(|c| &c.secret) {
             None => {}

@@ -17,7 +17,7 @@ use metaforge_ports::{
 use serde_json::Value;
 
 use crate::frames::{Frame, StreamDecoder, collect_stream, cut_stream, decode_frames, sse_frames};
-use crate::http::{HttpSettings, build_client, join_url, send};
+use crate::http::{Endpoint, HttpSettings, build_client, send};
 use crate::wire::usage_object;
 
 mod wire;
@@ -29,7 +29,8 @@ pub use wire::{ResponsesRequest, request_body};
 #[derive(Debug, Clone)]
 pub struct CodexProvider {
     client: reqwest::Client,
-    base_url: String,
+    /// `{base_url}/responses`.
+    responses: Endpoint,
     settings: HttpSettings,
 }
 
@@ -115,7 +116,7 @@ impl CodexProvider {
     pub fn new(base_url: impl Into<String>, settings: HttpSettings) -> Result<Self, ProviderError> {
         Ok(Self {
             client: build_client(settings)?,
-            base_url: base_url.into(),
+            responses: Endpoint::new(&base_url.into(), "responses"),
             settings,
         })
     }
@@ -126,8 +127,8 @@ impl CodexProvider {
         credential: Option<&Credential>,
     ) -> Result<LlmEventStream, ProviderError> {
         let mut builder = self
-            .client
-            .post(join_url(&self.base_url, "responses"))
+            .responses
+            .post(&self.client)
             .header("OpenAI-Beta", "responses=experimental")
             .header("originator", "codex_cli_rs")
             .header("accept", "text/event-stream");

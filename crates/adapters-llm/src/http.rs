@@ -165,6 +165,36 @@ pub(crate) fn provider_message(body: &str) -> String {
     from_json.unwrap_or_else(|| body.chars().take(2000).collect())
 }
 
+/// A provider's URL joined and parsed once, when the adapter is built: a request then clones it
+/// instead of parsing a string (URL parsing, IDNA included, showed in the gateway's profile).
+#[derive(Debug, Clone)]
+pub(crate) enum Endpoint {
+    /// The parsed URL.
+    Parsed(reqwest::Url),
+    /// A URL that does not parse: handed to reqwest as text, so each request fails as it would
+    /// have (a builder error naming the URL) rather than the adapter failing to build.
+    Unparsed(String),
+}
+
+impl Endpoint {
+    /// `base` and `path` joined with exactly one slash.
+    pub(crate) fn new(base: &str, path: &str) -> Self {
+        let joined = join_url(base, path);
+        match reqwest::Url::parse(&joined) {
+            Ok(url) => Self::Parsed(url),
+            Err(_) => Self::Unparsed(joined),
+        }
+    }
+
+    /// A POST to this endpoint.
+    pub(crate) fn post(&self, client: &reqwest::Client) -> reqwest::RequestBuilder {
+        match self {
+            Self::Parsed(url) => client.post(url.clone()),
+            Self::Unparsed(text) => client.post(text.as_str()),
+        }
+    }
+}
+
 /// Joins a base URL and a path with exactly one slash.
 pub(crate) fn join_url(base: &str, path: &str) -> String {
     format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))

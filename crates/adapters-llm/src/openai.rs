@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::frames::{
     Frame, StreamDecoder, cut_stream, decode_frames, finish_reason, parse_arguments, sse_frames,
 };
-use crate::http::{HttpSettings, build_client, join_url, read_json, send};
+use crate::http::{Endpoint, HttpSettings, build_client, read_json, send};
 use crate::wire::usage_object;
 
 mod wire;
@@ -31,7 +31,8 @@ use wire::{Chunk, Completion};
 #[derive(Debug, Clone)]
 pub struct OpenAiCompatibleProvider {
     client: reqwest::Client,
-    base_url: String,
+    /// `{base_url}/chat/completions`.
+    completions: Endpoint,
     settings: HttpSettings,
     send_prompt_cache_key: bool,
 }
@@ -46,14 +47,14 @@ impl OpenAiCompatibleProvider {
     ) -> Result<Self, ProviderError> {
         Ok(Self {
             client: build_client(settings)?,
-            base_url: base_url.into(),
+            completions: Endpoint::new(&base_url.into(), "chat/completions"),
             settings,
             send_prompt_cache_key,
         })
     }
 
     fn post(&self, credential: Option<&Credential>) -> Result<reqwest::RequestBuilder, ProviderError> {
-        let mut builder = self.client.post(join_url(&self.base_url, "chat/completions"));
+        let mut builder = self.completions.post(&self.client);
         match credential.map(|c| &c.secret) {
             None => {}
             Some(CredentialSecret::ApiKey { api_key }) => builder = builder.bearer_auth(api_key),

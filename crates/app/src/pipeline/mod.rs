@@ -32,7 +32,7 @@ pub use caching::layout_for_caching;
 pub use retry::RetryPolicy;
 pub use rotation::CredentialRotor;
 pub use slots::{Candidate, DroppedCandidate, ResolvedChain, RoleModelSlots, SlotError, resolve_chain};
-pub use store_sink::{StoreSink, USAGE_BATCH_MAX};
+pub use store_sink::{StoreSink, USAGE_BATCH_MAX, USAGE_COMMIT_WINDOW};
 pub use usage::{CallUsage, UsageScope, UsageSink, current_usage_scope, spawn_in_scope, with_usage_scope};
 
 /// Why nothing can serve `role` when no pipeline runs, naming what a person sets to fix it.

@@ -14,6 +14,12 @@ use crate::usage_metrics::UsageMetrics;
 /// one writer keeps up with the gateway's throughput even when a commit (one fsync) takes 50 ms.
 pub const USAGE_BATCH_MAX: usize = 1024;
 
+/// How long the writer gathers events after the first one before it commits them: at most one
+/// commit (one fsync) per window whatever the rate of calls, where committing each call's event
+/// as it came cost a sixth of a busy gateway's CPU. A kill -9 loses at most the events of this
+/// window and of the commit in flight; a flush commits at once.
+pub const USAGE_COMMIT_WINDOW: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// What the usage writer task is sent.
 #[expect(
     clippy::large_enum_variant,
@@ -28,11 +34,12 @@ enum UsageWrite {
 
 /// Records each pipeline call's usage into the gateway's usage store, so the usage summary
 /// counts chat completions. `record` only queues the event (the response never waits for the
-/// disk); one writer task commits whatever is queued in one transaction (group commit, at most
-/// [`USAGE_BATCH_MAX`] events each), so a burst of calls costs one fsync, not one per call.
+/// disk); one writer task commits what queues within [`USAGE_COMMIT_WINDOW`] in one transaction
+/// (group commit, at most [`USAGE_BATCH_MAX`] events each), so a burst of calls costs one fsync,
+/// not one per call.
 /// [`StoreSink::flush`] commits everything queued before it (the binary calls it on a
-/// graceful stop); on a kill only the batch being committed and the events queued behind it can
-/// be lost. A failed write is logged, never silently dropped.
+/// graceful stop); on a kill only the window being gathered, the batch being committed and the
+/// events queued behind them can be lost. A failed write is logged, never silently dropped.
 pub struct StoreSink {
     clock: Arc<dyn Clock>,
     metrics: Option<Arc<UsageMetrics>>,
@@ -95,8 +102,9 @@ impl UsageSink for StoreSink {
     }
 }
 
-/// The usage writer: takes every event already queued (up to [`USAGE_BATCH_MAX`]) and commits
-/// them in one transaction, then answers the flushes it took; ends when every sink is dropped.
+/// The usage writer: from the first event queued it gathers for [`USAGE_COMMIT_WINDOW`] (or
+/// until [`USAGE_BATCH_MAX`] events, or a flush, arrive) and commits them in one transaction, then
+/// answers the flushes it took; ends when every sink is dropped, committing what it holds.
 async fn write_usage(
     store: Arc<dyn UsageStore>,
     mut queue: tokio::sync::mpsc::UnboundedReceiver<UsageWrite>,
@@ -104,14 +112,25 @@ async fn write_usage(
     let mut batch: Vec<UsageEvent> = Vec::with_capacity(USAGE_BATCH_MAX);
     let mut flushes = Vec::new();
     while let Some(first) = queue.recv().await {
+        let window_ends = tokio::time::Instant::now() + USAGE_COMMIT_WINDOW;
         let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                UsageWrite::Event(event) => batch.push(event),
-                UsageWrite::Flush(done) => flushes.push(done),
+        loop {
+            while let Some(message) = next.take() {
+                match message {
+                    UsageWrite::Event(event) => batch.push(event),
+                    UsageWrite::Flush(done) => flushes.push(done),
+                }
+                if batch.len() < USAGE_BATCH_MAX {
+                    next = queue.try_recv().ok();
+                }
             }
-            if batch.len() < USAGE_BATCH_MAX {
-                next = queue.try_recv().ok();
+            if !flushes.is_empty() || batch.len() >= USAGE_BATCH_MAX {
+                break;
+            }
+            match tokio::time::timeout_at(window_ends, queue.recv()).await {
+                Ok(Some(message)) => next = Some(message),
+                // The window is over, or every sink is gone: commit what is held.
+                Ok(None) | Err(_) => break,
             }
         }
         if !batch.is_empty() {
@@ -135,5 +154,123 @@ async fn commit_usage(store: &dyn UsageStore, batch: &[UsageEvent]) {
         if let Err(err) = store.record(event.clone()).await {
             tracing::error!(event = "llm_usage_not_recorded", provider = %event.provider, error = %err, "usage store write failed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use metaforge_ports::{PortError, Timestamp};
+    use metaforge_test_support::clock::ManualClock;
+
+    use super::*;
+
+    /// A usage store that keeps the size of every batch committed to it.
+    #[derive(Default)]
+    struct Batches(Mutex<Vec<usize>>);
+
+    impl Batches {
+        fn sizes(&self) -> Vec<usize> {
+            self.0.lock().map(|b| b.clone()).unwrap_or_default()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl UsageStore for Batches {
+        async fn record(&self, event: UsageEvent) -> Result<(), PortError> {
+            self.record_batch(&[event]).await
+        }
+        async fn record_batch(&self, events: &[UsageEvent]) -> Result<(), PortError> {
+            if let Ok(mut batches) = self.0.lock() {
+                batches.push(events.len());
+            }
+            Ok(())
+        }
+        async fn events_for_run(&self, _run_id: &str) -> Result<Vec<UsageEvent>, PortError> {
+            Ok(Vec::new())
+        }
+        async fn events_since(&self, _since: Timestamp) -> Result<Vec<UsageEvent>, PortError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn call() -> CallUsage {
+        CallUsage {
+            event: UsageEvent {
+                provider: "openai".into(),
+                model: "gpt-4o-mini".into(),
+                ..UsageEvent::default()
+            },
+            raw: None,
+        }
+    }
+
+    /// Lets the writer task run until it waits again.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn events_within_one_window_are_one_commit_and_none_is_committed_before_it_ends() {
+        let store = Arc::new(Batches::default());
+        let sink = StoreSink::new(
+            Arc::clone(&store) as Arc<dyn UsageStore>,
+            Arc::new(ManualClock::fixed()),
+        );
+        sink.record(call());
+        settle().await;
+        tokio::time::advance(USAGE_COMMIT_WINDOW / 2).await;
+        sink.record(call());
+        sink.record(call());
+        settle().await;
+        assert!(store.sizes().is_empty(), "committed before the window ended");
+        tokio::time::advance(USAGE_COMMIT_WINDOW).await;
+        settle().await;
+        assert_eq!(store.sizes(), vec![3]);
+        // The next event opens a new window.
+        sink.record(call());
+        settle().await;
+        assert_eq!(store.sizes(), vec![3]);
+        tokio::time::advance(USAGE_COMMIT_WINDOW * 2).await;
+        settle().await;
+        assert_eq!(store.sizes(), vec![3, 1]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flush_commits_at_once_without_waiting_for_the_window() {
+        let store = Arc::new(Batches::default());
+        let sink = StoreSink::new(
+            Arc::clone(&store) as Arc<dyn UsageStore>,
+            Arc::new(ManualClock::fixed()),
+        );
+        sink.record(call());
+        sink.record(call());
+        let started = tokio::time::Instant::now();
+        sink.flush().await;
+        assert_eq!(store.sizes(), vec![2]);
+        assert!(
+            started.elapsed() < USAGE_COMMIT_WINDOW,
+            "the flush waited for the window"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_is_committed_before_its_window_ends() {
+        let store = Arc::new(Batches::default());
+        let sink = StoreSink::new(
+            Arc::clone(&store) as Arc<dyn UsageStore>,
+            Arc::new(ManualClock::fixed()),
+        );
+        for _ in 0..USAGE_BATCH_MAX + 1 {
+            sink.record(call());
+        }
+        settle().await;
+        assert_eq!(store.sizes(), vec![USAGE_BATCH_MAX]);
+        tokio::time::advance(USAGE_COMMIT_WINDOW).await;
+        settle().await;
+        assert_eq!(store.sizes(), vec![USAGE_BATCH_MAX, 1]);
     }
 }
