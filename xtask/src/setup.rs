@@ -63,6 +63,7 @@ pub(crate) fn ensure() -> Result<()> {
     cargo_tool("deny", "cargo-deny")?;
     promtool()?;
     chromium()?;
+    postgresql()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
     let node = tools.join("node");
@@ -104,6 +105,17 @@ fn promtool() -> Result<()> {
         return Ok(());
     }
     debian_packages("promtool", &["prometheus"])
+}
+
+/// Debian's PostgreSQL server binaries: each PostgreSQL ledger test runs `initdb` and `postgres`
+/// itself on a temporary directory (the package's own cluster is not used).
+fn postgresql() -> Result<()> {
+    let installed = std::fs::read_dir("/usr/lib/postgresql")
+        .is_ok_and(|mut majors| majors.any(|m| m.is_ok_and(|m| m.path().join("bin/initdb").exists())));
+    if installed {
+        return Ok(());
+    }
+    debian_packages("postgresql", &["postgresql"])
 }
 
 /// Debian's Chromium, which the console's browser tests drive headless.

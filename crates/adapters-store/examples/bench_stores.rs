@@ -1,8 +1,10 @@
 //! Store throughput: approval park+decide, usage inserts and twin node+edge commits per second
-//! on SQLite (WAL, `synchronous=FULL`: every commit is durable), and — with the `falkordb`
-//! feature — twin commits on a real FalkorDB server this program starts and stops.
+//! on SQLite (WAL, `synchronous=FULL`: every commit is durable); with the `falkordb` feature,
+//! twin commits on a real FalkorDB server this program starts and stops; with `--postgres` (and
+//! the `postgres` feature), approval park+decide and usage inserts on a real PostgreSQL server
+//! it starts on a temporary directory (`fsync=on`, synchronous commits: durable like SQLite).
 //!
-//! Run through `cargo xtask bench stores`. Prints one table.
+//! Run through `cargo xtask bench stores [N] [--postgres]`. Prints one table.
 #![expect(
     clippy::disallowed_methods,
     reason = "a benchmark configured through its environment"
@@ -34,9 +36,8 @@ struct Row {
     seconds: f64,
 }
 
-async fn approvals(n: usize, dir: &std::path::Path) -> BenchResult<Row> {
-    let ledger =
-        SqliteApprovalLedger::open(&dir.join("tool_approvals_ledger.db"), Arc::new(SystemClock)).await?;
+/// `n` holds parked and decided one after the other on `ledger`.
+async fn approvals(engine: &'static str, ledger: &dyn ApprovalLedger, n: usize) -> BenchResult<Row> {
     let start = Instant::now();
     for i in 0..n {
         let id = uuid::Uuid::now_v7().to_string();
@@ -69,15 +70,15 @@ async fn approvals(n: usize, dir: &std::path::Path) -> BenchResult<Row> {
             .await?;
     }
     Ok(Row {
-        engine: "sqlite",
+        engine,
         what: "approval park+decide",
         ops: n,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
 
-async fn usage(n: usize, dir: &std::path::Path) -> BenchResult<Row> {
-    let store = SqliteUsageStore::open(&dir.join("llm_usage.db")).await?;
+/// `n` usage events recorded one call each on `store`.
+async fn usage(engine: &'static str, store: &dyn UsageStore, n: usize) -> BenchResult<Row> {
     let start = Instant::now();
     for i in 0..n {
         store
@@ -100,7 +101,7 @@ async fn usage(n: usize, dir: &std::path::Path) -> BenchResult<Row> {
             .await?;
     }
     Ok(Row {
-        engine: "sqlite",
+        engine,
         what: "usage event insert",
         ops: n,
         seconds: start.elapsed().as_secs_f64(),
@@ -225,17 +226,48 @@ async fn engine_rows(n: usize) -> BenchResult<Vec<Row>> {
     }
 }
 
+/// Approval park+decide and usage inserts on a PostgreSQL server started for the run.
+#[cfg(feature = "postgres")]
+async fn postgres_rows(n: usize) -> BenchResult<Vec<Row>> {
+    use metaforge_adapters_store::postgres::{PgApprovalLedger, PgUsageStore};
+    use metaforge_test_support::postgres::PostgresServer;
+    let bin = metaforge_test_support::postgres::server_bin_dir()
+        .ok_or("PostgreSQL is not installed: run `apt-get install postgresql`")?;
+    let dir = tempfile::tempdir()?;
+    let server = PostgresServer::start(&bin, dir.path()).map_err(|e| e.to_string())?;
+    let ledger = PgApprovalLedger::open(&server.url, Arc::new(SystemClock)).await?;
+    let store = PgUsageStore::open(&server.url).await?;
+    Ok(vec![
+        approvals("postgres", &ledger, n).await?,
+        usage("postgres", &store, n * 4).await?,
+    ])
+}
+
+#[cfg(not(feature = "postgres"))]
+async fn postgres_rows(_n: usize) -> BenchResult<Vec<Row>> {
+    Err("--postgres needs the `postgres` feature (cargo xtask bench stores --postgres sets it)".into())
+}
+
 #[tokio::main]
 async fn main() -> BenchResult<()> {
     let dir = tempfile::tempdir()?;
-    let n: usize = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let on_postgres = args.iter().any(|a| a == "--postgres");
+    let n: usize = args
+        .iter()
+        .find(|a| !a.starts_with("--"))
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(500);
+    let sqlite_approvals = SqliteApprovalLedger::open(
+        &dir.path().join("tool_approvals_ledger.db"),
+        Arc::new(SystemClock),
+    )
+    .await?;
+    let sqlite_usage = SqliteUsageStore::open(&dir.path().join("llm_usage.db")).await?;
     let mut rows = vec![
-        approvals(n, dir.path()).await?,
-        usage(n * 4, dir.path()).await?,
+        approvals("sqlite", &sqlite_approvals, n).await?,
+        usage("sqlite", &sqlite_usage, n * 4).await?,
         twin(
             "sqlite",
             &SqliteTwinStore::open(&dir.path().join("twin.db")).await?,
@@ -244,6 +276,9 @@ async fn main() -> BenchResult<()> {
         .await?,
     ];
     rows.extend(engine_rows(n).await?);
+    if on_postgres {
+        rows.extend(postgres_rows(n).await?);
+    }
     println!("| engine   | operation                      |     ops |  seconds |    ops/s |");
     println!("|----------|--------------------------------|--------:|---------:|---------:|");
     for r in &rows {
@@ -259,8 +294,9 @@ async fn main() -> BenchResult<()> {
     if !cfg!(feature = "falkordb") {
         println!("(FalkorDB row skipped: built without the `falkordb` feature)");
     }
-    println!(
-        "approvals and usage have no FalkorDB adapter (ledgers are SQLite; only the twin runs on FalkorDB)"
-    );
+    if !on_postgres {
+        println!("(PostgreSQL rows skipped: run with --postgres)");
+    }
+    println!("the twin runs on SQLite or FalkorDB; the ledgers on SQLite or PostgreSQL");
     Ok(())
 }

@@ -10,6 +10,7 @@
 #![recursion_limit = "256"]
 
 pub mod approvals;
+mod codec;
 pub mod paths;
 mod selection_file;
 mod sqlite;
@@ -41,6 +42,8 @@ pub mod twin_falkordb;
 pub use twin_falkordb::FalkorTwinStore;
 #[cfg(feature = "kafka")]
 pub mod kafka_bus;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 
 #[cfg(feature = "kafka")]
 pub use kafka_bus::{KafkaEventBus, start_event_bus};

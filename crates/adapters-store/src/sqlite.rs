@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use metaforge_ports::{PortError, PortErrorKind, Timestamp};
 
+pub(crate) use crate::codec::{corrupt_label, label, limit_i64, not_found, parse_json, parse_label, to_json};
+
 use crate::paths::{create_private_dir, ensure_private_file, tighten_if_present};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Sqlite, SqlitePool, Transaction};
@@ -132,61 +134,4 @@ pub(crate) fn parse_ts(column: &str, text: &str) -> Result<Timestamp, PortError>
 /// Decodes an optional stored timestamp.
 pub(crate) fn parse_opt_ts(column: &str, text: Option<String>) -> Result<Option<Timestamp>, PortError> {
     text.map(|t| parse_ts(column, &t)).transpose()
-}
-
-/// A stored enum label that no longer parses is `Corrupt`, naming the column and value.
-pub(crate) fn corrupt_label(column: &str, value: &str) -> PortError {
-    PortError::new(
-        PortErrorKind::Corrupt,
-        format!("stored {column} {value:?} is not a known value"),
-    )
-}
-
-/// Decodes a stored JSON column.
-pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, PortError> {
-    serde_json::from_str(text).map_err(|e| {
-        PortError::with_source(
-            PortErrorKind::Corrupt,
-            format!("stored {column} is not valid JSON"),
-            e,
-        )
-    })
-}
-
-/// Encodes a JSON column.
-pub(crate) fn to_json<T: serde::Serialize>(column: &str, value: &T) -> Result<String, PortError> {
-    serde_json::to_string(value).map_err(|e| {
-        PortError::with_source(
-            PortErrorKind::Invalid,
-            format!("{column} cannot be encoded as JSON"),
-            e,
-        )
-    })
-}
-
-/// A limit for a `LIMIT ?` bind (SQLite takes i64).
-pub(crate) fn limit_i64(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
-}
-
-/// `NotFound` naming what was looked up.
-pub(crate) fn not_found(what: &str, id: &str) -> PortError {
-    PortError::new(PortErrorKind::NotFound, format!("{what} {id:?} does not exist"))
-}
-
-/// The serde label of a unit enum variant (its snake_case name), used as the stored value.
-pub(crate) fn label<T: serde::Serialize>(value: &T) -> Result<String, PortError> {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(s)) => Ok(s),
-        _ => Err(PortError::new(
-            PortErrorKind::Internal,
-            "an enum value has no string label",
-        )),
-    }
-}
-
-/// Parses a stored serde label back into its enum; an unknown label is `Corrupt`.
-pub(crate) fn parse_label<T: serde::de::DeserializeOwned>(column: &str, value: &str) -> Result<T, PortError> {
-    serde_json::from_value(serde_json::Value::String(value.to_owned()))
-        .map_err(|_| corrupt_label(column, value))
 }

@@ -1,13 +1,14 @@
 //! One way to open the approval ledger and the flow-version store, for every process that opens
-//! them (`metaforge gateway`/`up` and a local `metaforge mcp serve`): the same directories
-//! (created private), the same write-through SQLite stores, and the same start-up check that
-//! reads every stored version back against its hash and serves none that fails it.
+//! them (`metaforge gateway`/`up` and a local `metaforge mcp serve`): the same engine
+//! (`METAFORGE_DATABASE_URL`, else SQLite files in private directories), and the same start-up
+//! check that reads every stored version back against its hash and serves none that fails it.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
 use metaforge_ports::{ApprovalLedger, Clock, FlowVersionRestore, FlowVersionStore};
+
+use crate::ledger_engine::LedgerEngine;
 
 /// The two ledgers, open and checked.
 pub(crate) struct Ledgers {
@@ -19,34 +20,34 @@ pub(crate) struct Ledgers {
     pub(crate) restored: FlowVersionRestore,
 }
 
-/// Opens both ledgers at their paths; an error names the file that could not be opened.
+/// Opens both ledgers on `engine` (at their paths when it is the files); an error names the
+/// file or server that could not be opened.
 pub(crate) async fn open_ledgers(
+    engine: &LedgerEngine,
     approvals_path: &Path,
     versions_path: &Path,
     clock: &Arc<dyn Clock>,
 ) -> Result<Ledgers, String> {
-    for path in [approvals_path, versions_path] {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            metaforge_adapters_store::paths::create_private_dir(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if *engine == LedgerEngine::Files {
+        for path in [approvals_path, versions_path] {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                metaforge_adapters_store::paths::create_private_dir(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            }
         }
     }
-    let approvals = SqliteApprovalLedger::open(approvals_path, Arc::clone(clock))
-        .await
-        .map_err(|e| format!("approval ledger {}: {e}", approvals_path.display()))?;
-    let versions = SqliteFlowVersionStore::open(versions_path)
-        .await
-        .map_err(|e| format!("flow-version store {}: {e}", versions_path.display()))?;
+    let approvals = engine.approvals(approvals_path, clock).await?;
+    let versions = engine.flow_versions(versions_path).await?;
     let restored = versions
         .restore()
         .await
-        .map_err(|e| format!("flow-version store {}: {e}", versions_path.display()))?;
+        .map_err(|e| format!("flow-version store {}: {e}", engine.describe(versions_path)))?;
     for skipped in &restored.skipped {
         tracing::error!(event = "flow_version_skipped", id = %skipped.id, reason = %skipped.reason, "stored flow version failed its hash check; not served");
     }
     Ok(Ledgers {
-        approvals: Arc::new(approvals),
-        versions: Arc::new(versions),
+        approvals,
+        versions,
         restored,
     })
 }
@@ -63,9 +64,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("nested").join("home");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let ledgers = open_ledgers(&home.join("approvals.db"), &home.join("versions.db"), &clock)
-            .await
-            .unwrap();
+        let ledgers = open_ledgers(
+            &LedgerEngine::Files,
+            &home.join("approvals.db"),
+            &home.join("versions.db"),
+            &clock,
+        )
+        .await
+        .unwrap();
         let mode = std::fs::metadata(&home).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "the ledgers' directory is private");
         assert!(ledgers.restored.restored.is_empty() && ledgers.restored.skipped.is_empty());
@@ -79,7 +85,14 @@ mod tests {
         std::fs::write(&blocker, b"a file where the directory should be").unwrap();
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let approvals = dir.path().join("approvals.db");
-        let Err(message) = open_ledgers(&approvals, &blocker.join("versions.db"), &clock).await else {
+        let Err(message) = open_ledgers(
+            &LedgerEngine::Files,
+            &approvals,
+            &blocker.join("versions.db"),
+            &clock,
+        )
+        .await
+        else {
             unreachable!("a versions path under a file cannot open")
         };
         assert!(message.contains("not-a-dir"), "{message}");

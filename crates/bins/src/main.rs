@@ -4,6 +4,7 @@
 
 mod banner;
 mod cmd;
+mod ledger_engine;
 mod ledgers;
 mod listen;
 mod providers_config;

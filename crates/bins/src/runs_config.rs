@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{SqliteClientTaskStore, SqliteRunLedger};
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
@@ -75,7 +74,9 @@ impl ComposedRuns {
 
 /// The ports the runs composition shares with the rest of the gateway.
 pub(crate) struct RunInputs<'a> {
-    /// The run ledger's file.
+    /// Where the run ledger and the client tasks live (`METAFORGE_DATABASE_URL`).
+    pub(crate) ledgers: &'a crate::ledger_engine::LedgerEngine,
+    /// The run ledger's file (under the SQLite files).
     pub(crate) runs_path: &'a Path,
     /// The client-task store's file.
     pub(crate) tasks_path: &'a Path,
@@ -111,19 +112,16 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     let kind = inputs.engine.unwrap_or(inputs.settings.engine);
     let default_intelligence = inputs.settings.intelligence;
     let gate_timeout_seconds = inputs.settings.gate_timeout_seconds;
-    let open = |what: &str, path: &Path, e: metaforge_ports::PortError| {
-        StartError::Runtime(format!("{what} {}: {e}", path.display()))
-    };
-    let runs: Arc<dyn RunLedger> = Arc::new(
-        SqliteRunLedger::open(inputs.runs_path)
-            .await
-            .map_err(|e| open("run ledger", inputs.runs_path, e))?,
-    );
-    let tasks: Arc<dyn ClientTaskStore> = Arc::new(
-        SqliteClientTaskStore::open(inputs.tasks_path, Arc::clone(&runs))
-            .await
-            .map_err(|e| open("client tasks", inputs.tasks_path, e))?,
-    );
+    let runs: Arc<dyn RunLedger> = inputs
+        .ledgers
+        .runs(inputs.runs_path)
+        .await
+        .map_err(StartError::Runtime)?;
+    let tasks: Arc<dyn ClientTaskStore> = inputs
+        .ledgers
+        .client_tasks(inputs.tasks_path, &runs)
+        .await
+        .map_err(StartError::Runtime)?;
     let twin = inputs.twin;
     let bus = event_bus(inputs.settings.kafka_bootstrap.clone()).await?;
     let service_ports = RunServicePorts {

@@ -162,6 +162,8 @@ pub(crate) struct Settings {
     pub(crate) skills_dirs: Option<String>,
     /// The runs' variables.
     pub(crate) runs: RunSettings,
+    /// `METAFORGE_DATABASE_URL`: the SQLite files, or one PostgreSQL server for every ledger.
+    pub(crate) ledgers: crate::ledger_engine::LedgerEngine,
 }
 
 impl Settings {
@@ -274,7 +276,15 @@ impl Settings {
                 metaforge_domain::usage::DEFAULT_RUN_SPEND_ALERT_USD
             }),
         };
+        let ledgers = crate::ledger_engine::LedgerEngine::from_setting(
+            env.raw(crate::ledger_engine::DATABASE_URL_ENV).as_deref(),
+        )
+        .unwrap_or_else(|problem| {
+            check(Err(problem));
+            crate::ledger_engine::LedgerEngine::Files
+        });
         let settings = Self {
+            ledgers,
             store,
             user_home,
             credentials_path,

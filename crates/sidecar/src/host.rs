@@ -117,16 +117,24 @@ struct HostedTool {
     handler: Arc<dyn SidecarTool>,
     /// The descriptor's input schema, compiled: the arguments every call is checked against.
     arguments: ArgumentSchema,
-    /// The handler's gate spec and its input schema compiled, for the domain's decision.
+    /// The handler's gate spec and its input schema compiled, for the domain's decision
+    /// (permissive when it is the descriptor's schema, which `arguments` already checked).
     gate: ToolSpec,
     gate_arguments: ArgumentSchema,
 }
 
 impl HostedTool {
     fn new(handler: Arc<dyn SidecarTool>) -> Self {
-        let arguments = ArgumentSchema::compile(Some(&handler.descriptor().input_schema));
+        let input_schema = handler.descriptor().input_schema;
+        let arguments = ArgumentSchema::compile(Some(&input_schema));
         let gate = handler.gate_spec();
-        let gate_arguments = ArgumentSchema::compile(gate.input_schema.as_ref());
+        // Every call is checked against the descriptor's schema before the gate decides; when
+        // the gate's schema is that same schema, the gate does not walk the arguments again.
+        let gate_arguments = if gate.input_schema.as_ref() == Some(&input_schema) {
+            ArgumentSchema::compile(None)
+        } else {
+            ArgumentSchema::compile(gate.input_schema.as_ref())
+        };
         Self {
             handler,
             arguments,

@@ -19,6 +19,7 @@ pub mod doubles;
 pub mod net;
 pub mod peers;
 pub mod phase_model;
+pub mod postgres;
 pub mod process;
 pub mod skills;
 pub mod temporal;

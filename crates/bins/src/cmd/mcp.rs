@@ -292,11 +292,11 @@ async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, St
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let crate::ledgers::Ledgers {
         approvals, versions, ..
-    } = crate::ledgers::open_ledgers(approvals_path, versions_path, &clock).await?;
+    } = crate::ledgers::open_ledgers(&settings.ledgers, approvals_path, versions_path, &clock).await?;
     tracing::info!(
         event = "mcp_sidecar_ledgers",
-        approvals = %approvals_path.display(),
-        flow_versions = %versions_path.display(),
+        approvals = %settings.ledgers.describe(approvals_path),
+        flow_versions = %settings.ledgers.describe(versions_path),
     );
     // No approver is known to reach this process (it is not the gateway): every hold it parks is
     // logged and counted so the ApprovalHoldWithNoApprover alert can say so.

@@ -6,7 +6,7 @@ use std::num::NonZeroU32;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use metaforge_adapters_store::{FileSelectionStore, SELECTION_FILE, SqliteUsageStore, StorePaths};
+use metaforge_adapters_store::{FileSelectionStore, SELECTION_FILE, StorePaths};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flows::FlowService;
 use metaforge_app::pipeline::StoreSink as UsageStoreSink;
@@ -129,7 +129,7 @@ pub(crate) async fn compose_as(
         approvals: ledger,
         versions,
         restored,
-    } = crate::ledgers::open_ledgers(&approvals_path, &versions_path, &clock)
+    } = crate::ledgers::open_ledgers(&settings.ledgers, &approvals_path, &versions_path, &clock)
         .await
         .map_err(StartError::Runtime)?;
     let approvals = Arc::new(
@@ -147,19 +147,19 @@ pub(crate) async fn compose_as(
         .map_err(|e| StartError::Runtime(e.to_string()))?;
     tracing::info!(
         event = "ledgers_restored",
-        approvals = %approvals_path.display(),
-        flow_versions = %versions_path.display(),
+        approvals = %settings.ledgers.describe(&approvals_path),
+        flow_versions = %settings.ledgers.describe(&versions_path),
         versions_served = restored.restored.len(),
         versions_skipped = restored.skipped.len(),
         orphaned_holds = orphaned,
         decisions_carried = carried,
         "ledgers open"
     );
-    let usage = Arc::new(
-        SqliteUsageStore::open(&paths.llm_usage)
-            .await
-            .map_err(|e| StartError::Runtime(e.to_string()))?,
-    );
+    let usage = settings
+        .ledgers
+        .usage(&paths.llm_usage)
+        .await
+        .map_err(StartError::Runtime)?;
     let flows = Arc::new(FlowService::new(
         Arc::clone(&versions),
         Arc::clone(&ledger),
@@ -172,7 +172,7 @@ pub(crate) async fn compose_as(
         .await
         .map_err(|e| StartError::Config(format!("credentials: {e}")))?;
     let harness = harness_config(&paths, &settings.routing, providers_config::credentialed(&rows))?;
-    let store: Arc<dyn UsageStore> = usage.clone();
+    let store = Arc::clone(&usage);
     let (pipeline, usage_sink) =
         gateway_pipeline(&harness, &rows, store, Arc::clone(&clock), settings).await?;
     let auth = Arc::new(
@@ -225,8 +225,18 @@ pub(crate) async fn compose_as(
         &ids,
         chat_settings.loop_mode,
     );
-    let chat = compose_chat(&paths, agent.clone(), &tools, &clock, &ids, chat_settings).await?;
+    let chat = compose_chat(
+        &settings.ledgers,
+        &paths,
+        agent.clone(),
+        &tools,
+        &clock,
+        &ids,
+        chat_settings,
+    )
+    .await?;
     let runs = crate::runs_config::compose_runs(crate::runs_config::RunInputs {
+        ledgers: &settings.ledgers,
         runs_path: &paths
             .runs
             .clone()
@@ -385,6 +395,7 @@ fn compose_agent(
 
 /// Chat threads: the session ledger and the agent loop.
 async fn compose_chat(
+    ledgers: &crate::ledger_engine::LedgerEngine,
     paths: &StorePaths,
     agent: metaforge_agent::Agent,
     tools: &crate::tool_servers::ComposedTools,
@@ -392,14 +403,13 @@ async fn compose_chat(
     ids: &Arc<dyn IdGen>,
     settings: metaforge_app::chat::ChatSettings,
 ) -> Result<Arc<metaforge_app::chat::ChatService>, StartError> {
-    let sessions = Arc::new(
-        metaforge_adapters_store::SqliteSessionStore::open(&paths.sessions)
-            .await
-            .map_err(|e| StartError::Runtime(format!("{}: {e}", paths.sessions.display())))?,
-    );
+    let sessions = ledgers
+        .sessions(&paths.sessions)
+        .await
+        .map_err(StartError::Runtime)?;
     tracing::info!(
         event = "chat_composed",
-        sessions = %paths.sessions.display(),
+        sessions = %ledgers.describe(&paths.sessions),
         max_iterations = settings.max_iterations,
         token_budget = settings.token_budget.unwrap_or(0),
         disabled_gates = %settings.disabled_gates.join(","),

@@ -32,6 +32,12 @@ pub(crate) const VARIABLES: &[Variable] = &[
         effect: "Where the ledgers live; created 0700, every file 0600.",
     },
     Variable {
+        names: &["METAFORGE_DATABASE_URL"],
+        flag: None,
+        default: "unset (SQLite files)",
+        effect: "The approval ledger, flow versions, usage and sessions on one PostgreSQL server, `postgres://user[:password]@host:port/database`, one schema per ledger, so several gateways share them (their `*_PATH` variables are then unused); runs and client tasks stay in their SQLite files for now, said at start (`ledger_kept_in_file`). Another scheme is an error naming the variable; an unreachable server fails start-up (no fallback to the files).",
+    },
+    Variable {
         names: &["METAFORGE_TOOL_APPROVALS_LEDGER_PATH"],
         flag: None,
         default: "`$METAFORGE_HOME/tool_approvals_ledger.db`",

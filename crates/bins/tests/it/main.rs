@@ -17,6 +17,8 @@ mod logs_process;
 mod mcp_conformance;
 mod mcp_held_writes;
 mod mcp_peers;
+#[cfg(feature = "postgres")]
+mod postgres_gateways;
 mod run_crash_loop;
 #[path = "../run_support/mod.rs"]
 #[expect(dead_code, reason = "the stall hook is used only by the Temporal binary")]

@@ -1,0 +1,147 @@
+//! Every ledger on one PostgreSQL server (`METAFORGE_DATABASE_URL=postgres://…`), for several
+//! gateways and workers sharing one ledger each: the seed's "exactly one ledger" across hosts.
+//!
+//! Each ledger keeps its own PostgreSQL schema (`metaforge_approvals`, `metaforge_runs`, …) with its
+//! own migration history, exactly as each SQLite ledger keeps its own file: a ledger's
+//! migrations never collide with another's, and a database holding other applications' tables is
+//! left alone. Timestamps are `timestamptz` (microseconds, like the SQLite encoding); JSON
+//! columns hold the exact text the SQLite ledgers hold, so hashes over stored JSON agree.
+//!
+//! Writes that race (two gateways deciding one hold) are transactions that lock the row they
+//! read (`SELECT … FOR UPDATE`) and then update it on its expected state: the second writer waits
+//! for the first to commit, reads the closed row and answers a conflict. Nothing is retried
+//! silently.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use metaforge_ports::{PortError, PortErrorKind};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, PgPool};
+
+pub mod approvals;
+pub mod flow_versions;
+pub mod sessions;
+pub mod usage;
+
+pub use approvals::PgApprovalLedger;
+pub use flow_versions::PgFlowVersionStore;
+pub use sessions::PgSessionStore;
+pub use usage::PgUsageStore;
+
+/// Connections each ledger's pool may hold: six ledgers per process keep a gateway, a second
+/// gateway and a worker (72 connections) under PostgreSQL's default `max_connections` of 100.
+const POOL_SIZE: u32 = 4;
+
+/// How long a caller waits for a free pooled connection before the ledger is `Unavailable`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The URL schemes that select PostgreSQL.
+pub const SCHEMES: [&str; 2] = ["postgres://", "postgresql://"];
+
+/// True when `url` names a PostgreSQL server (`postgres://` or `postgresql://`).
+#[must_use]
+pub fn is_postgres_url(url: &str) -> bool {
+    SCHEMES.iter().any(|scheme| url.starts_with(scheme))
+}
+
+/// Connects a pool for the ledger kept in `schema`, creating the schema when it is missing and
+/// running the ledger's migrations inside it. Every pooled connection has `search_path` set to
+/// the schema, so the ledger's statements name bare tables.
+///
+/// # Errors
+/// `Invalid` when the URL does not parse, `Unavailable` when the server cannot be reached or
+/// the migrations fail.
+pub(crate) async fn open_pool(
+    url: &str,
+    schema: &str,
+    migrator: &sqlx::migrate::Migrator,
+) -> Result<PgPool, PortError> {
+    let base = PgConnectOptions::from_str(url).map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Invalid,
+            format!(
+                "METAFORGE_DATABASE_URL is not a PostgreSQL URL ({})",
+                redacted(url)
+            ),
+            e,
+        )
+    })?;
+    // The schema is created over a plain connection first: `search_path` naming a schema that
+    // does not exist yet would leave the migrations nowhere to write.
+    let mut bootstrap = base
+        .clone()
+        .connect()
+        .await
+        .map_err(|e| unreachable_server(url, e))?;
+    // Two processes starting at once may both try to create it; `IF NOT EXISTS` can still race
+    // on the catalogue's unique index, so the creation is serialised by a transaction-scoped
+    // advisory lock keyed on the schema's name.
+    let create = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock(hashtext('{schema}')); \
+         CREATE SCHEMA IF NOT EXISTS {schema}; COMMIT;"
+    );
+    // The schema name is one of the ledgers' constants, never input, so splicing it is safe.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+        .execute(&mut bootstrap)
+        .await
+        .map_err(|e| db_error(&format!("create the schema {schema}"), e))?;
+    drop(bootstrap);
+    let options = base.options([("search_path", schema)]);
+    let pool = PgPoolOptions::new()
+        .max_connections(POOL_SIZE)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_with(options)
+        .await
+        .map_err(|e| unreachable_server(url, e))?;
+    migrator.run(&pool).await.map_err(|e| {
+        PortError::with_source(
+            PortErrorKind::Unavailable,
+            format!("migrating the ledger schema {schema} failed"),
+            e,
+        )
+    })?;
+    Ok(pool)
+}
+
+/// The URL with any password replaced, for messages and logs.
+#[must_use]
+pub fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        Ok(parsed) => parsed.to_string(),
+        Err(_) => "an unparseable URL".to_owned(),
+    }
+}
+
+fn unreachable_server(url: &str, e: sqlx::Error) -> PortError {
+    PortError::with_source(
+        PortErrorKind::Unavailable,
+        format!("cannot connect to the PostgreSQL ledger at {}", redacted(url)),
+        e,
+    )
+}
+
+/// Maps an engine error to a port error by SQLSTATE: a unique or foreign-key violation is
+/// `Conflict`; a serialization failure, deadlock, lock timeout, lost connection or a server
+/// shutting down is `Unavailable` (the caller may retry); anything else `Internal`.
+pub(crate) fn db_error(what: &str, e: sqlx::Error) -> PortError {
+    let kind = match &e {
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("23505" | "23503") => PortErrorKind::Conflict,
+            Some(code) if code.starts_with("40") || code.starts_with("08") || code.starts_with("57") => {
+                PortErrorKind::Unavailable
+            }
+            Some("55P03" | "53300") => PortErrorKind::Unavailable,
+            _ => PortErrorKind::Internal,
+        },
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            PortErrorKind::Unavailable
+        }
+        _ => PortErrorKind::Internal,
+    };
+    PortError::with_source(kind, format!("could not {what}"), e)
+}

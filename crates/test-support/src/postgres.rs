@@ -1,0 +1,187 @@
+//! A real PostgreSQL server of the test's own: `initdb` on a temporary directory, `postgres` on a
+//! free loopback port (its socket in that directory too), ready once `pg_isready` says so, killed
+//! with its process group on drop. PostgreSQL refuses to run as root, so under root (CI) both run
+//! as the Debian package's `postgres` user through `runuser`, on a directory handed to that user.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::net::unused_port;
+use crate::process::ChildGuard;
+
+/// How long a fresh cluster may take to accept connections on two slow cores.
+pub const SERVE_WITHIN: Duration = Duration::from_secs(60);
+
+/// The superuser `initdb` creates (no password: loopback connections are trusted).
+pub const SUPERUSER: &str = "metaforge";
+
+/// The account PostgreSQL runs as when the test runs as root (Debian's package creates it).
+const SERVICE_ACCOUNT: &str = "postgres";
+
+/// The newest `/usr/lib/postgresql/<major>/bin` holding `initdb`, `postgres` and `pg_isready`.
+#[must_use]
+pub fn server_bin_dir() -> Option<PathBuf> {
+    let mut majors: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let major = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            ["initdb", "postgres", "pg_isready"]
+                .iter()
+                .all(|tool| bin.join(tool).exists())
+                .then_some((major, bin))
+        })
+        .collect();
+    majors.sort();
+    majors.pop().map(|(_, bin)| bin)
+}
+
+/// A server that accepts connections.
+#[derive(Debug)]
+pub struct PostgresServer {
+    process: ChildGuard,
+    /// `postgres://metaforge@127.0.0.1:<port>/postgres` (`METAFORGE_DATABASE_URL`).
+    pub url: String,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    bin: PathBuf,
+    data: PathBuf,
+}
+
+/// Why the server did not come up.
+#[derive(Debug)]
+pub struct NotServing(pub String);
+
+impl std::fmt::Display for NotServing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
+}
+
+/// `program` from `bin`, run as the service account when this process is root.
+fn as_server_user(bin: &Path, program: &str) -> Command {
+    if running_as_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", SERVICE_ACCOUNT, "--"]).arg(bin.join(program));
+        command
+    } else {
+        Command::new(bin.join(program))
+    }
+}
+
+impl PostgresServer {
+    /// Creates a cluster in `dir/pgdata` with the binaries in `bin` ([`crate::Peer::Postgres`]'s
+    /// path) and starts it on a free port.
+    ///
+    /// # Errors
+    /// When the cluster cannot be created, the server cannot start, or it does not accept
+    /// connections within [`SERVE_WITHIN`].
+    pub fn start(bin: &Path, dir: &Path) -> Result<Self, NotServing> {
+        let data = dir.join("pgdata");
+        if running_as_root() {
+            // The service account must own the cluster and reach it through `dir`.
+            let owned = Command::new("chown")
+                .arg(format!("{SERVICE_ACCOUNT}:"))
+                .arg(dir)
+                .status()
+                .map_err(|e| NotServing(format!("chown {}: {e}", dir.display())))?;
+            if !owned.success() {
+                return Err(NotServing(format!(
+                    "cannot hand {} to the {SERVICE_ACCOUNT} account",
+                    dir.display()
+                )));
+            }
+        }
+        let init = as_server_user(bin, "initdb")
+            .arg("-D")
+            .arg(&data)
+            .args(["-A", "trust", "-U", SUPERUSER, "-E", "UTF8", "--no-sync"])
+            .stdout(Stdio::null())
+            .output()
+            .map_err(|e| NotServing(format!("initdb could not start: {e}")))?;
+        if !init.status.success() {
+            return Err(NotServing(format!(
+                "initdb failed: {}",
+                String::from_utf8_lossy(&init.stderr)
+            )));
+        }
+        let port = unused_port();
+        let process = ChildGuard::spawn(
+            as_server_user(bin, "postgres")
+                .arg("-D")
+                .arg(&data)
+                .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-k"])
+                .arg(&data)
+                // Enough for two gateways and a worker with a pool per ledger each.
+                .args(["-c", "max_connections=200", "-c", "fsync=on"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null()),
+        )
+        .map_err(|e| NotServing(format!("postgres could not start: {e}")))?;
+        let server = Self {
+            process,
+            url: format!("postgres://{SUPERUSER}@127.0.0.1:{port}/postgres"),
+            port,
+            bin: bin.to_owned(),
+            data,
+        };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&self) -> Result<(), NotServing> {
+        let deadline = Instant::now() + SERVE_WITHIN;
+        loop {
+            let ready = Command::new(self.bin.join("pg_isready"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    SUPERUSER,
+                    "-q",
+                ])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ready {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(NotServing(format!(
+                    "PostgreSQL on 127.0.0.1:{} did not accept connections within {SERVE_WITHIN:?} \
+                     (its cluster: {})",
+                    self.port,
+                    self.data.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills the server with SIGKILL (a crash: nothing flushed beyond what was committed).
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
+}
+
+/// Starts a server for the calling test, or `None` after the skip line when PostgreSQL is not
+/// installed (see [`crate::require`]).
+#[expect(
+    clippy::panic,
+    reason = "an installed PostgreSQL that cannot start fails the test, naming why"
+)]
+#[must_use]
+pub fn start_postgres(dir: &Path) -> Option<PostgresServer> {
+    let bin = crate::require(crate::Peer::Postgres)?;
+    Some(PostgresServer::start(&bin, dir).unwrap_or_else(|e| panic!("{e}")))
+}
