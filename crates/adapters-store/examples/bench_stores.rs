@@ -233,8 +233,7 @@ async fn postgres_rows(n: usize) -> BenchResult<Vec<Row>> {
     use metaforge_test_support::postgres::PostgresServer;
     let bin = metaforge_test_support::postgres::server_bin_dir()
         .ok_or("PostgreSQL is not installed: run `apt-get install postgresql`")?;
-    let dir = tempfile::tempdir()?;
-    let server = PostgresServer::start(&bin, dir.path()).map_err(|e| e.to_string())?;
+    let server = PostgresServer::start(&bin).map_err(|e| e.to_string())?;
     let ledger = PgApprovalLedger::open(&server.url, Arc::new(SystemClock)).await?;
     let store = PgUsageStore::open(&server.url).await?;
     Ok(vec![

@@ -1,14 +1,16 @@
 //! The run ledger on SQLite (FORGE-485): a run's record and status history, and the embedded
 //! engine's transition log (each transition's event, state and commands, appended with
 //! compare-and-set on the sequence in one `BEGIN IMMEDIATE` transaction with the record's status);
-//! a terminal run is never reopened (checked in the transaction and by a trigger).
+//! a terminal run is never reopened (checked in the transaction and by a trigger). The leases on
+//! the ledger's own duties (who drives its embedded runs) live in the same file.
 
 use std::path::Path;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition, Timestamp,
-    check_settle, terminal_run_conflict,
+    Lease, LeaseStore, PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange,
+    RunTransition, Timestamp, check_settle, terminal_run_conflict,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -441,5 +443,86 @@ impl RunLedger for SqliteRunLedger {
             out.push(self.load(row).await?);
         }
         Ok(out)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct LeaseRow {
+    duty: String,
+    holder: String,
+    acquired_at: String,
+    expires_at: String,
+}
+
+impl LeaseRow {
+    fn into_lease(self) -> Result<Lease, PortError> {
+        Ok(Lease {
+            acquired_at: parse_ts("leases.acquired_at", &self.acquired_at)?,
+            expires_at: parse_ts("leases.expires_at", &self.expires_at)?,
+            duty: self.duty,
+            holder: self.holder,
+        })
+    }
+}
+
+/// The run ledger keeps the leases on its own duties (who drives its embedded runs), so every
+/// process on this file sees one holder.
+#[async_trait]
+impl LeaseStore for SqliteRunLedger {
+    async fn acquire(
+        &self,
+        duty: &str,
+        holder: &str,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<Lease, PortError> {
+        // BEGIN IMMEDIATE: the read and the write below are one step for every other writer.
+        let mut tx = begin_write(&self.pool).await?;
+        let current: Option<LeaseRow> =
+            sqlx::query_as("SELECT duty, holder, acquired_at, expires_at FROM leases WHERE duty = ?")
+                .bind(duty)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db_error("read a lease", e))?;
+        let current = current.map(LeaseRow::into_lease).transpose()?;
+        let Some(next) = Lease::next(current.as_ref(), duty, holder, now, ttl)? else {
+            return current.ok_or_else(|| not_found("lease", duty));
+        };
+        sqlx::query(
+            "INSERT INTO leases (duty, holder, acquired_at, expires_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (duty) DO UPDATE SET holder = excluded.holder, \
+             acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+        )
+        .bind(&next.duty)
+        .bind(&next.holder)
+        .bind(ts(next.acquired_at))
+        .bind(ts(next.expires_at))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| db_error("store a lease", e))?;
+        tx.commit().await.map_err(|e| db_error("commit a lease", e))?;
+        Ok(next)
+    }
+
+    async fn release(&self, duty: &str, holder: &str, now: Timestamp) -> Result<(), PortError> {
+        sqlx::query("UPDATE leases SET expires_at = ? WHERE duty = ? AND holder = ? AND expires_at > ?")
+            .bind(ts(now))
+            .bind(duty)
+            .bind(holder)
+            .bind(ts(now))
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db_error("release a lease", e))?;
+        Ok(())
+    }
+
+    async fn lease(&self, duty: &str) -> Result<Option<Lease>, PortError> {
+        let row: Option<LeaseRow> =
+            sqlx::query_as("SELECT duty, holder, acquired_at, expires_at FROM leases WHERE duty = ?")
+                .bind(duty)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(|e| db_error("read a lease", e))?;
+        row.map(LeaseRow::into_lease).transpose()
     }
 }

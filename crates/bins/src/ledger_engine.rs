@@ -11,8 +11,17 @@ use metaforge_adapters_store::{
     SqliteUsageStore,
 };
 use metaforge_ports::{
-    ApprovalLedger, ClientTaskStore, Clock, FlowVersionStore, PortError, RunLedger, SessionStore, UsageStore,
+    ApprovalLedger, ClientTaskStore, Clock, FlowVersionStore, LeaseStore, PortError, RunLedger, SessionStore,
+    UsageStore,
 };
+
+/// The run ledger seen through both of its ports.
+pub(crate) struct RunLedgerPorts {
+    /// Runs and their transitions.
+    pub(crate) runs: Arc<dyn RunLedger>,
+    /// The leases on the ledger's duties.
+    pub(crate) leases: Arc<dyn LeaseStore>,
+}
 
 /// The variable that moves every ledger onto a PostgreSQL server.
 pub(crate) const DATABASE_URL_ENV: &str = "METAFORGE_DATABASE_URL";
@@ -77,32 +86,37 @@ impl LedgerEngine {
         }
     }
 
-    /// The run ledger (every run and its transitions). Not yet on PostgreSQL (issue 20): under
-    /// `Postgres` it stays in its SQLite file, said at every start (`ledger_kept_in_file`).
-    pub(crate) async fn runs(&self, path: &Path) -> Result<Arc<dyn RunLedger>, String> {
-        if let Self::Postgres(_) = self {
-            kept_in_file("run ledger", path);
+    /// The run ledger (every run and its transitions), and the leases on its duties kept with
+    /// it (which process drives its embedded runs).
+    pub(crate) async fn runs(&self, path: &Path) -> Result<RunLedgerPorts, String> {
+        match self {
+            Self::Files => SqliteRunLedger::open(path)
+                .await
+                .map(|ledger| {
+                    let ledger = Arc::new(ledger);
+                    RunLedgerPorts {
+                        runs: Arc::clone(&ledger) as Arc<dyn RunLedger>,
+                        leases: ledger as Arc<dyn LeaseStore>,
+                    }
+                })
+                .map_err(file_error("run ledger", path)),
+            Self::Postgres(url) => postgres::runs(url).await,
         }
-        SqliteRunLedger::open(path)
-            .await
-            .map(|ledger| Arc::new(ledger) as Arc<dyn RunLedger>)
-            .map_err(file_error("run ledger", path))
     }
 
-    /// The client-task store, which checks each task's run in `runs`. Not yet on PostgreSQL
-    /// (issue 20): it stays in its SQLite file beside the run ledger, said at every start.
+    /// The client-task store, which checks each task's run in `runs`.
     pub(crate) async fn client_tasks(
         &self,
         path: &Path,
         runs: &Arc<dyn RunLedger>,
     ) -> Result<Arc<dyn ClientTaskStore>, String> {
-        if let Self::Postgres(_) = self {
-            kept_in_file("client-task store", path);
+        match self {
+            Self::Files => SqliteClientTaskStore::open(path, Arc::clone(runs))
+                .await
+                .map(|store| Arc::new(store) as Arc<dyn ClientTaskStore>)
+                .map_err(file_error("client tasks", path)),
+            Self::Postgres(url) => postgres::client_tasks(url, runs).await,
         }
-        SqliteClientTaskStore::open(path, Arc::clone(runs))
-            .await
-            .map(|store| Arc::new(store) as Arc<dyn ClientTaskStore>)
-            .map_err(file_error("client tasks", path))
     }
 
     /// The usage ledger (every model call's tokens and cost).
@@ -126,17 +140,6 @@ impl LedgerEngine {
             Self::Postgres(url) => postgres::sessions(url).await,
         }
     }
-}
-
-/// Says, at every start, that a ledger is not on the server `METAFORGE_DATABASE_URL` names:
-/// a cluster of gateways would not share it.
-fn kept_in_file(what: &str, path: &Path) {
-    tracing::warn!(
-        event = "ledger_kept_in_file",
-        ledger = what,
-        path = %path.display(),
-        "the {what} has no PostgreSQL adapter yet: it stays in this SQLite file, so gateways on one database do not share it"
-    );
 }
 
 /// Why a ledger file did not open, naming it.
@@ -170,9 +173,13 @@ mod postgres {
     use std::sync::Arc;
 
     use metaforge_adapters_store::postgres::{
-        PgApprovalLedger, PgFlowVersionStore, PgSessionStore, PgUsageStore, redacted,
+        PgApprovalLedger, PgClientTaskStore, PgFlowVersionStore, PgRunLedger, PgSessionStore, PgUsageStore,
+        redacted,
     };
-    use metaforge_ports::{ApprovalLedger, Clock, FlowVersionStore, PortError, SessionStore, UsageStore};
+    use metaforge_ports::{
+        ApprovalLedger, ClientTaskStore, Clock, FlowVersionStore, PortError, RunLedger, SessionStore,
+        UsageStore,
+    };
 
     /// Why a ledger did not open on the server, naming it (never its password).
     fn server_error(what: &str, url: &str) -> impl FnOnce(PortError) -> String {
@@ -196,6 +203,29 @@ mod postgres {
             .map_err(server_error("flow-version store", url))
     }
 
+    pub(super) async fn runs(url: &str) -> Result<super::RunLedgerPorts, String> {
+        PgRunLedger::open(url)
+            .await
+            .map(|ledger| {
+                let ledger = Arc::new(ledger);
+                super::RunLedgerPorts {
+                    runs: Arc::clone(&ledger) as Arc<dyn RunLedger>,
+                    leases: ledger as Arc<dyn metaforge_ports::LeaseStore>,
+                }
+            })
+            .map_err(server_error("run ledger", url))
+    }
+
+    pub(super) async fn client_tasks(
+        url: &str,
+        runs: &Arc<dyn RunLedger>,
+    ) -> Result<Arc<dyn ClientTaskStore>, String> {
+        PgClientTaskStore::open(url, Arc::clone(runs))
+            .await
+            .map(|store| Arc::new(store) as Arc<dyn ClientTaskStore>)
+            .map_err(server_error("client tasks", url))
+    }
+
     pub(super) async fn usage(url: &str) -> Result<Arc<dyn UsageStore>, String> {
         PgUsageStore::open(url)
             .await
@@ -216,9 +246,11 @@ mod postgres {
 mod postgres {
     use std::sync::Arc;
 
-    use metaforge_ports::{ApprovalLedger, Clock, FlowVersionStore, SessionStore, UsageStore};
+    use metaforge_ports::{
+        ApprovalLedger, ClientTaskStore, Clock, FlowVersionStore, RunLedger, SessionStore, UsageStore,
+    };
 
-    fn unsupported<T: ?Sized>() -> Result<Arc<T>, String> {
+    fn unsupported<T>() -> Result<T, String> {
         Err(format!(
             "{}=postgres://…: this metaforge was built without PostgreSQL; build it with \
              `cargo build -p metaforge-bins --features postgres` (on by default)",
@@ -231,6 +263,17 @@ mod postgres {
     }
 
     pub(super) async fn flow_versions(_: &str) -> Result<Arc<dyn FlowVersionStore>, String> {
+        unsupported()
+    }
+
+    pub(super) async fn runs(_: &str) -> Result<super::RunLedgerPorts, String> {
+        unsupported()
+    }
+
+    pub(super) async fn client_tasks(
+        _: &str,
+        _: &Arc<dyn RunLedger>,
+    ) -> Result<Arc<dyn ClientTaskStore>, String> {
         unsupported()
     }
 

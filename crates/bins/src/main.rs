@@ -7,6 +7,7 @@ mod cmd;
 mod ledger_engine;
 mod ledgers;
 mod listen;
+mod local_processes;
 mod providers_config;
 mod runs_config;
 #[cfg(feature = "temporal")]
@@ -15,6 +16,7 @@ mod settings;
 mod skills;
 mod system;
 mod tool_servers;
+mod twin_engine;
 
 use clap::Parser;
 

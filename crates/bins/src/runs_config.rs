@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
+use metaforge_app::runs::LocalProcesses as _;
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
     RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain,
@@ -46,6 +47,8 @@ pub(crate) struct ComposedRuns {
     /// The Temporal engine, when it is the one selected (the gateway follows its runs).
     #[cfg(feature = "temporal")]
     pub(crate) temporal: Option<Arc<crate::runs_temporal::TemporalRunEngine>>,
+    /// The embedded engine's lease task (renewing, or standing by), given up on a graceful stop.
+    pub(crate) leadership: Option<metaforge_app::runs::EngineLeadership>,
 }
 
 impl ComposedRuns {
@@ -64,6 +67,9 @@ impl ComposedRuns {
     pub(crate) async fn shutdown(&self) {
         if let Some(engine) = &self.embedded {
             engine.shutdown().await;
+            if let Some(leadership) = &self.leadership {
+                leadership.release().await;
+            }
             tracing::info!(
                 event = "flow_engine_stopped",
                 "run tasks stopped; runs resume at the next start"
@@ -112,7 +118,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     let kind = inputs.engine.unwrap_or(inputs.settings.engine);
     let default_intelligence = inputs.settings.intelligence;
     let gate_timeout_seconds = inputs.settings.gate_timeout_seconds;
-    let runs: Arc<dyn RunLedger> = inputs
+    let crate::ledger_engine::RunLedgerPorts { runs, leases } = inputs
         .ledgers
         .runs(inputs.runs_path)
         .await
@@ -148,6 +154,9 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     let brains = PhaseBrains { server, client };
     #[cfg(feature = "temporal")]
     let mut temporal = None;
+    // The embedded engine's lease (who drives this ledger's runs) asks the same clock and ids.
+    let (lease_clock, lease_ids) = (Arc::clone(&inputs.clock), Arc::clone(&inputs.ids));
+    let mut leadership = None;
     let (engine, embedded): (Arc<dyn RunEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
             let engine = Arc::new(EmbeddedEngine::new(
@@ -170,23 +179,50 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                     Arc::clone(&engine) as Arc<dyn FlowEngine>,
                     Some(Arc::clone(&tasks)),
                 )));
-            let report = engine
-                .resume_all()
-                .await
-                .map_err(|e| StartError::Runtime(format!("resuming runs: {e}")))?;
-            tracing::info!(
-                event = "flow_engine_started",
-                engine = "embedded",
-                resumed = report.resumed.len(),
-                settled = report.settled.len(),
-                unresumable = report.failed.len(),
-                default_intelligence = default_intelligence.as_str(),
-                gate_timeout_seconds = ?gate_timeout_seconds,
-                "design-flow runs resume at their last boundary"
+            let holder = metaforge_app::runs::lease_holder(
+                &crate::local_processes::ThisHost
+                    .host()
+                    .unwrap_or_else(|| "unknown-host".to_owned()),
+                std::process::id(),
+                &lease_ids.new_id(),
             );
-            for (run, reason) in &report.failed {
-                tracing::error!(event = "run_not_resumed", run_id = %run, reason = %reason, "a run could not be resumed; it reads live: false");
+            let (start, lease) = metaforge_app::runs::lead(
+                (*engine).clone(),
+                leases,
+                Arc::clone(&lease_clock),
+                Arc::new(crate::local_processes::ThisHost),
+                holder,
+                metaforge_app::runs::LeaseTimings::default(),
+            )
+            .await
+            .map_err(|e| StartError::Runtime(format!("resuming runs: {e}")))?;
+            match start {
+                metaforge_app::runs::LeadStart::Leading(report) => {
+                    tracing::info!(
+                        event = "flow_engine_started",
+                        engine = "embedded",
+                        holder = %lease.holder(),
+                        resumed = report.resumed.len(),
+                        settled = report.settled.len(),
+                        unresumable = report.failed.len(),
+                        default_intelligence = default_intelligence.as_str(),
+                        gate_timeout_seconds = ?gate_timeout_seconds,
+                        "design-flow runs resume at their last boundary"
+                    );
+                    for (run, reason) in &report.failed {
+                        tracing::error!(event = "run_not_resumed", run_id = %run, reason = %reason, "a run could not be resumed; it reads live: false");
+                    }
+                }
+                metaforge_app::runs::LeadStart::StandingBy { holder } => {
+                    tracing::info!(
+                        event = "flow_engine_standby",
+                        engine = "embedded",
+                        holder = %holder,
+                        "another process drives this run ledger's runs; this one takes over if it stops"
+                    );
+                }
             }
+            leadership = Some(lease);
             (Arc::clone(&engine) as Arc<dyn RunEngine>, Some(engine))
         }
         #[cfg(feature = "temporal")]
@@ -246,6 +282,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         brains,
         #[cfg(feature = "temporal")]
         temporal,
+        leadership,
     })
 }
 

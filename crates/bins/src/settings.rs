@@ -164,6 +164,8 @@ pub(crate) struct Settings {
     pub(crate) runs: RunSettings,
     /// `METAFORGE_DATABASE_URL`: the SQLite files, or one PostgreSQL server for every ledger.
     pub(crate) ledgers: crate::ledger_engine::LedgerEngine,
+    /// `METAFORGE_TWIN_URL`: the embedded SQLite twin, or one FalkorDB graph for every process.
+    pub(crate) twin: crate::twin_engine::TwinEngine,
 }
 
 impl Settings {
@@ -283,8 +285,16 @@ impl Settings {
             check(Err(problem));
             crate::ledger_engine::LedgerEngine::Files
         });
+        let twin = crate::twin_engine::TwinEngine::from_setting(
+            env.raw(crate::twin_engine::TWIN_URL_ENV).as_deref(),
+        )
+        .unwrap_or_else(|problem| {
+            check(Err(problem));
+            crate::twin_engine::TwinEngine::Embedded
+        });
         let settings = Self {
             ledgers,
+            twin,
             store,
             user_home,
             credentials_path,

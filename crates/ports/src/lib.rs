@@ -18,6 +18,7 @@ pub mod flow_bindings;
 pub mod flow_engine;
 pub mod flow_version;
 pub mod flow_version_store;
+pub mod lease;
 pub mod llm;
 pub mod phase_brain;
 pub mod provider;
@@ -52,6 +53,7 @@ pub use flow_bindings::{CallerProposal, FlowBindings, HeldProposal, ProposalAnsw
 pub use flow_engine::{FlowEngine, GateAnswer, RunView, StartRun};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
+pub use lease::{EMBEDDED_ENGINE_DUTY, Lease, LeaseStore};
 pub use llm::{
     ContentPart, FinishReason, LlmEventStream, LlmMessage, LlmProvider, LlmRequest, LlmResponse, LlmRole,
     ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice, ToolSpec,

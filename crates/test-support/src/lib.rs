@@ -1,7 +1,8 @@
 //! Test support for MetaForge: in-memory doubles of every store port, a pinned clock and id
 //! generator, and one generic contract suite per port that every adapter of that port runs; and
 //! the harness every test binary shares: bound loopback listeners ([`net`]), the npm/pip peers and
-//! the skip-or-fail decision when one is missing ([`peers`]), children killed with their process
+//! the skip-or-fail decision when one is missing ([`peers`]), a FalkorDB server of a test's own
+//! ([`falkordb`]), children killed with their process
 //! group ([`process`]), one scripted OpenAI-compatible upstream ([`upstream`]), the scripted model that
 //! does a design-flow phase on it ([`phase_model`]) and the rule case tables ([`cases`]).
 //!
@@ -16,6 +17,7 @@ pub mod cases;
 pub mod clock;
 pub mod contracts;
 pub mod doubles;
+pub mod falkordb;
 pub mod net;
 pub mod peers;
 pub mod phase_model;

@@ -1,6 +1,7 @@
-//! A real PostgreSQL server of the test's own: `initdb` on a temporary directory, `postgres` on a
-//! free loopback port (its socket in that directory too), ready once `pg_isready` says so, killed
-//! with its process group on drop. PostgreSQL refuses to run as root, so under root (CI) both run
+//! A real PostgreSQL server of the test's own: `initdb` on a temporary directory the server owns,
+//! `postgres` on a free loopback port (its socket in that directory too), ready once `pg_isready`
+//! says so; on drop stopped with `pg_ctl stop -m immediate` (which removes its shared-memory
+//! segment), then its process group killed, then the directory removed. PostgreSQL refuses to run as root, so under root (CI) both run
 //! as the Debian package's `postgres` user through `runuser`, on a directory handed to that user.
 
 use std::path::{Path, PathBuf};
@@ -19,7 +20,8 @@ pub const SUPERUSER: &str = "metaforge";
 /// The account PostgreSQL runs as when the test runs as root (Debian's package creates it).
 const SERVICE_ACCOUNT: &str = "postgres";
 
-/// The newest `/usr/lib/postgresql/<major>/bin` holding `initdb`, `postgres` and `pg_isready`.
+/// The newest `/usr/lib/postgresql/<major>/bin` holding `initdb`, `postgres`, `pg_isready` and
+/// `pg_ctl`.
 #[must_use]
 pub fn server_bin_dir() -> Option<PathBuf> {
     let mut majors: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
@@ -28,7 +30,7 @@ pub fn server_bin_dir() -> Option<PathBuf> {
         .filter_map(|entry| {
             let major = entry.file_name().to_str()?.parse::<u32>().ok()?;
             let bin = entry.path().join("bin");
-            ["initdb", "postgres", "pg_isready"]
+            ["initdb", "postgres", "pg_isready", "pg_ctl"]
                 .iter()
                 .all(|tool| bin.join(tool).exists())
                 .then_some((major, bin))
@@ -48,6 +50,8 @@ pub struct PostgresServer {
     pub port: u16,
     bin: PathBuf,
     data: PathBuf,
+    /// Removed after the server is stopped (fields drop after [`Drop::drop`], in order).
+    dir: tempfile::TempDir,
 }
 
 /// Why the server did not come up.
@@ -79,13 +83,16 @@ fn as_server_user(bin: &Path, program: &str) -> Command {
 }
 
 impl PostgresServer {
-    /// Creates a cluster in `dir/pgdata` with the binaries in `bin` ([`crate::Peer::Postgres`]'s
-    /// path) and starts it on a free port.
+    /// Creates a cluster in a temporary directory of its own with the binaries in `bin`
+    /// ([`crate::Peer::Postgres`]'s path) and starts it on a free port.
     ///
     /// # Errors
     /// When the cluster cannot be created, the server cannot start, or it does not accept
     /// connections within [`SERVE_WITHIN`].
-    pub fn start(bin: &Path, dir: &Path) -> Result<Self, NotServing> {
+    pub fn start(bin: &Path) -> Result<Self, NotServing> {
+        let owned_dir = tempfile::tempdir()
+            .map_err(|e| NotServing(format!("no temporary directory for the cluster: {e}")))?;
+        let dir = owned_dir.path();
         let data = dir.join("pgdata");
         if running_as_root() {
             // The service account must own the cluster and reach it through `dir`.
@@ -133,6 +140,7 @@ impl PostgresServer {
             port,
             bin: bin.to_owned(),
             data,
+            dir: owned_dir,
         };
         server.wait_ready()?;
         Ok(server)
@@ -168,8 +176,31 @@ impl PostgresServer {
         }
     }
 
-    /// Kills the server with SIGKILL (a crash: nothing flushed beyond what was committed).
+    /// The directory holding the cluster (and the server's socket).
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Kills the server with SIGKILL (a crash: nothing flushed beyond what was committed; its
+    /// shared-memory segment outlives it, as after any crash).
     pub fn kill(&mut self) {
+        self.process.kill();
+    }
+}
+
+impl Drop for PostgresServer {
+    /// Stops the server the way an operator would (`pg_ctl stop -m immediate`), so its System V
+    /// shared-memory segment is removed; a SIGKILL to the group follows for anything left.
+    fn drop(&mut self) {
+        let _ = as_server_user(&self.bin, "pg_ctl")
+            .arg("stop")
+            .arg("-D")
+            .arg(&self.data)
+            .args(["-m", "immediate", "-w", "-t", "10"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         self.process.kill();
     }
 }
@@ -181,7 +212,7 @@ impl PostgresServer {
     reason = "an installed PostgreSQL that cannot start fails the test, naming why"
 )]
 #[must_use]
-pub fn start_postgres(dir: &Path) -> Option<PostgresServer> {
+pub fn start_postgres() -> Option<PostgresServer> {
     let bin = crate::require(crate::Peer::Postgres)?;
-    Some(PostgresServer::start(&bin, dir).unwrap_or_else(|e| panic!("{e}")))
+    Some(PostgresServer::start(&bin).unwrap_or_else(|e| panic!("{e}")))
 }

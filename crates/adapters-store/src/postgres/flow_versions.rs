@@ -11,7 +11,7 @@ use metaforge_ports::{
 };
 use sqlx::PgPool;
 
-use super::{db_error, open_pool};
+use super::{db_error, open_pool, refuse_nul};
 use crate::codec::{label, not_found, parse_label};
 use crate::flow_versions::{validate_new_version, validate_version_decision};
 
@@ -93,18 +93,6 @@ impl VersionRow {
     }
 }
 
-/// PostgreSQL text cannot hold U+0000 (SQLite's can): a field carrying one is refused as
-/// `Invalid`, naming it, instead of failing on the server as an internal error.
-fn refuse_nul(field: &str, value: &str) -> Result<(), PortError> {
-    if value.contains('\0') {
-        return Err(PortError::new(
-            PortErrorKind::Invalid,
-            format!("flow_version.{field}: must not contain a NUL character"),
-        ));
-    }
-    Ok(())
-}
-
 fn already_decided(id: &str, record: &FlowVersionRecord) -> Result<PortError, PortError> {
     Ok(PortError::new(
         PortErrorKind::Conflict,
@@ -173,16 +161,17 @@ impl FlowVersionStore for PgFlowVersionStore {
     async fn save(&self, record: FlowVersionRecord) -> Result<FlowVersionRecord, PortError> {
         validate_new_version(&record)?;
         for (field, value) in [
-            ("id", Some(&record.id)),
-            ("template_id", Some(&record.template_id)),
-            ("template_version", Some(&record.template_version)),
-            ("frozen", Some(&record.frozen)),
-            ("approval_id", record.approval_id.as_ref()),
-            ("approver", record.approver.as_ref()),
+            ("flow_version.id", Some(record.id.as_str())),
+            ("flow_version.template_id", Some(record.template_id.as_str())),
+            (
+                "flow_version.template_version",
+                Some(record.template_version.as_str()),
+            ),
+            ("flow_version.frozen", Some(record.frozen.as_str())),
+            ("flow_version.approval_id", record.approval_id.as_deref()),
+            ("flow_version.approver", record.approver.as_deref()),
         ] {
-            if let Some(value) = value {
-                refuse_nul(field, value)?;
-            }
+            refuse_nul(field, value)?;
         }
         // One statement: a racing save of the same id meets the primary key and is a conflict.
         let inserted = sqlx::query(
@@ -239,9 +228,9 @@ impl FlowVersionStore for PgFlowVersionStore {
 
     async fn decide(&self, id: &str, decision: FlowVersionDecision) -> Result<FlowVersionRecord, PortError> {
         validate_version_decision(&decision)?;
-        refuse_nul("approver", &decision.approver)?;
+        refuse_nul("flow_version.approver", Some(&decision.approver))?;
         if let Some(approval_id) = &decision.approval_id {
-            refuse_nul("approval_id", approval_id)?;
+            refuse_nul("flow_version.approval_id", Some(approval_id))?;
         }
         if id.contains('\0') {
             return Err(not_found("flow version", id));

@@ -20,12 +20,16 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{ConnectOptions, PgPool};
 
 pub mod approvals;
+pub mod client_tasks;
 pub mod flow_versions;
+pub mod runs;
 pub mod sessions;
 pub mod usage;
 
 pub use approvals::PgApprovalLedger;
+pub use client_tasks::PgClientTaskStore;
 pub use flow_versions::PgFlowVersionStore;
+pub use runs::PgRunLedger;
 pub use sessions::PgSessionStore;
 pub use usage::PgUsageStore;
 
@@ -102,6 +106,18 @@ pub(crate) async fn open_pool(
         )
     })?;
     Ok(pool)
+}
+
+/// PostgreSQL text cannot hold U+0000 (SQLite's can): a field carrying one is refused as
+/// `Invalid`, naming it, instead of failing on the server as an internal error.
+pub(crate) fn refuse_nul(field: &str, value: Option<&str>) -> Result<(), PortError> {
+    if value.is_some_and(|v| v.contains('\0')) {
+        return Err(PortError::new(
+            PortErrorKind::Invalid,
+            format!("{field}: must not contain a NUL character"),
+        ));
+    }
+    Ok(())
 }
 
 /// The URL with any password replaced, for messages and logs.

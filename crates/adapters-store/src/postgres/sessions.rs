@@ -14,7 +14,7 @@ use metaforge_ports::{
 };
 use sqlx::PgPool;
 
-use super::{db_error, open_pool};
+use super::{db_error, open_pool, refuse_nul};
 use crate::codec::{label, limit_i64, not_found, parse_label};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/sessions");
@@ -99,18 +99,6 @@ fn stored_limit<T: TryFrom<i64>>(column: &str, value: Option<i64>) -> Result<Opt
             })
         })
         .transpose()
-}
-
-/// PostgreSQL text cannot hold U+0000 (SQLite's can): a field carrying one is refused as
-/// `Invalid`, naming it, instead of failing on the server as an internal error.
-fn refuse_nul(field: &str, value: Option<&str>) -> Result<(), PortError> {
-    if value.is_some_and(|v| v.contains('\0')) {
-        return Err(PortError::new(
-            PortErrorKind::Invalid,
-            format!("{field}: must not contain a NUL character"),
-        ));
-    }
-    Ok(())
 }
 
 /// What to hand `plainto_tsquery`: the query's words, each once, space-separated, or `None`

@@ -9,6 +9,8 @@ mod kafka_contract;
 mod postgres_contracts;
 #[cfg(feature = "postgres")]
 mod postgres_ledgers;
+#[cfg(feature = "postgres")]
+mod postgres_runs;
 mod reopen_durability;
 mod sqlite_contracts;
 #[cfg(any(feature = "falkordb", feature = "kafka"))]

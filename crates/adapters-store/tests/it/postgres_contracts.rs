@@ -8,22 +8,12 @@ use metaforge_adapters_store::postgres::PgApprovalLedger;
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, Clock, PortErrorKind,
 };
-use metaforge_test_support::postgres::{PostgresServer, start_postgres};
+use metaforge_test_support::postgres::start_postgres;
 use metaforge_test_support::{ManualClock, contracts};
-
-/// A server for this test with its temporary directory (dropped together, server first).
-#[expect(
-    clippy::expect_used,
-    reason = "test helper: no temporary directory fails the test"
-)]
-fn server() -> Option<(PostgresServer, tempfile::TempDir)> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    start_postgres(dir.path()).map(|server| (server, dir))
-}
 
 #[tokio::test]
 async fn postgres_approval_ledger_honours_the_contract() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let clock = Arc::new(ManualClock::fixed());
     let ledger = PgApprovalLedger::open(&server.url, clock.clone())
         .await
@@ -33,7 +23,7 @@ async fn postgres_approval_ledger_honours_the_contract() {
 
 #[tokio::test]
 async fn two_gateways_deciding_one_hold_produce_one_winner_and_conflicts() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let clock = Arc::new(ManualClock::fixed());
     // Two ledgers with pools of their own: two gateways on one server.
     let first = Arc::new(

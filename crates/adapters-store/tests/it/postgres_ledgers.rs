@@ -14,21 +14,11 @@ use metaforge_ports::{
     PortErrorKind, SessionStore, TurnLimits, UsageEvent, UsageStore, sha256_hex,
 };
 use metaforge_test_support::contracts::{self, frozen_version, kind_of, t};
-use metaforge_test_support::postgres::{PostgresServer, start_postgres};
-
-/// A server for this test with its temporary directory (dropped together, server first).
-#[expect(
-    clippy::expect_used,
-    reason = "test helper: no temporary directory fails the test"
-)]
-fn server() -> Option<(PostgresServer, tempfile::TempDir)> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    start_postgres(dir.path()).map(|server| (server, dir))
-}
+use metaforge_test_support::postgres::start_postgres;
 
 #[tokio::test]
 async fn postgres_flow_version_store_honours_the_contract() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgFlowVersionStore::open(&server.url).await.expect("open");
     let url = server.url.clone();
     let tamper = move |id: String, frozen: String| {
@@ -53,14 +43,14 @@ async fn postgres_flow_version_store_honours_the_contract() {
 
 #[tokio::test]
 async fn postgres_usage_store_honours_the_contract() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgUsageStore::open(&server.url).await.expect("open");
     contracts::usage_store_contract(&store).await;
 }
 
 #[tokio::test]
 async fn postgres_session_store_honours_the_contract() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgSessionStore::open(&server.url).await.expect("open");
     contracts::session_store_contract(&store).await;
 }
@@ -88,7 +78,7 @@ fn message(id: &str, content: &str, at: i64) -> ChatMessage {
 
 #[tokio::test]
 async fn a_search_full_of_tsquery_syntax_answers_without_an_error() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgSessionStore::open(&server.url).await.expect("open");
     store.create_session(session("s-1")).await.expect("session");
     store
@@ -188,7 +178,8 @@ const QUERIES: [&str; 28] = [
 
 #[tokio::test]
 async fn search_finds_the_same_messages_as_the_sqlite_ledger() {
-    let Some((server, dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
     let pg = PgSessionStore::open(&server.url).await.expect("open");
     let sqlite = SqliteSessionStore::open(&dir.path().join("sessions.db"))
         .await
@@ -242,7 +233,7 @@ async fn search_finds_the_same_messages_as_the_sqlite_ledger() {
 
 #[tokio::test]
 async fn equal_matches_rank_oldest_first_and_the_limit_keeps_the_best() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgSessionStore::open(&server.url).await.expect("open");
     store.create_session(session("s-1")).await.expect("session");
     for n in 0..5 {
@@ -263,7 +254,7 @@ async fn equal_matches_rank_oldest_first_and_the_limit_keeps_the_best() {
 
 #[tokio::test]
 async fn a_huge_message_is_stored_and_its_start_is_searchable() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgSessionStore::open(&server.url).await.expect("open");
     store.create_session(session("s-1")).await.expect("session");
     // About 4 MB of distinct words: far more than a tsvector can hold (1 MiB).
@@ -284,7 +275,7 @@ async fn a_huge_message_is_stored_and_its_start_is_searchable() {
 
 #[tokio::test]
 async fn text_postgres_cannot_hold_is_refused_or_absent_never_internal() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let sessions = PgSessionStore::open(&server.url).await.expect("open");
     sessions.create_session(session("s-1")).await.expect("session");
     assert_eq!(
@@ -324,7 +315,7 @@ async fn text_postgres_cannot_hold_is_refused_or_absent_never_internal() {
 
 #[tokio::test]
 async fn frozen_flow_text_reads_back_byte_for_byte() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let store = PgFlowVersionStore::open(&server.url).await.expect("open");
     let frozen = "{ \"phases\" : [\"désign\\u00e9\", \"日本\"],\r\n\t\"trailing\":  \"  \" }  \n\n";
     let mut record = frozen_version("v-1", "tpl", "x", 0);
@@ -338,7 +329,7 @@ async fn frozen_flow_text_reads_back_byte_for_byte() {
 
 #[tokio::test]
 async fn two_gateways_deciding_one_flow_version_produce_one_winner_and_conflicts() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let first = Arc::new(PgFlowVersionStore::open(&server.url).await.expect("open"));
     let second = Arc::new(PgFlowVersionStore::open(&server.url).await.expect("reopen"));
     for n in 0..5 {
@@ -401,7 +392,8 @@ fn usage_event(run: &str, at_secs: i64) -> UsageEvent {
 
 #[tokio::test]
 async fn a_batch_past_the_bound_parameter_limit_lands_whole_in_order() {
-    let Some((server, dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
+    let dir = tempfile::tempdir().expect("tempdir");
     let store = PgUsageStore::open(&server.url).await.expect("open");
     // 14 columns x 5,000 rows is past PostgreSQL's 65,535 bound parameters a statement.
     let batch: Vec<UsageEvent> = (0..5_000).map(|n| usage_event("run-big", n)).collect();
@@ -423,7 +415,7 @@ async fn a_batch_past_the_bound_parameter_limit_lands_whole_in_order() {
 
 #[tokio::test]
 async fn concurrent_batches_from_two_writers_keep_each_batch_in_order() {
-    let Some((server, _dir)) = server() else { return };
+    let Some(server) = start_postgres() else { return };
     let first = Arc::new(PgUsageStore::open(&server.url).await.expect("open"));
     let second = Arc::new(PgUsageStore::open(&server.url).await.expect("reopen"));
     let writers = (0..8).map(|w| {

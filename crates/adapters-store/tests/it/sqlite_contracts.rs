@@ -61,6 +61,15 @@ async fn sqlite_run_ledger_honours_the_contract() {
 }
 
 #[tokio::test]
+async fn sqlite_run_ledger_leases_honour_the_contract() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ledger = SqliteRunLedger::open(&dir.path().join("runs.db"))
+        .await
+        .expect("open");
+    contracts::lease_store_contract(&ledger).await;
+}
+
+#[tokio::test]
 async fn sqlite_client_task_store_honours_the_contract() {
     let dir = tempfile::tempdir().expect("tempdir");
     let runs = Arc::new(

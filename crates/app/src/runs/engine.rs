@@ -121,6 +121,9 @@ pub(crate) struct Shared {
     subscribers: Mutex<HashMap<String, Vec<UnboundedSender<RunNotice>>>>,
     resume_failures: Mutex<HashMap<String, String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Why the engine does not drive runs here while it is not running (another process holds
+    /// the engine's lease, or this one lost it), said by every refusal.
+    idle_reason: Mutex<Option<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -238,18 +241,38 @@ impl EmbeddedEngine {
                 subscribers: Mutex::new(HashMap::new()),
                 resume_failures: Mutex::new(HashMap::new()),
                 tasks: Mutex::new(Vec::new()),
+                idle_reason: Mutex::new(None),
             }),
         }
     }
 
     fn require_running(&self) -> Result<(), PortError> {
-        match self.shared.lifecycle() {
-            Lifecycle::Running => Ok(()),
-            Lifecycle::Created => Err(unavailable(
-                "the embedded flow engine has not started yet (resume_all is called at start-up)",
-            )),
-            Lifecycle::Stopped => Err(unavailable("the embedded flow engine is stopped")),
+        match self.idle_reason() {
+            None => Ok(()),
+            Some(reason) => Err(unavailable(reason)),
         }
+    }
+
+    /// Why the engine does not drive runs now, or `None` while it does.
+    fn idle_reason(&self) -> Option<String> {
+        let said = lock(&self.shared.idle_reason).clone();
+        match self.shared.lifecycle() {
+            Lifecycle::Running => None,
+            Lifecycle::Created => Some(said.unwrap_or_else(|| {
+                "the embedded flow engine has not started yet (resume_all is called at start-up)".to_owned()
+            })),
+            Lifecycle::Stopped => Some(match said {
+                Some(why) => format!("the embedded flow engine is stopped: {why}"),
+                None => "the embedded flow engine is stopped".to_owned(),
+            }),
+        }
+    }
+
+    /// Records why the engine does not drive runs in this process (before
+    /// [`EmbeddedEngine::resume_all`], or before a [`EmbeddedEngine::shutdown`]): refusals and
+    /// `/health` say it instead of the generic reason.
+    pub fn set_idle_reason(&self, why: impl Into<String>) {
+        *lock(&self.shared.idle_reason) = Some(why.into());
     }
 
     /// Start-up: makes the engine drive runs and picks up every run the ledger says is unfinished
@@ -447,15 +470,9 @@ impl EmbeddedEngine {
     /// Whether this engine drives runs now (`/health`'s `design_flow_worker`): `ok` once
     /// [`EmbeddedEngine::resume_all`] ran, `absent` before it and after [`EmbeddedEngine::shutdown`].
     pub fn worker_health(&self) -> WorkerHealth {
-        match self.shared.lifecycle() {
-            Lifecycle::Running => WorkerHealth::Ok,
-            Lifecycle::Created => WorkerHealth::Absent {
-                reason: "the embedded flow engine has not started yet (resume_all is called at start-up)"
-                    .to_owned(),
-            },
-            Lifecycle::Stopped => WorkerHealth::Absent {
-                reason: "the embedded flow engine is stopped".to_owned(),
-            },
+        match self.idle_reason() {
+            None => WorkerHealth::Ok,
+            Some(reason) => WorkerHealth::Absent { reason },
         }
     }
 

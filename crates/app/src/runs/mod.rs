@@ -5,6 +5,8 @@
 //!   reducer of `metaforge_domain::run` — never re-deciding what it decides — persisting every
 //!   transition before acting on it; [`EmbeddedEngine::resume_all`] picks runs up after a restart;
 //!   [`EmbeddedEngine::subscribe`] streams a run's [`RunNotice`]s (SSE).
+//! - [`lead`]: which process drives the embedded runs of a shared run ledger (the holder of its
+//!   engine lease); the others stand by and take over when it lapses.
 //! - [`ServerPhaseBrain`] (the agent loop's P→G→E) and [`ClientPhaseBrain`] (a client task the
 //!   MCP client claims and submits): `metaforge_ports::PhaseBrain`, picked by the run's
 //!   intelligence; both report the deliverables the twin records on `run/<id>`.
@@ -18,6 +20,7 @@ mod brains;
 mod driver;
 mod engine;
 mod holds;
+mod leadership;
 mod notices;
 mod service;
 pub mod settings;
@@ -30,6 +33,7 @@ pub use brains::{
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
 pub use holds::GateHolds;
+pub use leadership::{EngineLeadership, LeadStart, LeaseTimings, LocalProcesses, lead, lease_holder};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
 pub use service::{
     ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,

@@ -300,14 +300,13 @@ async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, St
     );
     // No approver is known to reach this process (it is not the gateway): every hold it parks is
     // logged and counted so the ApprovalHoldWithNoApprover alert can say so.
-    let twin_store = metaforge_adapters_store::SqliteTwinStore::open(&paths.twin)
-        .await
-        .map_err(|e| format!("twin {}: {e}", paths.twin.display()))?;
+    // The same twin the gateway opens (`METAFORGE_TWIN_URL`: the embedded file, or FalkorDB).
+    let twin_store = settings.twin.open(&paths.twin).await?;
     let ids: Arc<dyn metaforge_ports::IdGen> = Arc::new(UuidV7Ids);
     // No run engine runs in a standalone sidecar: every twin write here goes to `main`.
     let twin = metaforge_sidecar::SidecarTwin::new(
         Arc::new(metaforge_app::twin::TwinService::new(
-            Arc::new(twin_store),
+            twin_store,
             Arc::clone(&clock),
             Arc::clone(&ids),
         )),

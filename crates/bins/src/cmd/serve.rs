@@ -185,11 +185,12 @@ pub(crate) async fn compose_as(
         Arc::clone(&harness),
         Arc::clone(&flows),
     ));
-    let twin_store: Arc<dyn metaforge_ports::TwinStore> = Arc::new(
-        metaforge_adapters_store::SqliteTwinStore::open(&paths.twin)
-            .await
-            .map_err(|e| StartError::Runtime(format!("twin {}: {e}", paths.twin.display())))?,
-    );
+    // `METAFORGE_TWIN_URL` decides (crate::twin_engine): the embedded file, or FalkorDB.
+    let twin_store = settings
+        .twin
+        .open(&paths.twin)
+        .await
+        .map_err(StartError::Runtime)?;
     let twin = Arc::new(metaforge_app::twin::TwinService::new(
         Arc::clone(&twin_store),
         Arc::clone(&clock),

@@ -172,6 +172,7 @@ fn every_variable_the_settings_read_is_in_the_table() {
         metaforge_app::runs::settings::GATE_TIMEOUT_ENV,
         metaforge_adapters_store::paths::ENV_METAFORGE_HOME,
         metaforge_adapters_store::paths::ENV_TOOL_APPROVALS_LEDGER_PATH,
+        crate::twin_engine::TWIN_URL_ENV,
         "METAFORGE_ROUTE_PHASE_BRAIN",
     ];
     for name in literals.into_iter().chain(constants) {
@@ -206,5 +207,24 @@ fn a_metaforge_variable_that_is_not_one_is_reported_as_unknown() {
     assert_eq!(
         settings.env().unknown_variables(),
         [concat!("METAFORGE_", "FLOW_ENGIN")]
+    );
+}
+
+#[test]
+fn the_twin_url_selects_the_twin_and_a_bad_one_is_a_problem_naming_it() {
+    let settings = from(&[("HOME", "/h")]).unwrap();
+    assert_eq!(settings.twin, crate::twin_engine::TwinEngine::Embedded);
+    let found = problems(&[("HOME", "/h"), ("METAFORGE_TWIN_URL", "neo4j://db:7687")]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].starts_with("METAFORGE_TWIN_URL"), "{found:?}");
+    #[cfg(feature = "falkordb")]
+    assert_eq!(
+        from(&[
+            ("HOME", "/h"),
+            ("METAFORGE_TWIN_URL", "falkordb://127.0.0.1:6379")
+        ])
+        .unwrap()
+        .twin,
+        crate::twin_engine::TwinEngine::Falkor("falkordb://127.0.0.1:6379".to_owned())
     );
 }

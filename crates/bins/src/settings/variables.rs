@@ -35,7 +35,13 @@ pub(crate) const VARIABLES: &[Variable] = &[
         names: &["METAFORGE_DATABASE_URL"],
         flag: None,
         default: "unset (SQLite files)",
-        effect: "The approval ledger, flow versions, usage and sessions on one PostgreSQL server, `postgres://user[:password]@host:port/database`, one schema per ledger, so several gateways share them (their `*_PATH` variables are then unused); runs and client tasks stay in their SQLite files for now, said at start (`ledger_kept_in_file`). Another scheme is an error naming the variable; an unreachable server fails start-up (no fallback to the files).",
+        effect: "Every ledger (approvals, flow versions, runs, client tasks, usage, sessions) on one PostgreSQL server, `postgres://user[:password]@host:port/database`, one schema per ledger, so several gateways and workers share them (their `*_PATH` variables are then unused). Another scheme is an error naming the variable; an unreachable server fails start-up (no fallback to the files).",
+    },
+    Variable {
+        names: &["METAFORGE_TWIN_URL"],
+        flag: None,
+        default: "unset (`$METAFORGE_HOME/twin.db`)",
+        effect: "The digital twin on a FalkorDB server, `falkordb://[:password@]host:port` (`falkor://`, `redis://` read the same; no TLS), graph `metaforge_twin`, so every gateway, worker and `mcp serve` on that URL reads and writes one twin (no `twin.db` is written). Another scheme is an error naming the variable; an unreachable server fails start-up (no fallback to the file). A binary built without the `falkordb` feature (on by default) refuses it.",
     },
     Variable {
         names: &["METAFORGE_TOOL_APPROVALS_LEDGER_PATH"],

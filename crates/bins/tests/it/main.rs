@@ -9,6 +9,8 @@ mod check_cli;
 mod common;
 mod config_cli;
 mod console_browser;
+#[cfg(feature = "falkordb")]
+mod falkordb_twin;
 mod flow_cli;
 mod gateway_process;
 mod hardening;

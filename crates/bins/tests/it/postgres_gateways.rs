@@ -1,6 +1,7 @@
 //! Two `metaforge gateway` processes on one PostgreSQL server (`METAFORGE_DATABASE_URL`): one
-//! approval queue seen by both, one winner when decisions on one hold race across them, and
-//! nothing written to the SQLite files under either home.
+//! approval queue seen by both, one winner when decisions on one hold race across them, nothing
+//! written to the SQLite files under either home; and one of them driving the shared runs (the
+//! engine lease) while the other stands by, taking over when the first is killed.
 
 #![expect(
     clippy::expect_used,
@@ -12,6 +13,9 @@ use std::process::Stdio;
 use serde_json::{Value, json};
 
 use crate::common::{http, server_command, start_gateway};
+use crate::run_support::{
+    ScriptedModel, approve_body, exchange, log_tail, open_gate, start_gateway as run_gateway,
+};
 
 fn proposal(rationale: &str) -> Value {
     json!({
@@ -38,8 +42,7 @@ fn pending_ids(gateway: &str) -> Vec<String> {
 
 #[test]
 fn two_gateways_on_one_postgres_share_the_queue_and_a_decision_has_one_winner() {
-    let pg_dir = tempfile::tempdir().expect("tempdir");
-    let Some(server) = metaforge_test_support::postgres::start_postgres(pg_dir.path()) else {
+    let Some(server) = metaforge_test_support::postgres::start_postgres() else {
         return;
     };
     let database = [("METAFORGE_DATABASE_URL", server.url.clone())];
@@ -95,11 +98,19 @@ fn two_gateways_on_one_postgres_share_the_queue_and_a_decision_has_one_winner() 
     }
     assert!(pending_ids(&a).is_empty() && pending_ids(&b).is_empty());
     for home in [&home_a, &home_b] {
-        assert!(
-            !home.path().join("tool_approvals_ledger.db").exists()
-                && !home.path().join("flow_versions.db").exists(),
-            "no ledger file is written when METAFORGE_DATABASE_URL is set"
-        );
+        for ledger in [
+            "tool_approvals_ledger.db",
+            "flow_versions.db",
+            "runs_ledger.db",
+            "client_tasks.db",
+            "llm_usage.db",
+            "sessions.db",
+        ] {
+            assert!(
+                !home.path().join(ledger).exists(),
+                "no ledger file ({ledger}) is written when METAFORGE_DATABASE_URL is set"
+            );
+        }
     }
 }
 
@@ -144,5 +155,110 @@ fn an_unreachable_database_fails_start_up_instead_of_falling_back_to_files() {
     assert!(
         !home.path().join("tool_approvals_ledger.db").exists(),
         "no fallback to the files"
+    );
+}
+
+/// How long a takeover or a phase on the scripted model may take on two slow cores.
+const RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(40);
+
+fn wait_for<T>(what: &str, log: &std::path::Path, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + RUN_WAIT;
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {RUN_WAIT:?} for {what}\n--- gateway log ---\n{}",
+            log_tail(log, 40)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn one_gateway_drives_the_shared_runs_and_another_takes_over_when_it_is_killed() {
+    let Some(server) = metaforge_test_support::postgres::start_postgres() else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let model = runtime.block_on(ScriptedModel::start());
+    let (home_a, home_b) = (
+        tempfile::tempdir().expect("home a"),
+        tempfile::tempdir().expect("home b"),
+    );
+    let env = |home: &std::path::Path| {
+        let mut vars = model.gateway_env(home);
+        vars.push(("METAFORGE_DATABASE_URL", server.url.clone()));
+        vars
+    };
+    let (log_a, log_b) = (
+        home_a.path().join("gateway.log"),
+        home_b.path().join("gateway.log"),
+    );
+    let (mut gateway_a, a) = run_gateway(home_a.path(), &env(home_a.path()), &log_a);
+    let (_gateway_b, b) = run_gateway(home_b.path(), &env(home_b.path()), &log_b);
+
+    // The second gateway stands by: a run started there is refused, naming the holder, and
+    // nothing is recorded.
+    let start = json!({"template_id": "design_v1"});
+    let (status, refused) = exchange(&b, "POST", "/v1/runs", Some(&start)).expect("start on b");
+    assert_eq!(status, 503, "{refused}");
+    assert!(
+        refused.to_string().contains("runs in another process"),
+        "the refusal names why: {refused}"
+    );
+
+    // The first drives a run to its first gate; the second reads it from the shared ledger.
+    let (status, run) = exchange(&a, "POST", "/v1/runs", Some(&start)).expect("start on a");
+    assert_eq!(status, 201, "{run}");
+    let run = run["id"].as_str().expect("run id").to_owned();
+    let gate = wait_for("the run parked at its first gate on a", &log_a, || {
+        open_gate(&a, &run).ok().flatten().filter(|g| g.approvable)
+    });
+    let (status, listed) = exchange(&b, "GET", "/v1/runs", None).expect("list on b");
+    assert_eq!(status, 200, "{listed}");
+    let ids: Vec<&str> = listed["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["id"].as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [run.as_str()],
+        "one ledger, one run; the refused start wrote nothing"
+    );
+
+    // kill -9 the driver: the standby sees its holder is gone from this host, takes the lease,
+    // resumes the run at the same gate, and a decision through it moves the run on.
+    gateway_a.kill();
+    let resumed = wait_for("the second gateway took over the run", &log_b, || {
+        open_gate(&b, &run).ok().flatten().filter(|g| g.approvable)
+    });
+    assert_eq!(resumed, gate, "the run waits at the same gate, same hold");
+    let (status, answered) = exchange(
+        &b,
+        "POST",
+        &format!("/v1/runs/{run}/approval"),
+        Some(&approve_body(&resumed)),
+    )
+    .expect("approve on b");
+    assert_eq!(status, 200, "{answered}");
+    wait_for("the run moved to its next gate on b", &log_b, || {
+        open_gate(&b, &run)
+            .ok()
+            .flatten()
+            .filter(|g| g.phase != gate.phase && g.approvable)
+    });
+    let log = std::fs::read_to_string(&log_b).unwrap_or_default();
+    assert!(
+        log.contains("flow_engine_lease_released_for_dead_holder"),
+        "the dead holder's lease was released, not waited out:\n{}",
+        log_tail(&log_b, 40)
     );
 }
