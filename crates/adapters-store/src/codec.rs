@@ -59,3 +59,18 @@ pub(crate) fn parse_label<T: serde::de::DeserializeOwned>(column: &str, value: &
     serde_json::from_value(serde_json::Value::String(value.to_owned()))
         .map_err(|_| corrupt_label(column, value))
 }
+
+/// A run sequence number for a bind (both engines store a signed 64-bit integer).
+pub(crate) fn seq_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+/// A stored sequence number back; a negative one is `Corrupt`, naming the column.
+pub(crate) fn seq_u64(column: &str, seq: i64) -> Result<u64, PortError> {
+    u64::try_from(seq).map_err(|_| {
+        PortError::new(
+            PortErrorKind::Corrupt,
+            format!("stored {column} {seq} is negative"),
+        )
+    })
+}

@@ -14,6 +14,7 @@ use metaforge_ports::{
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
+use crate::codec::{seq_i64, seq_u64};
 use crate::sqlite::{
     begin_write, db_error, label, not_found, open_pool, parse_json, parse_label, parse_ts, to_json, ts,
 };
@@ -63,12 +64,7 @@ struct TransitionRow {
 impl TransitionRow {
     fn into_transition(self) -> Result<RunTransition, PortError> {
         Ok(RunTransition {
-            seq: u64::try_from(self.seq).map_err(|_| {
-                PortError::new(
-                    PortErrorKind::Corrupt,
-                    format!("stored run_transitions.seq {} is negative", self.seq),
-                )
-            })?,
+            seq: seq_u64("run_transitions.seq", self.seq)?,
             event: self
                 .event
                 .as_deref()
@@ -81,19 +77,6 @@ impl TransitionRow {
             run_id: self.run_id,
         })
     }
-}
-
-fn seq_i64(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-fn seq_u64(column: &str, seq: i64) -> Result<u64, PortError> {
-    u64::try_from(seq).map_err(|_| {
-        PortError::new(
-            PortErrorKind::Corrupt,
-            format!("stored {column} {seq} is negative"),
-        )
-    })
 }
 
 async fn insert_run(tx: &mut Transaction<'static, Sqlite>, record: &RunRecord) -> Result<(), PortError> {

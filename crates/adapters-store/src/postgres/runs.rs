@@ -18,7 +18,7 @@ use metaforge_ports::{
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::{db_error, open_pool, refuse_nul};
-use crate::codec::{label, not_found, parse_json, parse_label, to_json};
+use crate::codec::{label, not_found, parse_json, parse_label, seq_i64, seq_u64, to_json};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/runs");
 
@@ -126,19 +126,6 @@ impl TransitionRow {
             run_id: self.run_id,
         })
     }
-}
-
-fn seq_i64(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-fn seq_u64(column: &str, seq: i64) -> Result<u64, PortError> {
-    u64::try_from(seq).map_err(|_| {
-        PortError::new(
-            PortErrorKind::Corrupt,
-            format!("stored {column} {seq} is negative"),
-        )
-    })
 }
 
 /// Refuses the text PostgreSQL cannot hold in a new run's fields, naming the field.
