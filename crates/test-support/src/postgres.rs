@@ -71,10 +71,25 @@ fn running_as_root() -> bool {
         .is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }
 
+/// util-linux's `runuser`, by its path: it lives in `sbin`, which a root `PATH` may lack (a
+/// plain `cargo test` from a minimal environment).
+fn runuser() -> PathBuf {
+    [
+        "/usr/sbin/runuser",
+        "/sbin/runuser",
+        "/usr/bin/runuser",
+        "/bin/runuser",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .find(|path| path.exists())
+    .unwrap_or_else(|| PathBuf::from("runuser"))
+}
+
 /// `program` from `bin`, run as the service account when this process is root.
 fn as_server_user(bin: &Path, program: &str) -> Command {
     if running_as_root() {
-        let mut command = Command::new("runuser");
+        let mut command = Command::new(runuser());
         command.args(["-u", SERVICE_ACCOUNT, "--"]).arg(bin.join(program));
         command
     } else {
