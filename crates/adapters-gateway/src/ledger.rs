@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use metaforge_api::{ApprovalList, ParkBody, Resolution, ResolveRequest, ResolveResponse};
 use metaforge_ports::{
-    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, PortError, PortErrorKind,
-    ResolveOutcome, WaiterResolution,
+    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, GoneParkers, PortError,
+    PortErrorKind, ResolveOutcome, WaiterResolution,
 };
 use reqwest::Method;
 
@@ -118,9 +118,14 @@ impl ApprovalLedger for RemoteApprovalLedger {
         })
     }
 
-    /// Nothing to restore here: the gateway orphans its own holds at its start-up.
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+    /// Nothing to restore here: the gateway orphans the holds of gone processes itself.
+    async fn restore(&self, _gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
         Ok(Vec::new())
+    }
+
+    /// The gateway names the parkers of the holds it keeps; none are named through a sidecar.
+    async fn open_parkers(&self) -> Result<std::collections::BTreeSet<String>, PortError> {
+        Ok(std::collections::BTreeSet::new())
     }
 
     /// The gateway serves no audit-trail route to waiters; the trail is read at the gateway.

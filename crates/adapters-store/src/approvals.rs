@@ -2,13 +2,15 @@
 //! `BEGIN IMMEDIATE` transaction: a conditional UPDATE on `status = 'awaiting_approval'` plus an
 //! append-only history row, so two processes deciding one hold serialise and exactly one wins.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
-    ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp, WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp,
+    WaiterResolution,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -21,11 +23,24 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/approval
 
 const AWAITING: &str = "awaiting_approval";
 
+/// The columns of an [`ApprovalRow`], in one place for every read of both engines, so no read
+/// leaves one out.
+macro_rules! approval_columns {
+    () => {
+        "id, kind, tool, arguments, caller, status, reason, approver, flow_version_id, \
+         created_at, decided_at, deadline, requested_by, parked_by"
+    };
+}
+#[cfg(feature = "postgres")]
+pub(crate) use approval_columns;
+
 /// The approval ledger in one SQLite file (`tool_approvals_ledger.db`).
 #[derive(Clone)]
 pub struct SqliteApprovalLedger {
     pool: SqlitePool,
     clock: Arc<dyn Clock>,
+    /// This process's name, written on every hold it parks ([`GoneParkers`]).
+    parker: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -43,6 +58,8 @@ struct ApprovalRow {
     decided_at: Option<String>,
     deadline: Option<String>,
     requested_by: Option<String>,
+    /// The process that parked the hold (`None` for holds parked before parkers were named).
+    parked_by: Option<String>,
 }
 
 impl ApprovalRow {
@@ -81,14 +98,27 @@ impl SqliteApprovalLedger {
     /// once at start-up, before serving.
     pub async fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, PortError> {
         let pool = open_pool(path, &MIGRATOR).await?;
-        Ok(Self { pool, clock })
+        Ok(Self {
+            pool,
+            clock,
+            parker: None,
+        })
+    }
+
+    /// Names this process on every hold it parks, so a restore elsewhere orphans them only once
+    /// this process is gone ([`ApprovalLedger::restore`]).
+    #[must_use]
+    pub fn with_parker(mut self, holder: impl Into<String>) -> Self {
+        self.parker = Some(holder.into());
+        self
     }
 
     async fn fetch(&self, id: &str) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals WHERE id = ?",
-        )
+        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE id = ?"
+        ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await
@@ -118,11 +148,12 @@ impl SqliteApprovalLedger {
             return Ok(());
         }
         let mut tx = begin_write(&self.pool).await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < ?",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < ?"
+        ))
         .bind(&now)
         .fetch_all(&mut *tx)
         .await
@@ -154,10 +185,11 @@ impl SqliteApprovalLedger {
         tx: &mut Transaction<'static, Sqlite>,
         id: &str,
     ) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals WHERE id = ?",
-        )
+        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE id = ?"
+        ))
         .bind(id)
         .fetch_optional(&mut **tx)
         .await
@@ -226,8 +258,8 @@ impl ApprovalLedger for SqliteApprovalLedger {
         let mut tx = begin_write(&self.pool).await?;
         let inserted = sqlx::query(
             "INSERT INTO approvals (id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, ?, ?)",
+             flow_version_id, created_at, decided_at, deadline, requested_by, parked_by) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?)",
         )
         .bind(&record.id)
         .bind(label(&record.kind)?)
@@ -240,6 +272,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         .bind(ts(record.created_at))
         .bind(record.deadline.map(ts))
         .bind(&record.requested_by)
+        .bind(&self.parker)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -266,11 +299,12 @@ impl ApprovalLedger for SqliteApprovalLedger {
 
     async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' ORDER BY created_at, id"
+        ))
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_error("list pending approvals", e))?;
@@ -279,11 +313,12 @@ impl ApprovalLedger for SqliteApprovalLedger {
 
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             ORDER BY created_at DESC, id DESC LIMIT ?",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             ORDER BY created_at DESC, id DESC LIMIT ?"
+        ))
         .bind(limit_i64(limit))
         .fetch_all(&self.pool)
         .await
@@ -335,21 +370,25 @@ impl ApprovalLedger for SqliteApprovalLedger {
         Ok(outcome)
     }
 
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
         // A hold whose deadline already passed timed out; only the rest were orphaned.
         self.expire_overdue().await?;
         let now = self.clock.now();
         let mut tx = begin_write(&self.pool).await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' ORDER BY created_at, id"
+        ))
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| db_error("list orphaned approvals", e))?;
         let mut orphaned = Vec::with_capacity(rows.len());
         for row in rows {
+            if !gone.covers(row.parked_by.as_deref()) {
+                continue;
+            }
             let current = row.into_record()?;
             if let Some(next) = current.orphaned(now)
                 && Self::persist(&mut tx, &current, &next, ApprovalTrigger::Restart).await?
@@ -369,6 +408,17 @@ impl ApprovalLedger for SqliteApprovalLedger {
             );
         }
         Ok(orphaned)
+    }
+
+    async fn open_parkers(&self) -> Result<BTreeSet<String>, PortError> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT parked_by FROM approvals \
+             WHERE status = 'awaiting_approval' AND parked_by IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("list the parkers of open approvals", e))?;
+        Ok(rows.into_iter().map(|(holder,)| holder).collect())
     }
 
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {

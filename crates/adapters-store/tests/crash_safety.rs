@@ -119,7 +119,11 @@ async fn sigkill_at_random_points_loses_no_committed_approval_or_version() {
 
         // Restart as a gateway would, and check every record ever committed.
         let (ledger, versions) = open(dir.path()).await;
-        orphaned_seen += ledger.restore().await.expect("restore approvals").len();
+        orphaned_seen += ledger
+            .restore(&metaforge_ports::GoneParkers::default())
+            .await
+            .expect("restore approvals")
+            .len();
         let restored = versions.restore().await.expect("restore versions");
         let skipped: Vec<&str> = restored.skipped.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(

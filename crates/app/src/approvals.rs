@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::processes::Presence;
 use metaforge_domain::approvals::{ApprovalError, ApproverPolicy, check_approver, check_waiter_may_resolve};
 use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger, ResolveOutcome, WaiterResolution};
 use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionStore};
@@ -259,10 +260,12 @@ impl ApprovalService {
         Ok(())
     }
 
-    /// Start-up: orphan holds left by a dead process, then carry every decided flow approval on
-    /// to its version (repairs a crash between the two writes). Returns (orphaned, carried).
-    pub async fn restore(&self) -> Result<(usize, usize), PortError> {
-        let orphaned = self.ledger.restore().await?.len();
+    /// Start-up: orphan the holds left by processes that are gone (and those parked before
+    /// parkers were named), then carry every decided flow approval on to its version (repairs a
+    /// crash between the two writes). Returns (orphaned, carried).
+    pub async fn restore(&self, presence: &Presence) -> Result<(usize, usize), PortError> {
+        let gone = presence.gone_among(self.ledger.open_parkers().await?).await;
+        let orphaned = self.ledger.restore(&gone).await?.len();
         let Some(versions) = &self.versions else {
             // A waiter-only service restores nothing of its own: the gateway owns the ledger.
             return Ok((orphaned, 0));
@@ -283,5 +286,18 @@ impl ApprovalService {
             }
         }
         Ok((orphaned, carried))
+    }
+
+    /// While running: orphans the holds of processes found gone since (a gateway killed on
+    /// another host). Does nothing, and takes no lock, when every parker is alive.
+    ///
+    /// # Errors
+    /// When the ledger cannot be read or written.
+    pub async fn orphan_gone(&self, presence: &Presence) -> Result<usize, PortError> {
+        let gone = presence.gone_among(self.ledger.open_parkers().await?).await;
+        if gone.holders().next().is_none() {
+            return Ok(0);
+        }
+        Ok(self.ledger.restore(&gone.sparing_unnamed()).await?.len())
     }
 }

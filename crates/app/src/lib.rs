@@ -14,6 +14,7 @@ pub mod flow_validation;
 pub mod flows;
 pub mod limits;
 pub mod pipeline;
+pub mod processes;
 pub mod routing;
 pub mod runs;
 pub mod skills;

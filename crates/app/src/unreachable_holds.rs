@@ -13,7 +13,7 @@ use std::sync::Arc;
 use metaforge_ports::approval_ledger::{
     ApprovalDecision, ApprovalLedger, ApprovalTransition, ResolveOutcome, WaiterResolution,
 };
-use metaforge_ports::{ApprovalRecord, PortError};
+use metaforge_ports::{ApprovalRecord, GoneParkers, PortError};
 
 /// Holds parked where no approver can reach them, by approval kind.
 pub const UNREACHABLE_HOLD_TOTAL: &str = "metaforge_unreachable_approval_hold_total";
@@ -70,8 +70,12 @@ impl ApprovalLedger for UnreachableApproverLedger {
         self.inner.resolve(id, resolution, reason).await
     }
 
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
-        self.inner.restore().await
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
+        self.inner.restore(gone).await
+    }
+
+    async fn open_parkers(&self) -> Result<std::collections::BTreeSet<String>, PortError> {
+        self.inner.open_parkers().await
     }
 
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {

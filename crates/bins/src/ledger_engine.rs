@@ -65,13 +65,14 @@ impl LedgerEngine {
         &self,
         path: &Path,
         clock: &Arc<dyn Clock>,
+        parker: &str,
     ) -> Result<Arc<dyn ApprovalLedger>, String> {
         match self {
             Self::Files => SqliteApprovalLedger::open(path, Arc::clone(clock))
                 .await
-                .map(|ledger| Arc::new(ledger) as Arc<dyn ApprovalLedger>)
+                .map(|ledger| Arc::new(ledger.with_parker(parker)) as Arc<dyn ApprovalLedger>)
                 .map_err(file_error("approval ledger", path)),
-            Self::Postgres(url) => postgres::approvals(url, clock).await,
+            Self::Postgres(url) => postgres::approvals(url, clock, parker).await,
         }
     }
 
@@ -189,10 +190,11 @@ mod postgres {
     pub(super) async fn approvals(
         url: &str,
         clock: &Arc<dyn Clock>,
+        parker: &str,
     ) -> Result<Arc<dyn ApprovalLedger>, String> {
         PgApprovalLedger::open(url, Arc::clone(clock))
             .await
-            .map(|ledger| Arc::new(ledger) as Arc<dyn ApprovalLedger>)
+            .map(|ledger| Arc::new(ledger.with_parker(parker)) as Arc<dyn ApprovalLedger>)
             .map_err(server_error("approval ledger", url))
     }
 
@@ -258,7 +260,11 @@ mod postgres {
         ))
     }
 
-    pub(super) async fn approvals(_: &str, _: &Arc<dyn Clock>) -> Result<Arc<dyn ApprovalLedger>, String> {
+    pub(super) async fn approvals(
+        _: &str,
+        _: &Arc<dyn Clock>,
+        _: &str,
+    ) -> Result<Arc<dyn ApprovalLedger>, String> {
         unsupported()
     }
 

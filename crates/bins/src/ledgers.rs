@@ -20,13 +20,14 @@ pub(crate) struct Ledgers {
     pub(crate) restored: FlowVersionRestore,
 }
 
-/// Opens both ledgers on `engine` (at their paths when it is the files); an error names the
-/// file or server that could not be opened.
+/// Opens both ledgers on `engine` (at their paths when it is the files), the approvals naming
+/// `process` on every hold it parks; an error names the file or server that could not be opened.
 pub(crate) async fn open_ledgers(
     engine: &LedgerEngine,
     approvals_path: &Path,
     versions_path: &Path,
     clock: &Arc<dyn Clock>,
+    process: &str,
 ) -> Result<Ledgers, String> {
     if *engine == LedgerEngine::Files {
         for path in [approvals_path, versions_path] {
@@ -36,7 +37,7 @@ pub(crate) async fn open_ledgers(
             }
         }
     }
-    let approvals = engine.approvals(approvals_path, clock).await?;
+    let approvals = engine.approvals(approvals_path, clock, process).await?;
     let versions = engine.flow_versions(versions_path).await?;
     let restored = versions
         .restore()
@@ -69,6 +70,7 @@ mod tests {
             &home.join("approvals.db"),
             &home.join("versions.db"),
             &clock,
+            "test-host/1/test",
         )
         .await
         .unwrap();
@@ -90,6 +92,7 @@ mod tests {
             &approvals,
             &blocker.join("versions.db"),
             &clock,
+            "test-host/1/test",
         )
         .await
         else {

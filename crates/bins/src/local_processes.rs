@@ -1,13 +1,24 @@
-//! This host as the engine lease sees it (`metaforge_app::runs::LocalProcesses`): its name and
+//! This host as the leases see it (`metaforge_app::processes::LocalProcesses`): its name and
 //! whether a pid still runs, read from Linux's `/proc`. Without `/proc` no holder counts as
 //! local, so a lease is only ever waited out, never released early on a guess.
 
 use std::path::Path;
 
+/// This process's name on the ledgers it shares (`host/pid/unique`, one per start): written on
+/// the holds it parks and held as its presence and engine leases.
+pub(crate) fn this_process(ids: &dyn metaforge_ports::IdGen) -> String {
+    use metaforge_app::processes::LocalProcesses as _;
+    metaforge_app::processes::process_name(
+        &ThisHost.host().unwrap_or_else(|| "unknown-host".to_owned()),
+        std::process::id(),
+        &ids.new_id(),
+    )
+}
+
 /// The host this process runs on.
 pub(crate) struct ThisHost;
 
-impl metaforge_app::runs::LocalProcesses for ThisHost {
+impl metaforge_app::processes::LocalProcesses for ThisHost {
     fn host(&self) -> Option<String> {
         if !Path::new("/proc/self").exists() {
             return None;

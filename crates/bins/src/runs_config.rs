@@ -6,14 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use metaforge_agent::{Agent, LoopMode, ToolBoxes};
-use metaforge_app::runs::LocalProcesses as _;
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
     RunServicePorts, RunServiceSettings, ServerBrainSettings, ServerPhaseBrain,
 };
 use metaforge_ports::{
     ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind, FlowVersionStore, IdGen,
-    IntelligenceMode, RunLedger, RunSettings, TwinStore, UsageStore,
+    IntelligenceMode, LeaseStore, RunLedger, RunSettings, TwinStore, UsageStore,
 };
 
 use crate::cmd::serve::StartError;
@@ -49,6 +48,8 @@ pub(crate) struct ComposedRuns {
     pub(crate) temporal: Option<Arc<crate::runs_temporal::TemporalRunEngine>>,
     /// The embedded engine's lease task (renewing, or standing by), given up on a graceful stop.
     pub(crate) leadership: Option<metaforge_app::runs::EngineLeadership>,
+    /// Where leases live (beside the run ledger): the engine's, and every process's presence.
+    pub(crate) leases: Arc<dyn LeaseStore>,
 }
 
 impl ComposedRuns {
@@ -110,6 +111,8 @@ pub(crate) struct RunInputs<'a> {
     pub(crate) engine: Option<FlowEngineKind>,
     /// The runs' variables.
     pub(crate) settings: &'a crate::settings::RunSettings,
+    /// This process's name (`crate::local_processes::this_process`), the engine lease's holder.
+    pub(crate) process: String,
 }
 
 /// Opens the run stores, builds the brains and the selected engine, and resumes every run that
@@ -154,8 +157,9 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
     let brains = PhaseBrains { server, client };
     #[cfg(feature = "temporal")]
     let mut temporal = None;
-    // The embedded engine's lease (who drives this ledger's runs) asks the same clock and ids.
-    let (lease_clock, lease_ids) = (Arc::clone(&inputs.clock), Arc::clone(&inputs.ids));
+    // The embedded engine's lease (who drives this ledger's runs) asks the same clock.
+    let lease_clock = Arc::clone(&inputs.clock);
+    let lease_store = Arc::clone(&leases);
     let mut leadership = None;
     let (engine, embedded): (Arc<dyn RunEngine>, Option<Arc<EmbeddedEngine>>) = match kind {
         FlowEngineKind::Embedded => {
@@ -179,20 +183,13 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                     Arc::clone(&engine) as Arc<dyn FlowEngine>,
                     Some(Arc::clone(&tasks)),
                 )));
-            let holder = metaforge_app::runs::lease_holder(
-                &crate::local_processes::ThisHost
-                    .host()
-                    .unwrap_or_else(|| "unknown-host".to_owned()),
-                std::process::id(),
-                &lease_ids.new_id(),
-            );
             let (start, lease) = metaforge_app::runs::lead(
                 (*engine).clone(),
                 leases,
                 Arc::clone(&lease_clock),
                 Arc::new(crate::local_processes::ThisHost),
-                holder,
-                metaforge_app::runs::LeaseTimings::default(),
+                inputs.process.clone(),
+                metaforge_app::processes::LeaseTimings::default(),
             )
             .await
             .map_err(|e| StartError::Runtime(format!("resuming runs: {e}")))?;
@@ -283,6 +280,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         #[cfg(feature = "temporal")]
         temporal,
         leadership,
+        leases: lease_store,
     })
 }
 

@@ -1,6 +1,8 @@
 //! The one approval ledger (FORGE-89, FORGE-406/466): every held action waits here, whichever
 //! process holds it, and every state change is one durable transition with an audit entry.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -134,6 +136,58 @@ pub struct ApprovalTransition {
     pub at: Timestamp,
 }
 
+/// The processes whose open holds a restore fails as orphaned: a hold's waiter lives in the
+/// process that parked it, so when several processes share one ledger only the holds of a
+/// process known to be gone are orphaned, never those a live process still waits on (issue 20).
+/// At start-up a hold with no parker recorded (parked before parkers were named, or by a ledger
+/// opened without a name) counts as gone, as every open hold did when there was one process;
+/// a sweep while running spares them ([`GoneParkers::sparing_unnamed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoneParkers {
+    holders: BTreeSet<String>,
+    unnamed_gone: bool,
+}
+
+impl Default for GoneParkers {
+    /// No named parker is gone; holds with no parker recorded are (a lone process's start-up).
+    fn default() -> Self {
+        Self::of([])
+    }
+}
+
+impl GoneParkers {
+    /// The processes named by `holders` are gone, and so are the parkers of unnamed holds.
+    #[must_use]
+    pub fn of(holders: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            holders: holders.into_iter().collect(),
+            unnamed_gone: true,
+        }
+    }
+
+    /// The same, but holds with no parker recorded stay open: a running process sweeping for
+    /// gone peers cannot know who parked them.
+    #[must_use]
+    pub fn sparing_unnamed(mut self) -> Self {
+        self.unnamed_gone = false;
+        self
+    }
+
+    /// Whether a hold parked by `parked_by` lost its waiter.
+    #[must_use]
+    pub fn covers(&self, parked_by: Option<&str>) -> bool {
+        match parked_by {
+            Some(holder) => self.holders.contains(holder),
+            None => self.unnamed_gone,
+        }
+    }
+
+    /// The gone processes, for logs.
+    pub fn holders(&self) -> impl Iterator<Item = &str> {
+        self.holders.iter().map(String::as_str)
+    }
+}
+
 /// The durable approval ledger. Every read first expires holds whose deadline has passed (as
 /// `timed_out`, trigger `deadline`), so a waiter that died silently cannot leave a hold open.
 #[async_trait]
@@ -164,10 +218,40 @@ pub trait ApprovalLedger: Send + Sync {
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError>;
 
-    /// Run once at start-up: every hold still awaiting is marked `failed` with
-    /// [`ORPHANED_APPROVAL_REASON`] (its waiter died with the process). Returns the holds marked.
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError>;
+    /// At start-up and whenever a parking process is found gone: every hold still awaiting whose
+    /// parker `gone` covers, and whose waiter is not the run engine
+    /// ([`ApprovalRecord::orphaned`]), is marked `failed` with [`ORPHANED_APPROVAL_REASON`].
+    /// Idempotent and safe to run from several processes at once. Returns the holds marked.
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError>;
+
+    /// The processes that parked the holds still awaiting (those with a parker recorded), so a
+    /// caller can ask which of them are gone before [`ApprovalLedger::restore`].
+    async fn open_parkers(&self) -> Result<BTreeSet<String>, PortError>;
 
     /// The hold's audit trail, oldest first (`NotFound` when the hold does not exist).
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GoneParkers;
+
+    #[test]
+    fn a_start_up_restore_orphans_unnamed_holds_and_a_sweep_spares_them() {
+        let at_start = GoneParkers::of(["box/1/a".to_owned()]);
+        assert!(at_start.covers(Some("box/1/a")));
+        assert!(!at_start.covers(Some("box/2/b")), "a live parker's holds stay");
+        assert!(
+            at_start.covers(None),
+            "no one waits on an unnamed hold after a start"
+        );
+        let sweep = at_start.sparing_unnamed();
+        assert!(sweep.covers(Some("box/1/a")));
+        assert!(
+            !sweep.covers(None),
+            "a sweep cannot know who parked an unnamed hold"
+        );
+        assert!(GoneParkers::default().covers(None));
+        assert!(!GoneParkers::default().covers(Some("box/1/a")));
+    }
 }

@@ -15,6 +15,14 @@ use crate::error::{PortError, PortErrorKind};
 /// The duty of driving every embedded-engine run of one run ledger.
 pub const EMBEDDED_ENGINE_DUTY: &str = "embedded-flow-engine";
 
+/// The duty a running process renews to show it is alive, one per process start: a hold that
+/// process parked is orphaned only once this lapses (or the process is seen dead on its host),
+/// so a gateway starting beside live ones leaves their holds alone.
+#[must_use]
+pub fn presence_duty(holder: &str) -> String {
+    format!("process-presence/{holder}")
+}
+
 /// A duty, who holds it, and until when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {

@@ -37,7 +37,7 @@ pub mod usage_store;
 pub use approval::{ApprovalKind, ApprovalRecord, ApprovalStatus};
 pub use approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
-    ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
 };
 pub use approval_rules::{
     DEADLINE_REASON, GATE_DECISION_REFUSED_CODE, GateDecisionRefused, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline,
@@ -53,7 +53,7 @@ pub use flow_bindings::{CallerProposal, FlowBindings, HeldProposal, ProposalAnsw
 pub use flow_engine::{FlowEngine, GateAnswer, RunView, StartRun};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
-pub use lease::{EMBEDDED_ENGINE_DUTY, Lease, LeaseStore};
+pub use lease::{EMBEDDED_ENGINE_DUTY, Lease, LeaseStore, presence_duty};
 pub use llm::{
     ContentPart, FinishReason, LlmEventStream, LlmMessage, LlmProvider, LlmRequest, LlmResponse, LlmRole,
     ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice, ToolSpec,

@@ -170,7 +170,13 @@ async fn the_sidecar_never_decides_and_restores_nothing() {
     let err = ledger.decide("a", decision).await.unwrap_err();
     assert_eq!(err.kind, PortErrorKind::Invalid);
     assert!(err.message.contains("never decides"), "{}", err.message);
-    assert!(ledger.restore().await.unwrap().is_empty());
+    assert!(
+        ledger
+            .restore(&metaforge_ports::GoneParkers::default())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(ledger.list_pending().await.unwrap().len(), 1);
 }
 

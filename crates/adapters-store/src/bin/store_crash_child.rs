@@ -43,7 +43,9 @@ async fn run_loop(dir: &Path, tag: &str) -> Result<(), PortError> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let approvals = SqliteApprovalLedger::open(&dir.join("tool_approvals_ledger.db"), clock.clone()).await?;
     let versions = SqliteFlowVersionStore::open(&dir.join("flow_versions.db")).await?;
-    approvals.restore().await?;
+    approvals
+        .restore(&metaforge_ports::GoneParkers::default())
+        .await?;
     versions.restore().await?;
     line("ready")?;
     for i in 0u64.. {

@@ -4,16 +4,19 @@
 //! gateways deciding one hold serialise: the first wins, the second reads the closed hold and
 //! gets its conflict (409).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
-    ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp, WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp,
+    WaiterResolution,
 };
 use sqlx::{PgPool, Postgres, Transaction};
 
 use super::{db_error, open_pool};
+use crate::approvals::approval_columns;
 use crate::codec::{corrupt_label, label, limit_i64, not_found, parse_json, parse_label, to_json};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/approvals");
@@ -28,6 +31,8 @@ const SCHEMA: &str = "metaforge_approvals";
 pub struct PgApprovalLedger {
     pool: PgPool,
     clock: Arc<dyn Clock>,
+    /// This process's name, written on every hold it parks ([`GoneParkers`]).
+    parker: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -45,6 +50,8 @@ struct ApprovalRow {
     decided_at: Option<Timestamp>,
     deadline: Option<Timestamp>,
     requested_by: Option<String>,
+    /// The process that parked the hold (`None` for holds parked before parkers were named).
+    parked_by: Option<String>,
 }
 
 impl ApprovalRow {
@@ -86,14 +93,27 @@ impl PgApprovalLedger {
     /// `Invalid` for a URL that does not parse, `Unavailable` when the server cannot be reached.
     pub async fn open(url: &str, clock: Arc<dyn Clock>) -> Result<Self, PortError> {
         let pool = open_pool(url, SCHEMA, &MIGRATOR).await?;
-        Ok(Self { pool, clock })
+        Ok(Self {
+            pool,
+            clock,
+            parker: None,
+        })
+    }
+
+    /// Names this process on every hold it parks, so a restore elsewhere orphans them only once
+    /// this process is gone ([`ApprovalLedger::restore`]).
+    #[must_use]
+    pub fn with_parker(mut self, holder: impl Into<String>) -> Self {
+        self.parker = Some(holder.into());
+        self
     }
 
     async fn fetch(&self, id: &str) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals WHERE id = $1",
-        )
+        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE id = $1"
+        ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await
@@ -124,12 +144,13 @@ impl PgApprovalLedger {
             return Ok(());
         }
         let mut tx = self.begin().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
              WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < $1 \
-             ORDER BY id FOR UPDATE",
-        )
+             ORDER BY id FOR UPDATE"
+        ))
         .bind(at)
         .fetch_all(&mut *tx)
         .await
@@ -170,11 +191,12 @@ impl PgApprovalLedger {
         tx: &mut Transaction<'static, Postgres>,
         id: &str,
     ) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE id = $1 FOR UPDATE",
-        )
+        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE id = $1 FOR UPDATE"
+        ))
         .bind(id)
         .fetch_optional(&mut **tx)
         .await
@@ -243,8 +265,8 @@ impl ApprovalLedger for PgApprovalLedger {
         let mut tx = self.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO approvals (id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, $10, $11)",
+             flow_version_id, created_at, decided_at, deadline, requested_by, parked_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, $10, $11, $12)",
         )
         .bind(&record.id)
         .bind(label(&record.kind)?)
@@ -257,6 +279,7 @@ impl ApprovalLedger for PgApprovalLedger {
         .bind(record.created_at)
         .bind(record.deadline)
         .bind(&record.requested_by)
+        .bind(&self.parker)
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -283,11 +306,12 @@ impl ApprovalLedger for PgApprovalLedger {
 
     async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' ORDER BY created_at, id"
+        ))
         .fetch_all(&self.pool)
         .await
         .map_err(|e| db_error("list pending approvals", e))?;
@@ -296,11 +320,12 @@ impl ApprovalLedger for PgApprovalLedger {
 
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             ORDER BY created_at DESC, id DESC LIMIT $1",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             ORDER BY created_at DESC, id DESC LIMIT $1"
+        ))
         .bind(limit_i64(limit))
         .fetch_all(&self.pool)
         .await
@@ -352,21 +377,25 @@ impl ApprovalLedger for PgApprovalLedger {
         Ok(outcome)
     }
 
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
         // A hold whose deadline already passed timed out; only the rest were orphaned.
         self.expire_overdue().await?;
         let now = self.clock.now();
         let mut tx = self.begin().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(
-            "SELECT id, kind, tool, arguments, caller, status, reason, approver, \
-             flow_version_id, created_at, decided_at, deadline, requested_by FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id FOR UPDATE",
-        )
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' ORDER BY created_at, id FOR UPDATE"
+        ))
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| db_error("list orphaned approvals", e))?;
         let mut orphaned = Vec::with_capacity(rows.len());
         for row in rows {
+            if !gone.covers(row.parked_by.as_deref()) {
+                continue;
+            }
             let current = row.into_record()?;
             if let Some(next) = current.orphaned(now)
                 && Self::persist(&mut tx, &current, &next, ApprovalTrigger::Restart).await?
@@ -386,6 +415,17 @@ impl ApprovalLedger for PgApprovalLedger {
             );
         }
         Ok(orphaned)
+    }
+
+    async fn open_parkers(&self) -> Result<BTreeSet<String>, PortError> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT parked_by FROM approvals \
+             WHERE status = 'awaiting_approval' AND parked_by IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("list the parkers of open approvals", e))?;
+        Ok(rows.into_iter().map(|(holder,)| holder).collect())
     }
 
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {

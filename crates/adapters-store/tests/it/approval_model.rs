@@ -92,7 +92,7 @@ async fn apply(ledger: &dyn ApprovalLedger, clock: &ManualClock, op: &Op) -> Str
             clock.advance(chrono::Duration::seconds(i64::from(*secs)));
             "advanced".into()
         }
-        Op::Restore => outcome(&ledger.restore().await),
+        Op::Restore => outcome(&ledger.restore(&metaforge_ports::GoneParkers::default()).await),
         Op::Get { hold } => outcome(&ledger.get(&format!("h{hold}")).await),
     }
 }

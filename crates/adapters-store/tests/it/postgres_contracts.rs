@@ -22,6 +22,21 @@ async fn postgres_approval_ledger_honours_the_contract() {
 }
 
 #[tokio::test]
+async fn postgres_approval_ledger_orphans_only_the_holds_of_gone_parkers() {
+    let Some(server) = start_postgres() else { return };
+    let clock = Arc::new(ManualClock::fixed());
+    let first = PgApprovalLedger::open(&server.url, clock.clone())
+        .await
+        .expect("open")
+        .with_parker("host-a/1/one");
+    let second = PgApprovalLedger::open(&server.url, clock.clone())
+        .await
+        .expect("reopen")
+        .with_parker("host-b/2/two");
+    contracts::approval_parkers_contract(&first, "host-a/1/one", &second, "host-b/2/two", &clock).await;
+}
+
+#[tokio::test]
 async fn two_gateways_deciding_one_hold_produce_one_winner_and_conflicts() {
     let Some(server) = start_postgres() else { return };
     let clock = Arc::new(ManualClock::fixed());

@@ -31,6 +31,22 @@ async fn sqlite_approval_ledger_honours_the_contract() {
 }
 
 #[tokio::test]
+async fn sqlite_approval_ledger_orphans_only_the_holds_of_gone_parkers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::fixed());
+    let path = dir.path().join("tool_approvals_ledger.db");
+    let first = SqliteApprovalLedger::open(&path, clock.clone())
+        .await
+        .expect("open")
+        .with_parker("host-a/1/one");
+    let second = SqliteApprovalLedger::open(&path, clock.clone())
+        .await
+        .expect("reopen")
+        .with_parker("host-b/2/two");
+    contracts::approval_parkers_contract(&first, "host-a/1/one", &second, "host-b/2/two", &clock).await;
+}
+
+#[tokio::test]
 async fn sqlite_flow_version_store_honours_the_contract() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("flow_versions.db");

@@ -10,54 +10,12 @@
 //! next process on the host instead of waited out: the holder names its host and pid.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use metaforge_ports::{Clock, EMBEDDED_ENGINE_DUTY, Lease, LeaseStore, PortError};
 use tokio::task::JoinHandle;
 
 use super::engine::{EmbeddedEngine, ResumeReport};
-
-/// How long a lease lasts unless renewed, and how often the holder renews it (and a standby
-/// asks again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LeaseTimings {
-    /// The lease's length: how long a dead holder on another host can delay a takeover.
-    pub ttl: Duration,
-    /// How often the holder renews and a standby process asks; well under `ttl`.
-    pub renew_every: Duration,
-}
-
-impl Default for LeaseTimings {
-    fn default() -> Self {
-        Self {
-            ttl: Duration::from_secs(15),
-            renew_every: Duration::from_secs(5),
-        }
-    }
-}
-
-/// A process identity for leases: `host/pid/unique`, unique per start.
-#[must_use]
-pub fn lease_holder(host: &str, pid: u32, unique: &str) -> String {
-    format!("{host}/{pid}/{unique}")
-}
-
-/// The host and pid a holder names, when it is of [`lease_holder`]'s form.
-fn holder_process(holder: &str) -> Option<(&str, u32)> {
-    let mut parts = holder.splitn(3, '/');
-    let host = parts.next()?;
-    let pid = parts.next()?.parse().ok()?;
-    parts.next()?;
-    Some((host, pid))
-}
-
-/// What this process knows of the host it runs on, to tell a dead local holder from a live one.
-pub trait LocalProcesses: Send + Sync {
-    /// This host's name, or `None` when it cannot be read (then no holder counts as local).
-    fn host(&self) -> Option<String>;
-    /// Whether a process with `pid` runs on this host.
-    fn is_alive(&self, pid: u32) -> bool;
-}
+use crate::processes::{LeaseTimings, LocalProcesses, is_dead_here};
 
 /// Whether this process leads the engine after [`lead`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +63,7 @@ impl Leader {
             .leases
             .acquire(EMBEDDED_ENGINE_DUTY, &self.holder, now, self.timings.ttl)
             .await?;
-        if lease.is_held_by(&self.holder, now) || !self.holder_is_dead_here(&lease.holder) {
+        if lease.is_held_by(&self.holder, now) || !is_dead_here(self.local.as_ref(), &lease.holder) {
             return Ok(lease);
         }
         tracing::warn!(
@@ -119,13 +77,6 @@ impl Leader {
         self.leases
             .acquire(EMBEDDED_ENGINE_DUTY, &self.holder, now, self.timings.ttl)
             .await
-    }
-
-    fn holder_is_dead_here(&self, holder: &str) -> bool {
-        match (holder_process(holder), self.local.host()) {
-            (Some((host, pid)), Some(here)) => host == here && !self.local.is_alive(pid),
-            _ => false,
-        }
     }
 
     /// Resumes the runs and renews the lease until it cannot be shown held; then stops the engine.
@@ -293,19 +244,5 @@ impl EngineLeadership {
         {
             tracing::warn!(event = "flow_engine_lease_release_failed", error = %e, "the engine lease could not be given up; it lapses on its own");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_holder_names_its_host_and_pid() {
-        let holder = lease_holder("box-1", 4242, "0190-abc");
-        assert_eq!(holder, "box-1/4242/0190-abc");
-        assert_eq!(holder_process(&holder), Some(("box-1", 4242)));
-        assert_eq!(holder_process("someone"), None);
-        assert_eq!(holder_process("box/notapid/x"), None);
     }
 }

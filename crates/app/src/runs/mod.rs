@@ -33,7 +33,7 @@ pub use brains::{
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
 pub use holds::GateHolds;
-pub use leadership::{EngineLeadership, LeadStart, LeaseTimings, LocalProcesses, lead, lease_holder};
+pub use leadership::{EngineLeadership, LeadStart, lead};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
 pub use service::{
     ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,

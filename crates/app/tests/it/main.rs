@@ -2,6 +2,7 @@
 
 mod agent_turns;
 mod fault_injection;
+mod process_presence;
 mod runs_brains;
 mod runs_engine;
 mod tool_registry;

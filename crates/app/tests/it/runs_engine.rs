@@ -30,9 +30,9 @@ use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, BusEvent,
     ClientTaskStatus, ClientTaskStore, Clock, DecisionSurface, EventBus, FeedbackSource, FlowEngine,
     FlowVersionDecision, FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus, FlowVersionStore,
-    GateAnswer, GateDecision, GateDecisionKind, GateDecisionRefused, IntelligenceMode, PhaseStatus,
-    PortError, PortErrorKind, PublishReceipt, ResolveOutcome, RunEvent, RunLedger, RunSettings, RunState,
-    RunStatus, StartRun, TwinStore, WaiterResolution, gate_approval_id, run_branch, sha256_hex,
+    GateAnswer, GateDecision, GateDecisionKind, GateDecisionRefused, GoneParkers, IntelligenceMode,
+    PhaseStatus, PortError, PortErrorKind, PublishReceipt, ResolveOutcome, RunEvent, RunLedger, RunSettings,
+    RunState, RunStatus, StartRun, TwinStore, WaiterResolution, gate_approval_id, run_branch, sha256_hex,
 };
 use metaforge_test_support::doubles::{
     BrainStep, MemoryApprovalLedger, MemoryClientTaskStore, MemoryFlowVersionStore, MemoryRunLedger,
@@ -129,8 +129,11 @@ impl ApprovalLedger for FlakyApprovals {
     ) -> Result<ResolveOutcome, PortError> {
         self.inner.resolve(id, resolution, reason).await
     }
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
-        self.inner.restore().await
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
+        self.inner.restore(gone).await
+    }
+    async fn open_parkers(&self) -> Result<std::collections::BTreeSet<String>, PortError> {
+        self.inner.open_parkers().await
     }
     async fn history(&self, id: &str) -> Result<Vec<metaforge_ports::ApprovalTransition>, PortError> {
         self.inner.history(id).await
@@ -1082,7 +1085,12 @@ async fn a_restart_mid_phase_and_mid_gate_completes_the_run_exactly_once() {
     // Second process over the same files: design re-runs with the same key and parks.
     let stores = Stores::sqlite(dir.path(), clock.clone()).await;
     assert!(
-        stores.approvals.restore().await.unwrap().is_empty(),
+        stores
+            .approvals
+            .restore(&GoneParkers::default())
+            .await
+            .unwrap()
+            .is_empty(),
         "the gateway's start-up restore orphans no gate hold"
     );
     let second = Arc::new(ScriptedPhaseBrain::new());
@@ -1117,7 +1125,7 @@ async fn a_restart_mid_phase_and_mid_gate_completes_the_run_exactly_once() {
 
     // Third process: the parked gate is still parked and answerable.
     let stores = Stores::sqlite(dir.path(), clock.clone()).await;
-    stores.approvals.restore().await.unwrap();
+    stores.approvals.restore(&GoneParkers::default()).await.unwrap();
     let third = Arc::new(ScriptedPhaseBrain::new());
     let engine3 = engine(&stores, &third).await;
     let view = engine3.state("run-z").await.unwrap();

@@ -292,7 +292,16 @@ async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, St
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let crate::ledgers::Ledgers {
         approvals, versions, ..
-    } = crate::ledgers::open_ledgers(&settings.ledgers, approvals_path, versions_path, &clock).await?;
+    } = crate::ledgers::open_ledgers(
+        &settings.ledgers,
+        approvals_path,
+        versions_path,
+        &clock,
+        // No presence lease is kept here: a gateway orphans these holds once this pid is gone
+        // from this host; on another host they wait for their deadlines.
+        &crate::local_processes::this_process(&UuidV7Ids),
+    )
+    .await?;
     tracing::info!(
         event = "mcp_sidecar_ledgers",
         approvals = %settings.ledgers.describe(approvals_path),

@@ -72,6 +72,8 @@ pub(crate) struct Composition {
     pub(crate) tools: crate::tool_servers::ComposedTools,
     /// Design-flow runs: the engine, its stores and brains.
     pub(crate) runs: crate::runs_config::ComposedRuns,
+    /// This process's presence on the ledgers (renewed, sweeping the holds of gone processes).
+    pub(crate) presence: metaforge_app::processes::PresenceTask,
     /// `METAFORGE_HOME` (where `up --engine temporal` keeps its dev server's history).
     #[cfg_attr(
         not(feature = "temporal"),
@@ -125,13 +127,21 @@ pub(crate) async fn compose_as(
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let ids: Arc<dyn IdGen> = Arc::new(UuidV7Ids);
+    // One name per start: on the holds this process parks, its presence and its engine lease.
+    let process = crate::local_processes::this_process(ids.as_ref());
     let crate::ledgers::Ledgers {
         approvals: ledger,
         versions,
         restored,
-    } = crate::ledgers::open_ledgers(&settings.ledgers, &approvals_path, &versions_path, &clock)
-        .await
-        .map_err(StartError::Runtime)?;
+    } = crate::ledgers::open_ledgers(
+        &settings.ledgers,
+        &approvals_path,
+        &versions_path,
+        &clock,
+        &process,
+    )
+    .await
+    .map_err(StartError::Runtime)?;
     let approvals = Arc::new(
         ApprovalService::new(
             Arc::clone(&ledger),
@@ -140,20 +150,6 @@ pub(crate) async fn compose_as(
             Arc::clone(&ids),
         )
         .with_approver_policy(approver_policy),
-    );
-    let (orphaned, carried) = approvals
-        .restore()
-        .await
-        .map_err(|e| StartError::Runtime(e.to_string()))?;
-    tracing::info!(
-        event = "ledgers_restored",
-        approvals = %settings.ledgers.describe(&approvals_path),
-        flow_versions = %settings.ledgers.describe(&versions_path),
-        versions_served = restored.restored.len(),
-        versions_skipped = restored.skipped.len(),
-        orphaned_holds = orphaned,
-        decisions_carried = carried,
-        "ledgers open"
     );
     let usage = settings
         .ledgers
@@ -255,8 +251,38 @@ pub(crate) async fn compose_as(
         usage: usage.clone(),
         engine,
         settings: &settings.runs,
+        process: process.clone(),
     })
     .await?;
+    // This process shows it is alive before it parks anything, then orphans only the holds of
+    // processes that are gone (on one ledger shared by several gateways, the others' stay).
+    let presence = Arc::new(metaforge_app::processes::Presence::new(
+        Arc::clone(&runs.leases),
+        Arc::clone(&clock),
+        Arc::new(crate::local_processes::ThisHost),
+        process,
+        metaforge_app::processes::LeaseTimings::default(),
+    ));
+    presence
+        .announce()
+        .await
+        .map_err(|e| StartError::Runtime(format!("announcing this process on the run ledger: {e}")))?;
+    let (orphaned, carried) = approvals
+        .restore(&presence)
+        .await
+        .map_err(|e| StartError::Runtime(e.to_string()))?;
+    tracing::info!(
+        event = "ledgers_restored",
+        approvals = %settings.ledgers.describe(&approvals_path),
+        flow_versions = %settings.ledgers.describe(&versions_path),
+        versions_served = restored.restored.len(),
+        versions_skipped = restored.skipped.len(),
+        orphaned_holds = orphaned,
+        decisions_carried = carried,
+        process = %presence.name(),
+        "ledgers open"
+    );
+    let presence = presence.keep(Arc::clone(&approvals));
     let mcp = compose_mcp(McpInputs {
         ledger: &ledger,
         versions: &versions,
@@ -290,6 +316,7 @@ pub(crate) async fn compose_as(
         mcp,
         tools,
         runs,
+        presence,
         home: paths.home.clone(),
         _scratch: scratch,
     })
@@ -640,6 +667,7 @@ async fn serve(args: &GatewayArgs, settings: &Settings) -> Result<(), StartError
     tracing::info!(event = "gateway_started", addr = %addr, keys_required = composition.auth.keys_required());
     let served = crate::listen::serve(listener, router, limits, shutdown_signal()).await;
     composition.runs.shutdown().await;
+    composition.presence.stop().await;
     flush_usage(&composition).await;
     served.map_err(|e| StartError::Runtime(format!("server error: {e}")))
 }
@@ -798,6 +826,7 @@ async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
         worker
     );
     composition.runs.shutdown().await;
+    composition.presence.stop().await;
     flush_usage(&composition).await;
     worker_result?;
     gateway_result.map_err(|e| StartError::Runtime(format!("gateway: {e}")))?;

@@ -49,7 +49,7 @@ async fn work(
         "metaforge worker polling {} on {host}",
         metaforge_adapters_temporal::TASK_QUEUE
     ));
-    tokio::select! {
+    let worked = tokio::select! {
         worked = metaforge_adapters_temporal::run_worker(&host, activities) => {
             worked.map_err(|e| StartError::Runtime(e.to_string()))
         }
@@ -57,7 +57,9 @@ async fn work(
             tracing::info!(event = "design_flow_worker_stopped", "the worker stopped; Temporal hands its tasks to another worker");
             Ok(())
         }
-    }
+    };
+    composition.presence.stop().await;
+    worked
 }
 
 /// Without the `temporal` feature: the command exists (so `--help` lists it) and says how to

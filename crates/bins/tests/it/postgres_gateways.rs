@@ -114,6 +114,74 @@ fn two_gateways_on_one_postgres_share_the_queue_and_a_decision_has_one_winner() 
     }
 }
 
+fn park_held_write(gateway: &str) -> String {
+    let (status, hold) = http(
+        gateway,
+        "POST",
+        "/v1/chat/tool_approvals",
+        Some(&json!({"tool": "twin.commit_geometry", "caller": "remote", "timeout_seconds": 3600})),
+    );
+    assert_eq!(status, 201, "{hold}");
+    hold["id"].as_str().expect("hold id").to_owned()
+}
+
+fn hold_status(gateway: &str, id: &str) -> Value {
+    let (status, hold) = http(gateway, "GET", &format!("/v1/chat/tool_approvals/{id}"), None);
+    assert_eq!(status, 200, "{hold}");
+    hold
+}
+
+#[test]
+fn a_restart_orphans_only_its_own_holds_and_a_killed_peers_are_orphaned_by_the_survivor() {
+    let Some(server) = metaforge_test_support::postgres::start_postgres() else {
+        return;
+    };
+    let database = [("METAFORGE_DATABASE_URL", server.url.clone())];
+    let (home_a, home_b) = (
+        tempfile::tempdir().expect("home a"),
+        tempfile::tempdir().expect("home b"),
+    );
+    let (gateway_a, a) = start_gateway(home_a.path(), &database);
+    let (gateway_b, b) = start_gateway(home_b.path(), &database);
+    let held_on_a = park_held_write(&a);
+    let held_on_b = park_held_write(&b);
+
+    // b restarts: the hold it parked lost its waiter, a's is still waited on.
+    drop(gateway_b);
+    let (_gateway_b, b) = start_gateway(home_b.path(), &database);
+    let own = hold_status(&b, &held_on_b);
+    assert_eq!(own["status"], "failed", "{own}");
+    assert_eq!(
+        own["reason"],
+        "orphaned: gateway restarted while this approval was pending"
+    );
+    assert_eq!(
+        hold_status(&b, &held_on_a)["status"],
+        "awaiting_approval",
+        "a live gateway's hold survives its peer's restart"
+    );
+
+    // kill -9 a: b's sweep sees a is gone and orphans its hold, without a restart.
+    drop(gateway_a);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    loop {
+        let hold = hold_status(&b, &held_on_a);
+        if hold["status"] == "failed" {
+            assert_eq!(
+                hold["reason"],
+                "orphaned: gateway restarted while this approval was pending"
+            );
+            break;
+        }
+        assert_eq!(hold["status"], "awaiting_approval", "{hold}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed gateway's hold was never orphaned"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn a_database_url_of_another_scheme_refuses_to_start_naming_the_variable() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -2,7 +2,7 @@
 
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTrigger, Clock,
-    ORPHANED_APPROVAL_REASON, PortErrorKind, ResolveOutcome, WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, PortErrorKind, ResolveOutcome, WaiterResolution,
 };
 
 use super::kind_of;
@@ -259,7 +259,7 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     ledger.park(overdue).await.expect("park a-6");
     // At its deadline a decision still lands; one second later the hold is past it.
     clock.advance(chrono::Duration::seconds(1));
-    let orphaned = ledger.restore().await.expect("restore");
+    let orphaned = ledger.restore(&GoneParkers::default()).await.expect("restore");
     let mut ids: Vec<String> = orphaned.iter().map(|r| r.id.clone()).collect();
     ids.sort();
     assert_eq!(ids, vec!["a-4", "a-5"], "restore marks exactly the open holds");
@@ -286,7 +286,11 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
         Ok(ResolveOutcome::AlreadyClosed { .. })
     ));
     assert_eq!(
-        ledger.restore().await.expect("restore again").len(),
+        ledger
+            .restore(&GoneParkers::default())
+            .await
+            .expect("restore again")
+            .len(),
         0,
         "a second restore finds nothing"
     );
@@ -304,7 +308,11 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
     gate.arguments = serde_json::json!({"run_id": "r-1", "phase": "design"});
     ledger.park(gate).await.expect("park a gate hold");
     assert!(
-        ledger.restore().await.expect("restore with a gate").is_empty(),
+        ledger
+            .restore(&GoneParkers::default())
+            .await
+            .expect("restore with a gate")
+            .is_empty(),
         "a restart never orphans a gate hold"
     );
     let pending = ledger.list_pending().await.expect("pending");
@@ -322,4 +330,71 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
         .expect("the engine records a gate's decision");
     assert_eq!(decided.status, ApprovalStatus::Approved);
     assert_eq!(decided.approver.as_deref(), Some("ana"));
+}
+
+/// Two processes on one ledger: `first` and `second` are two handles on the same store, opened
+/// naming the processes `first_name` and `second_name`. A restore orphans only the holds of the
+/// processes it is told are gone, and names the parkers of the holds still open.
+pub async fn approval_parkers_contract(
+    first: &dyn ApprovalLedger,
+    first_name: &str,
+    second: &dyn ApprovalLedger,
+    second_name: &str,
+    clock: &ManualClock,
+) {
+    first.park(hold("p-1", clock)).await.expect("park p-1");
+    second.park(hold("p-2", clock)).await.expect("park p-2");
+    let mut gate = hold("gate:r-9:design:1", clock);
+    gate.kind = ApprovalKind::Gate;
+    first.park(gate).await.expect("park a gate hold");
+    let both: std::collections::BTreeSet<String> = [first_name.to_owned(), second_name.to_owned()].into();
+    assert_eq!(
+        second.open_parkers().await.expect("parkers"),
+        both,
+        "either handle names both parkers"
+    );
+    assert!(
+        second
+            .restore(&GoneParkers::default())
+            .await
+            .expect("restore with no one gone")
+            .is_empty(),
+        "no hold of a named, live process is orphaned"
+    );
+    let orphaned = second
+        .restore(&GoneParkers::of([first_name.to_owned()]))
+        .await
+        .expect("restore the first's holds");
+    assert_eq!(
+        orphaned.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["p-1"],
+        "only the gone process's tool-call hold is orphaned, never its gate"
+    );
+    assert_eq!(
+        first.get("p-2").await.expect("get p-2").status,
+        ApprovalStatus::AwaitingApproval,
+        "the live process's hold still waits"
+    );
+    assert_eq!(
+        first.get("gate:r-9:design:1").await.expect("get the gate").status,
+        ApprovalStatus::AwaitingApproval
+    );
+    assert_eq!(
+        first.open_parkers().await.expect("parkers"),
+        both,
+        "the gate keeps its parker named while it waits"
+    );
+    let again = first
+        .restore(&GoneParkers::of([first_name.to_owned()]))
+        .await
+        .expect("restore again");
+    assert!(again.is_empty(), "a second sweep finds nothing");
+    let orphaned = first
+        .restore(&GoneParkers::of([second_name.to_owned()]))
+        .await
+        .expect("restore the second's holds");
+    assert_eq!(
+        orphaned.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        vec!["p-2"]
+    );
 }

@@ -12,7 +12,7 @@ mod sessions;
 mod twin;
 mod usage;
 
-pub use approvals::approval_ledger_contract;
+pub use approvals::{approval_ledger_contract, approval_parkers_contract};
 pub use client_tasks::client_task_store_contract;
 pub use event_bus::event_bus_contract;
 pub use flow_versions::{Tamper, flow_version_store_contract, frozen_version};

@@ -1,12 +1,12 @@
 //! The approval ledger double.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalStatus, ApprovalTransition, ApprovalTrigger,
-    Clock, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
+    Clock, GoneParkers, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
 };
 
 use super::{err, lock};
@@ -14,23 +14,44 @@ use super::{err, lock};
 #[derive(Default)]
 struct State {
     records: BTreeMap<String, ApprovalRecord>,
+    parked_by: BTreeMap<String, String>,
     order: Vec<String>,
     history: Vec<ApprovalTransition>,
 }
 
 /// An approval ledger in memory (unit tests only).
 pub struct MemoryApprovalLedger {
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     clock: Arc<dyn Clock>,
+    parker: Option<String>,
 }
 
 impl MemoryApprovalLedger {
     /// An empty ledger reading time from `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         Self {
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
             clock,
+            parker: None,
         }
+    }
+
+    /// A second handle on the same holds for another process named `parker` (two processes on
+    /// one ledger).
+    #[must_use]
+    pub fn shared_with(&self, parker: impl Into<String>) -> Self {
+        Self {
+            state: Arc::clone(&self.state),
+            clock: Arc::clone(&self.clock),
+            parker: Some(parker.into()),
+        }
+    }
+
+    /// Names this ledger's process on every hold it parks, like the stores do.
+    #[must_use]
+    pub fn with_parker(mut self, holder: impl Into<String>) -> Self {
+        self.parker = Some(holder.into());
+        self
     }
 
     fn expire(&self, state: &mut State) {
@@ -74,6 +95,9 @@ impl ApprovalLedger for MemoryApprovalLedger {
         }
         s.history.push(record.park_transition());
         s.order.push(record.id.clone());
+        if let Some(parker) = &self.parker {
+            s.parked_by.insert(record.id.clone(), parker.clone());
+        }
         s.records.insert(record.id.clone(), record.clone());
         Ok(record)
     }
@@ -135,7 +159,7 @@ impl ApprovalLedger for MemoryApprovalLedger {
         Ok(outcome)
     }
 
-    async fn restore(&self) -> Result<Vec<ApprovalRecord>, PortError> {
+    async fn restore(&self, gone: &GoneParkers) -> Result<Vec<ApprovalRecord>, PortError> {
         let mut s = lock(&self.state);
         self.expire(&mut s);
         let now = self.clock.now();
@@ -144,6 +168,9 @@ impl ApprovalLedger for MemoryApprovalLedger {
             let Some(current) = s.records.get(&id).cloned() else {
                 continue;
             };
+            if !gone.covers(s.parked_by.get(&id).map(String::as_str)) {
+                continue;
+            }
             if let Some(next) = current.orphaned(now) {
                 out.push(next.clone());
                 Self::store(&mut s, &current, next, ApprovalTrigger::Restart);
@@ -151,6 +178,15 @@ impl ApprovalLedger for MemoryApprovalLedger {
         }
         out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(out)
+    }
+
+    async fn open_parkers(&self) -> Result<BTreeSet<String>, PortError> {
+        let s = lock(&self.state);
+        Ok(s.records
+            .values()
+            .filter(|r| r.status == ApprovalStatus::AwaitingApproval)
+            .filter_map(|r| s.parked_by.get(&r.id).cloned())
+            .collect())
     }
 
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {

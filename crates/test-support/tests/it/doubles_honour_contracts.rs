@@ -19,6 +19,14 @@ async fn memory_approval_ledger_honours_the_contract() {
 }
 
 #[tokio::test]
+async fn memory_approval_ledger_orphans_only_the_holds_of_gone_parkers() {
+    let clock = Arc::new(ManualClock::fixed());
+    let first = MemoryApprovalLedger::new(clock.clone()).with_parker("host-a/1/one");
+    let second = first.shared_with("host-b/2/two");
+    contracts::approval_parkers_contract(&first, "host-a/1/one", &second, "host-b/2/two", &clock).await;
+}
+
+#[tokio::test]
 async fn memory_flow_version_store_honours_the_contract() {
     let store = Arc::new(MemoryFlowVersionStore::new());
     let tamper_target = store.clone();
