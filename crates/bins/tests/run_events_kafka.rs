@@ -6,10 +6,6 @@
 //! `metaforge.run.*` by a consumer group of the Kafka adapter — each exactly once, equal to the
 //! notice derived from the ledger, with the run id as its trace id.
 #![cfg(feature = "kafka")]
-#![expect(
-    clippy::unwrap_used,
-    reason = "process tests: a peer that cannot start must stop the test loudly"
-)]
 
 #[expect(dead_code, reason = "shared process helpers; this test uses the gateway's")]
 mod common;
@@ -20,14 +16,12 @@ mod common;
 mod run_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_store::kafka_bus::topic_for;
 use metaforge_adapters_store::{KafkaEventBus, SqliteRunLedger};
 use metaforge_app::runs::{RunNotice, notices_of};
 use metaforge_ports::{EventBus, RunLedger};
-use metaforge_test_support::{ChildGuard, Peer, net, require};
 use run_support::{ScriptedModel, approve_body, exchange, log_tail, open_gate, start_gateway};
 use serde_json::json;
 
@@ -43,48 +37,12 @@ fn to_the_microsecond(mut notice: RunNotice) -> RunNotice {
 /// How long the run may take to complete.
 const RUN_WITHIN: Duration = Duration::from_secs(60);
 
-/// The tansu broker on a free loopback port (memory storage), ready; `None` (skipped, the reason
-/// printed) when it is not installed.
-fn start_tansu() -> Option<(ChildGuard, u16, tempfile::TempDir)> {
-    let tansu = require(Peer::Tansu)?;
-    let port = net::unused_port();
-    let url = format!("tcp://127.0.0.1:{port}");
-    let dir = tempfile::tempdir().unwrap();
-    let broker = common::spawn(
-        Command::new(&tansu)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-        "tansu",
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !Command::new(&tansu)
-        .args(["topic", "list", "--broker", &url])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        assert!(Instant::now() < deadline, "tansu did not become ready on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Some((broker, port, dir))
-}
-
 #[test]
 fn every_notice_of_a_completed_run_is_read_back_once_from_its_kafka_topic() {
-    let Some((_broker, port, _broker_dir)) = start_tansu() else {
+    let Some(broker) = metaforge_test_support::kafka::start_tansu() else {
         return;
     };
-    let bootstrap = format!("127.0.0.1:{port}");
+    let bootstrap = broker.bootstrap.clone();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let model = runtime.block_on(ScriptedModel::start());
     let home = tempfile::tempdir().unwrap();

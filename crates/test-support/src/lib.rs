@@ -18,6 +18,7 @@ pub mod clock;
 pub mod contracts;
 pub mod doubles;
 pub mod falkordb;
+pub mod kafka;
 pub mod net;
 pub mod peers;
 pub mod phase_model;

@@ -1,0 +1,43 @@
+//! `cargo xtask cluster [N] [--kill-every SECONDS] [--runs R] [--racers K]` (issue 20): the
+//! scripted cluster run of `crates/bins/tests/cluster.rs` — PostgreSQL, Temporal, the tansu
+//! broker, FalkorDB, two gateways, one sidecar and one worker on loopback; the README
+//! walk-through through both gateways alternately; N proposals (default 1,000) each raced by K
+//! decisions (default 20) across the two while gateway B is SIGKILLed every 30 s and the worker
+//! once mid-phase; then the audit and its table. Every peer is required (a missing one fails),
+//! and everything is torn down at the end.
+
+use anyhow::Result;
+
+use crate::{REQUIRE_PEERS, run_env, setup};
+
+/// The cargo arguments that build and run the cluster script, `script` passed on to it.
+fn cargo_args(script: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "test",
+        "--locked",
+        "-p",
+        "metaforge-bins",
+        "--features",
+        "kafka,temporal",
+        "--test",
+        "cluster",
+        "--",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    args.extend(script.iter().cloned());
+    args
+}
+
+/// `cargo xtask cluster …`: installs what is missing, then runs the script with `script`.
+pub(crate) fn run(script: &[String]) -> Result<()> {
+    setup::ensure()?;
+    run_sized(script)
+}
+
+/// Runs the cluster script with `script` (sizes), every peer required.
+pub(crate) fn run_sized(script: &[String]) -> Result<()> {
+    let args = cargo_args(script);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_env("cargo", &args, &[(REQUIRE_PEERS, "1")])
+}
