@@ -79,7 +79,7 @@ impl GatewayClient {
     /// A request to `path` presenting `key` (another identity's key the sidecar was given, so
     /// the gateway records that identity), or none.
     fn request_with_key(&self, method: Method, path: &str, key: Option<&str>) -> reqwest::RequestBuilder {
-        let request = self.http.request(method, format!("{}{path}", self.base));
+        let request = with_trace_context(self.http.request(method, format!("{}{path}", self.base)));
         match key {
             Some(key) => request.header(API_KEY_HEADER, key),
             None => request,
@@ -220,4 +220,21 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(value: Value, what: &str) -
             e,
         )
     })
+}
+
+/// `request` carrying the current span's W3C trace context (`traceparent`, `tracestate`), so the
+/// gateway's work joins the trace of the tool call that caused it; nothing is added when no
+/// trace is being recorded (no OpenTelemetry layer, a no-op propagator).
+fn with_trace_context(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let context = tracing::Span::current().context();
+    let mut headers = reqwest::header::HeaderMap::new();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.inject_context(&context, &mut opentelemetry_http::HeaderInjector(&mut headers));
+    });
+    if headers.is_empty() {
+        request
+    } else {
+        request.headers(headers)
+    }
 }

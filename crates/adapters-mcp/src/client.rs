@@ -376,6 +376,7 @@ impl McpToolServer {
         );
         let mut options = PeerRequestOptions::with_timeout(self.config.call_timeout);
         options.reset_timeout_on_progress = true;
+        options.meta = crate::trace_meta::current_trace_meta();
         let handle = peer
             .send_request_with_option(ClientRequest::CallToolRequest(request), options)
             .await

@@ -20,6 +20,7 @@ mod json_reply;
 mod serve;
 mod server;
 mod skills;
+mod trace_meta;
 
 pub use client::{ClientStats, McpToolServer};
 pub use config::{

@@ -281,41 +281,10 @@ fn with_answers(mut arguments: Map<String, Value>, answers: Value) -> Map<String
     arguments
 }
 
-impl ServerHandler for SidecarServer {
-    fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::default();
-        info.capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_resources()
-            .enable_prompts()
-            .build();
-        crate::skills::declare(&mut info.capabilities, &self.host.skills());
-        info.server_info = Implementation::new("metaforge", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(
-            "MetaForge design flows. Writes are held for a person; no tool here approves anything."
-                .to_owned(),
-        );
-        info
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        let (caller, _) = self.caller(&context, None).await;
-        let class = caller.class;
-        let tools = self
-            .host
-            .tools(class)
-            .iter()
-            .map(tool_from_descriptor)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(mcp_error)?;
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
+impl SidecarServer {
+    /// Serves one `tools/call` (inside its span, [`crate::trace_meta::tool_call_span`]): the
+    /// host's decision, and the person's answers when the tool needs input.
+    async fn serve_tool_call(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
@@ -416,6 +385,50 @@ impl ServerHandler for SidecarServer {
                 result_from_output(fallback).map_err(mcp_error)?,
             )),
         }
+    }
+}
+
+impl ServerHandler for SidecarServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = ServerConfig::default();
+        info.capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        crate::skills::declare(&mut info.capabilities, &self.host.skills());
+        info.server_info = Implementation::new("metaforge", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "MetaForge design flows. Writes are held for a person; no tool here approves anything."
+                .to_owned(),
+        );
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let (caller, _) = self.caller(&context, None).await;
+        let class = caller.class;
+        let tools = self
+            .host
+            .tools(class)
+            .iter()
+            .map(tool_from_descriptor)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(mcp_error)?;
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let span = crate::trace_meta::tool_call_span(&context.meta, &request.name);
+        tracing::Instrument::instrument(self.serve_tool_call(request, context), span).await
     }
 
     async fn list_prompts(

@@ -15,6 +15,7 @@ mod runs_temporal;
 mod settings;
 mod skills;
 mod system;
+mod telemetry;
 mod tool_servers;
 mod twin_engine;
 

@@ -87,6 +87,8 @@ pub(crate) struct LogSettings {
     pub(crate) filter: Option<String>,
     /// `text` or `json`, when set.
     pub(crate) format: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the OTLP/HTTP collector spans are exported to; unset, none.
+    pub(crate) otlp_endpoint: Option<String>,
 }
 
 /// The MCP sidecar's variables.
@@ -199,6 +201,7 @@ impl Settings {
         let log = LogSettings {
             filter: env.get("METAFORGE_LOG").or_else(|| env.get("RUST_LOG")),
             format: env.get("METAFORGE_LOG_FORMAT"),
+            otlp_endpoint: env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         };
         let http = Limits::parse(&env).unwrap_or_else(|problem| {
             check(Err(problem));

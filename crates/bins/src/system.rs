@@ -52,11 +52,16 @@ impl LogFormat {
 }
 
 /// Logs on stderr for every command: filtered by `METAFORGE_LOG` (or `RUST_LOG`; default
-/// [`DEFAULT_LOG_FILTER`]), human lines by default, JSON with `METAFORGE_LOG_FORMAT=json`.
-/// A bad filter or format is reported on stderr and the defaults are used, so logging can never
-/// stop a command from running.
-pub(crate) fn init_logging(log: &crate::settings::LogSettings) {
-    use tracing_subscriber::EnvFilter;
+/// [`DEFAULT_LOG_FILTER`]), human lines by default, JSON with `METAFORGE_LOG_FORMAT=json`; and,
+/// with `OTEL_EXPORTER_OTLP_ENDPOINT`, the spans exported over OTLP as `metaforge-<role>` at
+/// [`DEFAULT_LOG_FILTER`]'s levels whatever the log filter
+/// (keep the returned [`Traces`](crate::telemetry::Traces) until the process ends: dropping it
+/// sends the last spans). A bad filter, format or endpoint is reported on stderr and the defaults
+/// are used, so logging can never stop a command from running.
+pub(crate) fn init_logging(log: &crate::settings::LogSettings, role: &str) -> crate::telemetry::Traces {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer as _};
     let filter = log.filter.as_deref().map_or_else(
             || EnvFilter::new(DEFAULT_LOG_FILTER),
             |directives| {
@@ -70,22 +75,43 @@ pub(crate) fn init_logging(log: &crate::settings::LogSettings) {
         eprintln!("metaforge: {err}");
         LogFormat::Text
     });
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    // A second initialisation (tests running commands in-process) is harmless; ignore it.
-    let _ = match format {
-        LogFormat::Json => builder
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let lines = match format {
+        LogFormat::Json => lines
             .json()
             .with_current_span(false)
             .with_span_list(true)
-            .try_init(),
-        LogFormat::Text => builder
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Text => lines
             .compact()
             .with_target(false)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init(),
+            .with_filter(filter)
+            .boxed(),
     };
+    let (traces, spans) = match log.otlp_endpoint.as_deref() {
+        None => (crate::telemetry::Traces::default(), None),
+        Some(endpoint) => match crate::telemetry::exporter(endpoint, role) {
+            // Spans keep their own level, whatever stderr shows: our own at info, library
+            // internals only when they warn.
+            Ok((traces, tracer)) => (
+                traces,
+                Some(
+                    tracing_opentelemetry::layer()
+                        .with_tracer(tracer)
+                        .with_filter(EnvFilter::new(DEFAULT_LOG_FILTER)),
+                ),
+            ),
+            Err(err) => {
+                eprintln!("metaforge: {err}; no traces are exported");
+                (crate::telemetry::Traces::default(), None)
+            }
+        },
+    };
+    // A second initialisation (tests running commands in-process) is harmless; ignore it.
+    let _ = tracing_subscriber::registry().with(lines).with(spans).try_init();
+    traces
 }
 
 /// The process environment, read once: the binary's one door to it (clippy refuses

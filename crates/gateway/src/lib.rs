@@ -24,6 +24,7 @@ mod models;
 pub mod providers;
 mod runs;
 mod threads;
+mod trace_context;
 mod twin;
 mod usage;
 
@@ -278,7 +279,9 @@ pub fn build_with_console(
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-")
                     .to_owned();
-                tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id = %id)
+                let span = tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id = %id);
+                trace_context::join_callers_trace(&span, request.headers());
+                span
             })
             .on_failure(log_server_error),
         )

@@ -147,7 +147,7 @@ pub(crate) fn run_llm(command: LlmCommand, settings: &Settings) -> ExitCode {
 }
 
 async fn complete(args: CompleteArgs, settings: &Settings) -> ExitCode {
-    crate::system::init_logging(&settings.log);
+    let _traces = crate::system::init_logging(&settings.log, "llm");
     let (role, chain, explicit) = match chain_from_args(&args, settings) {
         Ok(parts) => parts,
         Err(err) => {

@@ -60,7 +60,7 @@ enum McpCommand {
 /// Runs `metaforge mcp …`.
 pub(crate) fn run(args: McpArgs, settings: &Settings) -> ExitCode {
     let McpCommand::Serve { stdio: _, http } = args.command;
-    crate::system::init_logging(&settings.log);
+    let _traces = crate::system::init_logging(&settings.log, "mcp");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

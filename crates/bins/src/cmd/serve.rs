@@ -619,7 +619,7 @@ pub(crate) async fn shutdown_signal() {
 
 /// Runs `metaforge gateway`.
 pub(crate) fn run(args: &GatewayArgs, settings: &Settings) -> ExitCode {
-    init_logging(&settings.log);
+    let _traces = init_logging(&settings.log, "gateway");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -692,7 +692,7 @@ pub(crate) struct UpArgs {
 /// approval ledger and one flow-version store (the in-process bindings are correct here, because
 /// the sidecar runs inside the gateway).
 pub(crate) fn run_up(args: &UpArgs, settings: &Settings) -> ExitCode {
-    init_logging(&settings.log);
+    let _traces = init_logging(&settings.log, "up");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -11,7 +11,7 @@ use super::serve::GatewayArgs;
 #[cfg(feature = "temporal")]
 pub(crate) fn run(args: &GatewayArgs, settings: &crate::settings::Settings) -> ExitCode {
     use super::serve::StartError;
-    crate::system::init_logging(&settings.log);
+    let _traces = crate::system::init_logging(&settings.log, "worker");
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

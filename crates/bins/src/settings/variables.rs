@@ -325,6 +325,12 @@ pub(crate) const VARIABLES: &[Variable] = &[
         default: "`text`",
         effect: "`json` for one JSON object per line.",
     },
+    Variable {
+        names: &["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        flag: None,
+        default: "unset: no traces",
+        effect: "An OTLP/HTTP collector (`http://host:4318`): every process exports its spans to `<url>/v1/traces` as `metaforge-<role>` and carries the W3C trace context on HTTP and MCP hops.",
+    },
 ];
 
 /// The variables only tests and tools read (never the binary), for the note under the table.

@@ -32,5 +32,6 @@ mod sidecar_remote;
 mod skills_cli;
 mod slow_clients;
 mod tool_servers_process;
+mod traces_process;
 mod usage_durability;
 mod validation_load;
