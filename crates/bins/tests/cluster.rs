@@ -530,6 +530,73 @@ fn ledger_holds(front: &Front, gateway: usize) -> (BTreeMap<String, Value>, usiz
     (by_id, total)
 }
 
+/// One raw HTTP/1.1 exchange with `addr` (the console speaks cookies and forms): the whole
+/// answer, head and body; empty when the gateway cannot be reached.
+fn raw_exchange(addr: &str, head: &str, body: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let request = format!(
+        "{head}\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut answer = String::new();
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read_to_string(&mut answer);
+    }
+    answer
+}
+
+/// The value after `start` up to `end` in `text`.
+fn between<'a>(text: &'a str, start: &str, end: char) -> Option<&'a str> {
+    let from = text.find(start)? + start.len();
+    text[from..].split(end).next()
+}
+
+/// The console's approvals queue as a person signed in on `gateway` sees it (`/approvals/queue`,
+/// the fragment the approvals page shows), with the session's CSRF token taken out; `Err` says
+/// which step failed.
+fn console_queue(gateway: &str) -> Result<String, String> {
+    let form = raw_exchange(gateway, "GET /sign-in HTTP/1.1", "");
+    let cookie = between(&form, "mf_session=", ';').ok_or("GET /sign-in set no session cookie")?;
+    let csrf = between(&form, "name=\"csrf\" value=\"", '"').ok_or("the sign-in form has no CSRF field")?;
+    let body = format!("csrf={csrf}&key={}", common::KEY);
+    let signed = raw_exchange(
+        gateway,
+        &format!(
+            "POST /sign-in HTTP/1.1\r\nCookie: mf_session={cookie}\r\nContent-Type: application/x-www-form-urlencoded"
+        ),
+        &body,
+    );
+    let session = between(&signed, "mf_session=", ';').ok_or_else(|| {
+        format!(
+            "POST /sign-in gave no session: {}",
+            signed.lines().next().unwrap_or_default()
+        )
+    })?;
+    let page = raw_exchange(
+        gateway,
+        &format!("GET /approvals/queue HTTP/1.1\r\nCookie: mf_session={session}"),
+        "",
+    );
+    let (head, html) = page
+        .split_once("\r\n\r\n")
+        .ok_or("no answer to /approvals/queue")?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!(
+            "/approvals/queue answered {}",
+            head.lines().next().unwrap_or_default()
+        ));
+    }
+    let csrf = between(html, "name=\"csrf\" value=\"", '"').unwrap_or_default();
+    Ok(if csrf.is_empty() {
+        html.to_owned()
+    } else {
+        html.replace(csrf, "CSRF")
+    })
+}
+
 /// The ids of a run's transitions as its event stream gives them from the start.
 fn transition_ids(gateway: &str, run: &str) -> Vec<String> {
     let (status, body) = common::http_raw(gateway, "GET", &format!("/v1/runs/{run}/events"), None, &[]);
@@ -674,10 +741,39 @@ fn main() -> ExitCode {
     findings.check(rows_a == holds_a.len() && rows_b == holds_b.len(), || {
         format!("an id is listed twice: {rows_a} rows for {} ids", holds_a.len())
     });
+    // Holds left for a person, parked through both gateways after the last kill: the queue and
+    // the console page show them on either gateway.
+    let waiting: BTreeSet<String> = (0..4)
+        .map(|n| {
+            let (status, proposed) = front.must(
+                n,
+                "POST",
+                "/v1/design-flows/propose",
+                Some(&proposal("left for a person")),
+            );
+            assert_eq!(status, 201, "{proposed}");
+            proposed["approvalId"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
     let (_, pending_a) = front.must(0, "GET", "/v1/approvals", None);
     let (_, pending_b) = exchange(&b, "GET", "/v1/approvals", None).unwrap();
     findings.check(pending_a == pending_b, || {
         "the pending queues of A and B differ".to_owned()
+    });
+    // The approvals page a person signed in on either gateway sees.
+    let (page_a, page_b) = (console_queue(&a), console_queue(&b));
+    let pages_equal = matches!((&page_a, &page_b), (Ok(x), Ok(y)) if x == y && waiting.iter().all(|id| x.contains(id.as_str())));
+    let pending_ids: BTreeSet<String> = pending_a["approvals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["id"].as_str().map(str::to_owned))
+        .collect();
+    findings.check(pending_ids == waiting, || {
+        format!("the pending queue is {pending_ids:?}, not the holds left for a person {waiting:?}")
+    });
+    findings.check(pages_equal, || {
+        format!("the console's approvals queue differs on A and B: {page_a:?} / {page_b:?}")
     });
     let (_, versions) = front.must(0, "GET", "/v1/design-flows/versions?template_id=mech_v1", None);
     let version_status: BTreeMap<String, String> = versions["versions"]
@@ -812,6 +908,11 @@ fn main() -> ExitCode {
     println!(
         "| holds with more than one winner | {} |",
         raced.iter().filter(|h| h.winners.len() > 1).count()
+    );
+    println!(
+        "| the console's approvals queue (signed in on each), the same on A and B, showing the holds left pending | {} ({} pending) |",
+        pages_equal,
+        pending_a["approvals"].as_array().map_or(0, Vec::len)
     );
     println!(
         "| newest holds listed on A / B (status=all, at most 500), equal, no id twice | {rows_a} / {rows_b}, {} |",
