@@ -1,10 +1,11 @@
 //! The event bus on Kafka (feature `kafka`). Additive, as the seed requires: every event is
 //! dispatched in-process to every subscriber exactly as the in-process bus does, and is also
-//! written to the topic `metaforge.<kind>` with a `trace-id` header. Consumer groups replay the
-//! log. When the broker is unreachable at start, [`start_event_bus`] falls back to the
+//! written to the topic `metaforge.<kind>` with a `trace-id` header and the W3C trace context
+//! (`traceparent`, `tracestate`) of a producer span `publish metaforge.<kind>`, so a consumer's
+//! work joins the publisher's trace. Consumer groups replay the log. When the broker is unreachable at start, [`start_event_bus`] falls back to the
 //! in-process bus and logs the choice loudly.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -18,11 +19,16 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use tracing::Instrument as _;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::event_bus::{InProcessEventBus, validate_kind};
 
 /// The header carrying an event's trace id.
 pub const TRACE_ID_HEADER: &str = "trace-id";
+
+/// The W3C header a replayed event's [`BusEvent::traceparent`] is read from.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// How long a broker may take to answer at start before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -140,14 +146,90 @@ impl KafkaEventBus {
         })?;
         if let Some(headers) = message.headers() {
             for header in headers.iter() {
-                if header.key == TRACE_ID_HEADER
-                    && let Some(value) = header.value
-                {
-                    event.trace_id = String::from_utf8_lossy(value).into_owned();
+                let Some(value) = header.value else {
+                    continue;
+                };
+                match header.key {
+                    TRACE_ID_HEADER => event.trace_id = String::from_utf8_lossy(value).into_owned(),
+                    TRACEPARENT_HEADER => {
+                        event.traceparent = Some(String::from_utf8_lossy(value).into_owned());
+                    }
+                    _ => {}
                 }
             }
         }
         Ok(event)
+    }
+}
+
+/// The producer span of one publish, `publish <topic>` (OpenTelemetry's messaging convention),
+/// parented on the event's own trace context when it carries one, else on the current span.
+fn producer_span(topic: &str, event: &BusEvent) -> tracing::Span {
+    let span = tracing::info_span!(
+        "event_publish",
+        otel.name = %format_args!("publish {topic}"),
+        otel.kind = "producer",
+        messaging.system = "kafka",
+        messaging.destination.name = %topic,
+        messaging.message.id = %event.id,
+    );
+    if let Some(traceparent) = &event.traceparent {
+        let carrier = HashMap::from([(TRACEPARENT_HEADER.to_owned(), traceparent.clone())]);
+        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
+        // An unreadable parent leaves the span on the current trace: the event is still sent.
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// The record headers of an event: its trace id, and the current span's W3C context.
+fn record_headers(event: &BusEvent) -> OwnedHeaders {
+    let mut context = HashMap::new();
+    opentelemetry::global::get_text_map_propagator(|p| {
+        p.inject_context(&tracing::Span::current().context(), &mut context);
+    });
+    let mut headers = OwnedHeaders::new().insert(Header {
+        key: TRACE_ID_HEADER,
+        value: Some(event.trace_id.as_str()),
+    });
+    for (key, value) in &context {
+        headers = headers.insert(Header {
+            key: key.as_str(),
+            value: Some(value.as_str()),
+        });
+    }
+    headers
+}
+
+impl KafkaEventBus {
+    /// Writes one event to its topic, inside the producer span.
+    async fn persist(&self, mut event: BusEvent, topic: String) -> Result<(), PortError> {
+        self.ensure_topic(&topic).await?;
+        let headers = record_headers(&event);
+        // The body carries the context the headers do, so a reader of either sees one trace.
+        event.traceparent = headers
+            .iter()
+            .find(|h| h.key == TRACEPARENT_HEADER)
+            .and_then(|h| h.value)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .or(event.traceparent);
+        let body = serde_json::to_vec(&event)
+            .map_err(|e| PortError::with_source(PortErrorKind::Invalid, "the event cannot be encoded", e))?;
+        let record = FutureRecord::to(&topic)
+            .key(event.id.as_str())
+            .payload(&body)
+            .headers(headers);
+        self.producer.send(record, SEND_TIMEOUT).await.map_err(|(e, _)| {
+            kafka_error(
+                PortErrorKind::Unavailable,
+                format!(
+                    "event {} was delivered in-process but not persisted to {topic}",
+                    event.id
+                ),
+                e,
+            )
+        })?;
+        Ok(())
     }
 }
 
@@ -187,27 +269,8 @@ impl EventBus for KafkaEventBus {
         // Dispatch semantics are the in-process bus's; Kafka only adds the durable log.
         let delivered = self.local.dispatch(&event);
         let topic = topic_for(&event.kind);
-        self.ensure_topic(&topic).await?;
-        let body = serde_json::to_vec(&event)
-            .map_err(|e| PortError::with_source(PortErrorKind::Invalid, "the event cannot be encoded", e))?;
-        let headers = OwnedHeaders::new().insert(Header {
-            key: TRACE_ID_HEADER,
-            value: Some(event.trace_id.as_str()),
-        });
-        let record = FutureRecord::to(&topic)
-            .key(event.id.as_str())
-            .payload(&body)
-            .headers(headers);
-        self.producer.send(record, SEND_TIMEOUT).await.map_err(|(e, _)| {
-            kafka_error(
-                PortErrorKind::Unavailable,
-                format!(
-                    "event {} was delivered in-process but not persisted to {topic}",
-                    event.id
-                ),
-                e,
-            )
-        })?;
+        let span = producer_span(&topic, &event);
+        self.persist(event, topic).instrument(span).await?;
         Ok(PublishReceipt {
             delivered,
             persisted: true,

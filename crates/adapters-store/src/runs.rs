@@ -427,6 +427,30 @@ impl RunLedger for SqliteRunLedger {
         }
         Ok(out)
     }
+
+    async fn claim_published(&self, run_id: &str, upto: u64) -> Result<Option<u64>, PortError> {
+        let mut tx = begin_write(&self.pool).await?;
+        let current: Option<(i64,)> = sqlx::query_as("SELECT published_seq FROM runs WHERE id = ?")
+            .bind(run_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db_error("read a run's published mark", e))?;
+        let (published,) = current.ok_or_else(|| not_found("run", run_id))?;
+        let published = seq_u64("runs.published_seq", published)?;
+        if published >= upto {
+            return Ok(None);
+        }
+        sqlx::query("UPDATE runs SET published_seq = ? WHERE id = ?")
+            .bind(seq_i64(upto))
+            .bind(run_id)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_error("move a run's published mark", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| db_error("commit a run's published mark", e))?;
+        Ok(Some(published))
+    }
 }
 
 #[derive(sqlx::FromRow)]

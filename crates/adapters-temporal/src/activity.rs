@@ -17,6 +17,9 @@ use metaforge_ports::{
 use serde::{Deserialize, Serialize};
 use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use tracing::Instrument as _;
+
+use crate::trace_context::activity_span;
 
 /// How often the activity heartbeats while the brain works.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
@@ -80,11 +83,13 @@ impl PhaseActivities {
     #[activity]
     pub async fn complete_run(
         self: Arc<Self>,
-        _ctx: ActivityContext,
+        ctx: ActivityContext,
         run_id: String,
     ) -> Result<(), ActivityError> {
+        let span = activity_span(&ctx, "complete_run", &run_id);
         self.completion
             .completed(&run_id)
+            .instrument(span)
             .await
             .map_err(|reason| ActivityError::from(anyhow_like(reason)))
     }
@@ -97,6 +102,14 @@ impl PhaseActivities {
         ctx: ActivityContext,
         brief: PhaseBrief,
     ) -> Result<PhaseAttempt, ActivityError> {
+        let span = activity_span(&ctx, "run_phase", &brief.run_id);
+        Self::attempt(&self, ctx, brief).instrument(span).await
+    }
+}
+
+impl PhaseActivities {
+    /// One attempt of `run_phase`, inside its span.
+    async fn attempt(&self, ctx: ActivityContext, brief: PhaseBrief) -> Result<PhaseAttempt, ActivityError> {
         let branch = run_branch(&brief.run_id);
         match self
             .twin

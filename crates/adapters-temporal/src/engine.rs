@@ -244,6 +244,12 @@ impl TemporalEngine {
         }
     }
 
+    /// The W3C `traceparent` of the request that started the run, from its workflow; `None`
+    /// when none was recorded or the workflow does not answer now.
+    pub async fn traceparent(&self, run_id: &str) -> Option<String> {
+        self.snapshot(run_id).await.ok().and_then(|s| s.traceparent)
+    }
+
     async fn final_state(&self, run_id: &str) -> Result<RunState, PortError> {
         let client = self.client().await?;
         let handle = client.get_workflow_handle::<DesignFlowWorkflow>(run_id);
@@ -434,7 +440,9 @@ impl FlowEngine for TemporalEngine {
             client.start_workflow(
                 DesignFlowWorkflow::run,
                 input,
-                WorkflowStartOptions::new(TASK_QUEUE, request.run_id.clone()).build(),
+                WorkflowStartOptions::new(TASK_QUEUE, request.run_id.clone())
+                    .maybe_header(crate::trace_context::current_header())
+                    .build(),
             ),
         )
         .await

@@ -11,6 +11,8 @@
 //! - [`engine`]: [`TemporalEngine`], the `FlowEngine` port over temporalio-client (start checks
 //!   that a worker polls the queue, and records nothing when none does).
 //! - [`worker`]: [`run_worker`], what `metaforge worker` runs.
+//! - [`trace_context`]: the W3C trace context from the request that starts a run, through the
+//!   workflow's headers, to each activity's span.
 //! - [`replay`]: Temporal's own replayer over recorded histories (`metaforge replay`, and the
 //!   determinism test over `tests/histories/`).
 //!
@@ -21,6 +23,7 @@
 pub mod activity;
 pub mod engine;
 pub mod replay;
+pub mod trace_context;
 pub mod worker;
 pub mod workflow;
 

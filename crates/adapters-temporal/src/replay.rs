@@ -76,7 +76,9 @@ pub async fn fetch_history(client: &temporalio_client::Client, run_id: &str) -> 
 /// Must run inside a tokio runtime whose current thread may block on the replay (the SDK's
 /// replay worker is `!Send`): call it from `block_on` or a `LocalSet`.
 pub async fn replay(histories: Vec<(String, WorkflowHistory)>) -> Result<Vec<ReplayVerdict>, ReplayError> {
-    let mut options = WorkflowReplayerOptions::new().build();
+    let mut options = WorkflowReplayerOptions::new()
+        .workflow_interceptor(crate::trace_context::hand_on_trace_context())
+        .build();
     options
         .register_workflow::<DesignFlowWorkflow>()
         .map_err(|e| ReplayError::Replayer(e.to_string()))?;

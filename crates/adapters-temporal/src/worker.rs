@@ -64,6 +64,7 @@ pub async fn run_worker(host: &str, activities: PhaseActivities) -> Result<(), W
         .register_workflow::<DesignFlowWorkflow>()
         .map_err(|e| WorkerError::Worker(e.to_string()))?
         .register_activities(activities)
+        .workflow_interceptor(crate::trace_context::hand_on_trace_context())
         .build();
     let mut worker =
         Worker::new(&runtime, client, options).map_err(|e| WorkerError::Worker(e.to_string()))?;

@@ -110,6 +110,10 @@ pub struct DesignFlowSnapshot {
     pub frozen: String,
     /// Signals the reducer refused, oldest first (at most [`MAX_REFUSALS`]).
     pub refusals: Vec<String>,
+    /// The W3C `traceparent` of the request that started the run (its start header), so what
+    /// the gateway publishes about the run joins that trace; `None` when none was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Refusals kept for the query.
@@ -130,6 +134,8 @@ pub struct DesignFlowWorkflow {
     transitions: Vec<RunTransition>,
     /// Transitions made by earlier executions (continue-as-new).
     transitions_before: u64,
+    /// The start header's `traceparent` (history holds the header, so replay reads the same).
+    traceparent: Option<String>,
 }
 
 /// Transitions one `run_transitions` answer carries at most (a watcher asks again for more).
@@ -189,6 +195,7 @@ impl DesignFlowWorkflow {
             reason: None,
             at: now,
         });
+        let traceparent = crate::trace_context::traceparent_of(ctx.headers());
         ctx.state_mut(|w| {
             w.state = Some(first.state.clone());
             w.version_id.clone_from(&input.version_id);
@@ -196,6 +203,7 @@ impl DesignFlowWorkflow {
             w.frozen.clone_from(&input.frozen);
             w.transitions_before = input.transitions_before;
             w.transitions.extend(started);
+            w.traceparent = traceparent;
         });
         let mut state = first.state;
         let mut commands: VecDeque<RunCommand> = first.commands.into();
@@ -471,6 +479,7 @@ impl DesignFlowWorkflow {
             content_hash: self.content_hash.clone(),
             frozen: self.frozen.clone(),
             refusals: self.refusals.clone(),
+            traceparent: self.traceparent.clone(),
         }
     }
 }

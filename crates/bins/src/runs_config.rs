@@ -229,6 +229,10 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                 Arc::clone(&runs),
                 Arc::clone(&inputs.approvals),
                 Arc::clone(&inputs.clock),
+                crate::runs_temporal::Publish {
+                    bus: Arc::clone(&bus),
+                    ids: Arc::clone(&inputs.ids),
+                },
             ));
             temporal = Some(Arc::clone(&engine));
             // A phase worker's twin writes (in the worker process) and a client's (through the

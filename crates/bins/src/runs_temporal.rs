@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use metaforge_app::runs::{GateHolds, PhaseBrains, RunEngine, RunNoticeStream, WorkerHealth};
 use metaforge_ports::{
-    ApprovalKind, ApprovalLedger, Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, RunLedger,
-    RunState, RunView, StartRun, TwinStore,
+    ApprovalKind, ApprovalLedger, Clock, EventBus, FlowEngine, FlowEngineKind, GateAnswer, IdGen, PortError,
+    RunLedger, RunState, RunView, StartRun, TwinStore,
 };
 
 /// `TEMPORAL_HOST`, or the dev server's default.
@@ -39,6 +39,7 @@ impl TemporalRunEngine {
         runs: Arc<dyn RunLedger>,
         approvals: Arc<dyn ApprovalLedger>,
         clock: Arc<dyn Clock>,
+        publish: Publish,
     ) -> Self {
         tracing::info!(event = "flow_engine_started", engine = "temporal", host = %host, "design-flow runs start on Temporal; a worker must poll metaforge-design-flows");
         let inner = Arc::new(TemporalEngine::new(
@@ -52,6 +53,7 @@ impl TemporalRunEngine {
             approvals: Arc::clone(&approvals),
             holds: GateHolds::new(approvals, clock),
             cursors: tokio::sync::Mutex::new(HashMap::new()),
+            publish,
         });
         Self { inner, follower }
     }
@@ -72,12 +74,22 @@ impl TemporalRunEngine {
 /// How often the gateway follows its Temporal runs (record status, gate holds).
 pub(crate) const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Where the follower publishes the runs' notices: the deployment's event bus, with fresh ids.
+pub(crate) struct Publish {
+    /// The event bus (Kafka when `KAFKA_BOOTSTRAP_SERVERS` is set).
+    pub(crate) bus: Arc<dyn EventBus>,
+    /// Ids for the events.
+    pub(crate) ids: Arc<dyn IdGen>,
+}
+
 /// The gateway's follower of its Temporal runs (FORGE-485): for each run not yet ended, and each
 /// run with a gate hold still open, it reads the transitions the workflow made since the last
 /// pass and carries out their gate-hold effects with the same rule as the embedded engine
 /// (`GateHolds::follow`: a gate parked in the one approval ledger when it opens, decided with the
-/// person's answer, timed out, or canceled), then brings the run record in line with the
-/// workflow's state. Every effect is idempotent, so the cursor lives in memory and a restart
+/// person's answer, timed out, or canceled), publishes their notices on the event bus as the
+/// embedded engine does (each range of transitions claimed in the run ledger first, so of
+/// several gateways one publishes it, once; the notices carry the trace of the request that
+/// started the run), then brings the run record in line with the workflow's state. Every effect is idempotent, so the cursor lives in memory and a restart
 /// simply follows again from the start.
 pub(crate) struct Follower {
     engine: Arc<TemporalEngine>,
@@ -85,6 +97,7 @@ pub(crate) struct Follower {
     approvals: Arc<dyn ApprovalLedger>,
     holds: GateHolds,
     cursors: tokio::sync::Mutex<HashMap<String, u64>>,
+    publish: Publish,
 }
 
 impl Follower {
@@ -146,16 +159,68 @@ impl Follower {
             if page.is_empty() {
                 break;
             }
-            for transition in page {
-                self.holds.follow(&record, &transition).await?;
+            for transition in &page {
+                self.holds.follow(&record, transition).await?;
                 cursor = transition.seq;
                 cursors.insert(run_id.to_owned(), cursor);
-                last = Some(transition.state);
+                last = Some(transition.state.clone());
             }
+            self.publish_notices(run_id, &page).await?;
         }
         drop(cursors);
         if let Some(state) = last {
             self.engine.reconcile(&state).await;
+        }
+        Ok(())
+    }
+}
+
+impl Follower {
+    /// Publishes the notices of `page` (the transitions just followed) that no gateway has
+    /// published yet: the range is claimed in the run ledger first, and a claim that reaches
+    /// back before the page reads the missing transitions again. Publishing happens after the
+    /// claim, as the embedded engine publishes after its commit: a failure is logged loudly
+    /// (the workflow's history is the record) and not retried.
+    async fn publish_notices(
+        &self,
+        run_id: &str,
+        page: &[metaforge_ports::RunTransition],
+    ) -> Result<(), PortError> {
+        let (Some(first), Some(last)) = (page.first(), page.last()) else {
+            return Ok(());
+        };
+        let Some(from) = self.runs.claim_published(run_id, last.seq).await? else {
+            return Ok(());
+        };
+        let mut transitions: Vec<metaforge_ports::RunTransition> = Vec::new();
+        let mut read = from;
+        while read + 1 < first.seq {
+            let missed = self.engine.transitions_after(run_id, read).await?;
+            let before_page: Vec<_> = missed.into_iter().filter(|t| t.seq < first.seq).collect();
+            let Some(newest) = before_page.last().map(|t| t.seq) else {
+                break;
+            };
+            read = newest;
+            transitions.extend(before_page);
+        }
+        transitions.extend(page.iter().filter(|t| t.seq > from).cloned());
+        let traceparent = self.engine.traceparent(run_id).await;
+        for transition in &transitions {
+            for notice in metaforge_app::runs::notices_of(transition) {
+                let event = match metaforge_app::runs::bus_event_of(&notice, self.publish.ids.new_id()) {
+                    Ok(mut event) => {
+                        event.traceparent.clone_from(&traceparent);
+                        event
+                    }
+                    Err(e) => {
+                        tracing::error!(event = "run_event_publish_failed", run_id, seq = notice.seq, kind = notice.kind.as_str(), error = %e, "a run notice could not be encoded");
+                        continue;
+                    }
+                };
+                if let Err(e) = self.publish.bus.publish(event).await {
+                    tracing::error!(event = "run_event_publish_failed", run_id, seq = notice.seq, kind = notice.kind.as_str(), error = %e, "a run notice did not reach the event bus (the workflow's history still has the transition)");
+                }
+            }
         }
         Ok(())
     }

@@ -103,6 +103,8 @@ struct Peers {
     temporal: TemporalDevServer,
     broker: kafka::TansuBroker,
     twin: falkordb::FalkorServer,
+    /// The OTLP receiver every process exports its spans to.
+    traces: common::otlp::Receiver,
     _temporal_dir: tempfile::TempDir,
 }
 
@@ -120,6 +122,7 @@ impl Peers {
             temporal,
             broker,
             twin,
+            traces: common::otlp::Receiver::start(),
             _temporal_dir: temporal_dir,
         })
     }
@@ -147,6 +150,7 @@ impl Node {
             ("METAFORGE_TWIN_URL", peers.twin.url.clone()),
             ("RUST_LOG", "info".to_owned()),
         ]);
+        vars.extend(common::otlp::exporting(&peers.traces));
         let log = home.path().join(format!("{name}.log"));
         Self {
             name,
@@ -324,8 +328,40 @@ fn drive_gates(front: &Front, runs: &[String], within: Duration) -> usize {
     answered
 }
 
-/// Step 1: the README walk-through, each step on the other gateway than the last.
-fn walk_through(front: &Front, sidecar: &str, runtime: &tokio::runtime::Runtime, findings: &Findings) {
+/// The trace the walk-through's run is started in: a caller's W3C context on `POST /v1/runs`.
+const WALK_TRACE: &str = "5b8efff798038103d269b633813fc60c";
+
+/// Starts a run on `gateway` inside the caller's trace [`WALK_TRACE`]; its id.
+fn start_traced_run(gateway: &str, body: &Value) -> String {
+    let traceparent = format!("00-{WALK_TRACE}-eee19b7ec3c1b174-01");
+    let run = wait_for(
+        "a traced run started on Temporal",
+        Duration::from_secs(90),
+        || {
+            let (status, text) = common::http_raw(
+                gateway,
+                "POST",
+                "/v1/runs",
+                Some(body),
+                &[("traceparent", traceparent.as_str())],
+            );
+            (status == 201)
+                .then(|| serde_json::from_str::<Value>(&text).ok())
+                .flatten()
+        },
+    );
+    assert_eq!(run["flow_engine"], "temporal", "{run}");
+    run["id"].as_str().unwrap().to_owned()
+}
+
+/// Step 1: the README walk-through, each step on the other gateway than the last; the id of
+/// its run (started in the trace [`WALK_TRACE`]).
+fn walk_through(
+    front: &Front,
+    sidecar: &str,
+    runtime: &tokio::runtime::Runtime,
+    findings: &Findings,
+) -> String {
     println!("1. the README walk-through, alternating gateways A and B");
     let (status, catalogue) = front.must(0, "GET", "/v1/design-flows", None);
     let flows = catalogue["flows"].as_array().map_or(0, Vec::len);
@@ -399,8 +435,8 @@ fn walk_through(front: &Front, sidecar: &str, runtime: &tokio::runtime::Runtime,
     );
     println!("   A  GET  /v1/design-flows/versions: {frozen:?}");
 
-    let run = start_run(front, 1, &json!({"flow_version_id": version}));
-    println!("   B  POST /v1/runs: {run} on Temporal");
+    let run = start_traced_run(&front.gateways[1], &json!({"flow_version_id": version}));
+    println!("   B  POST /v1/runs (traceparent of trace {WALK_TRACE}): {run} on Temporal");
     let gates = drive_gates(front, std::slice::from_ref(&run), Duration::from_secs(240));
     let status = run_status(front, 0, &run).unwrap_or_default();
     findings.check(status == "completed", || {
@@ -444,6 +480,159 @@ fn walk_through(front: &Front, sidecar: &str, runtime: &tokio::runtime::Runtime,
     });
     println!("   sidecar flow.propose (remote, via A): held {held}, in B's queue, approved on A");
     runtime.block_on(client.close());
+    run
+}
+
+/// What the event log holds of the runs: notices read back, expected, and read twice.
+struct EventLog {
+    read: usize,
+    expected: usize,
+    twice: usize,
+    /// The `traceparent`s of the walk-through run's notices.
+    walk_traceparents: Vec<Option<String>>,
+}
+
+/// Reads every `metaforge.run.*` topic with fresh consumer groups and holds each run's notices
+/// against its event stream on `gateway` (the workflow's transitions): each once, none twice.
+fn audit_event_log(
+    runs: &[String],
+    walk_run: &str,
+    gateway: &str,
+    bootstrap: &str,
+    runtime: &tokio::runtime::Runtime,
+    findings: &Findings,
+) -> EventLog {
+    use metaforge_ports::EventBus as _;
+    let events = runtime.block_on(async {
+        let bus = metaforge_adapters_store::KafkaEventBus::connect(bootstrap)
+            .await
+            .unwrap();
+        let reads = metaforge_app::runs::RunNoticeKind::ALL.map(|kind| {
+            let bus = &bus;
+            async move {
+                bus.replay(
+                    kind.as_str(),
+                    &format!("cluster-audit-{}", kind.as_str()),
+                    100_000,
+                    5_000,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("replaying {}: {e}", kind.as_str()))
+            }
+        });
+        futures::future::join_all(reads).await
+    });
+    let mut log: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut walk_traceparents = Vec::new();
+    for event in events.into_iter().flatten() {
+        let key = format!("{}.{}", event.payload["seq"], event.payload["index"]);
+        if event.trace_id == walk_run {
+            walk_traceparents.push(event.traceparent.clone());
+        }
+        log.entry(event.trace_id).or_default().push(key);
+    }
+    let (mut read, mut expected, mut twice) = (0, 0, 0);
+    for run in runs {
+        let streamed: BTreeSet<String> = transition_ids(gateway, run).into_iter().collect();
+        let logged = log.remove(run).unwrap_or_default();
+        let distinct: BTreeSet<String> = logged.iter().cloned().collect();
+        twice += logged.len() - distinct.len();
+        findings.check(logged.len() == distinct.len(), || {
+            format!("run {run}: a notice is in the event log twice")
+        });
+        findings.check(distinct.is_subset(&streamed), || {
+            format!(
+                "run {run}: the event log holds notices its stream lacks: {:?}",
+                distinct.difference(&streamed).collect::<Vec<_>>()
+            )
+        });
+        if run == walk_run {
+            findings.check(distinct == streamed, || {
+                format!(
+                    "the walk-through run {run} (no kill) is missing notices in the event log: {:?}",
+                    streamed.difference(&distinct).collect::<Vec<_>>()
+                )
+            });
+        }
+        read += distinct.len();
+        expected += streamed.len();
+    }
+    EventLog {
+        read,
+        expected,
+        twice,
+        walk_traceparents,
+    }
+}
+
+/// Holds the spans the processes exported against the walk-through's trace: the gateway's
+/// request, the worker's phase activities, the event log's producer spans, and a sidecar tool
+/// call made in the same trace — the names found, by service.
+fn audit_trace(
+    receiver: &common::otlp::Receiver,
+    run: &str,
+    sidecar: &str,
+    findings: &Findings,
+) -> BTreeMap<String, BTreeSet<String>> {
+    let answer = common::otlp::call_tool(
+        sidecar,
+        "run.get",
+        json!({"run_id": run}),
+        json!({"traceparent": format!("00-{WALK_TRACE}-0020000000000001-01")}),
+    );
+    findings.check(answer["result"].is_object(), || {
+        format!("run.get through the sidecar answered {answer}")
+    });
+    let wanted: [(&str, &str, String); 4] = [
+        (
+            "metaforge-gateway",
+            "the gateway's span of the request that started the run",
+            "POST".to_owned(),
+        ),
+        (
+            "metaforge-worker",
+            "the worker's phase activity",
+            format!("run_phase {run}"),
+        ),
+        (
+            "metaforge-gateway",
+            "the producer span of the run's completion on the event log",
+            "publish metaforge.run.completed".to_owned(),
+        ),
+        (
+            "metaforge-mcp",
+            "the sidecar's tool call",
+            "tools/call run.get".to_owned(),
+        ),
+    ];
+    for (service, what, name) in &wanted {
+        let found = std::iter::repeat_with(|| {
+            let spans = receiver.spans.lock().unwrap();
+            let hit = spans
+                .iter()
+                .any(|(s, trace, n)| s == service && trace == WALK_TRACE && n.starts_with(name.as_str()));
+            drop(spans);
+            hit || {
+                std::thread::sleep(Duration::from_millis(200));
+                false
+            }
+        })
+        .take(100)
+        .any(|hit| hit);
+        findings.check(found, || {
+            format!("no span of {service} ({what}, '{name}…') in the walk-through's trace {WALK_TRACE}")
+        });
+    }
+    let mut by_service: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (service, trace, name) in receiver.spans.lock().unwrap().iter() {
+        if trace == WALK_TRACE {
+            by_service
+                .entry(service.clone())
+                .or_default()
+                .insert(name.clone());
+        }
+    }
+    by_service
 }
 
 /// One proposal of the load: its hold and what each raced decision was answered.
@@ -638,6 +827,7 @@ fn main() -> ExitCode {
             .env("METAFORGE_GATEWAY_URL", format!("http://{a}"))
             .env("METAFORGE_GATEWAY_API_KEY", format!("ops:{}", common::KEY))
             .env("RUST_LOG", "info,rmcp=warn")
+            .envs(common::otlp::exporting(&peers.traces))
             .stderr(std::fs::File::create(&sidecar_log).unwrap());
     });
     let front = Front {
@@ -652,7 +842,7 @@ fn main() -> ExitCode {
     );
     let findings = Findings::default();
 
-    walk_through(&front, &sidecar, &runtime, &findings);
+    let walk_run = walk_through(&front, &sidecar, &runtime, &findings);
 
     println!(
         "2. load and faults: {} proposals × {} raced decisions over A and B; B SIGKILLed every {}s; {} runs through a worker kill",
@@ -879,6 +1069,36 @@ fn main() -> ExitCode {
         "no run of the load was merged into the twin's main".to_owned()
     });
 
+    let all_runs: Vec<String> = std::iter::once(walk_run.clone())
+        .chain(runs.iter().cloned())
+        .collect();
+    let event_log = audit_event_log(
+        &all_runs,
+        &walk_run,
+        &a,
+        &peers.broker.bootstrap,
+        &runtime,
+        &findings,
+    );
+    let walk_traced = event_log
+        .walk_traceparents
+        .iter()
+        .filter(|tp| {
+            tp.as_deref()
+                .is_some_and(|tp| tp.split('-').nth(1) == Some(WALK_TRACE))
+        })
+        .count();
+    findings.check(
+        !event_log.walk_traceparents.is_empty() && walk_traced == event_log.walk_traceparents.len(),
+        || {
+            format!(
+                "the walk-through run's notices on the event log carry its trace {walk_traced} of {} times",
+                event_log.walk_traceparents.len()
+            )
+        },
+    );
+    let trace = audit_trace(&peers.traces, &walk_run, &sidecar, &findings);
+
     let kills = kills.load(Ordering::Relaxed);
     findings.check(kills > 0, || {
         format!(
@@ -934,6 +1154,26 @@ fn main() -> ExitCode {
         "| runs merged into the twin's main (fast-forward; the rest refused: main moved) | {merged} of {} |",
         runs.len()
     );
+    println!(
+        "| run notices on the Kafka log: read back / in the runs' streams / read twice | {} / {} / {} ({} runs) |",
+        event_log.read,
+        event_log.expected,
+        event_log.twice,
+        all_runs.len()
+    );
+    println!(
+        "| the walk-through run's notices carrying its trace id on Kafka | {walk_traced} of {} |",
+        event_log.walk_traceparents.len()
+    );
+    for (service, names) in &trace {
+        let shown: Vec<&str> = names.iter().map(String::as_str).take(6).collect();
+        println!(
+            "| spans of {service} in the walk-through's trace {WALK_TRACE} | {} ({}{}) |",
+            names.len(),
+            shown.join(", "),
+            if names.len() > shown.len() { ", …" } else { "" }
+        );
+    }
     println!("| the whole run took | {:.1?} |", started.elapsed());
     let broken = findings.0.into_inner().unwrap();
     if !broken.is_empty() {

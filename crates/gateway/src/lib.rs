@@ -279,7 +279,9 @@ pub fn build_with_console(
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-")
                     .to_owned();
-                let span = tracing::info_span!("http", method = %request.method(), path = %request.uri().path(), request_id = %id);
+                // OpenTelemetry names a server span by its method when no route template is
+                // known yet (routing happens inside this layer); the path is an attribute.
+                let span = tracing::info_span!("http", otel.name = %request.method(), otel.kind = "server", method = %request.method(), path = %request.uri().path(), request_id = %id);
                 trace_context::join_callers_trace(&span, request.headers());
                 span
             })

@@ -21,6 +21,12 @@ pub struct BusEvent {
     pub payload: serde_json::Value,
     /// When it was published.
     pub at: Timestamp,
+    /// The W3C `traceparent` of the work the event belongs to, so a consumer's spans join the
+    /// publisher's trace. A durable bus sends its own producer span's context as the
+    /// `traceparent` header (parented on this one, else on the publisher's current span) and a
+    /// replay reads it back here; `None` when no trace is being recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// True when `kind` is a valid event kind: non-empty, at most 200 characters of `[a-z0-9_.-]`,

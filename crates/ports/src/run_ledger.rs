@@ -234,4 +234,12 @@ pub trait RunLedger: Send + Sync {
     /// Runs with engine state an engine must pick up at start-up, oldest first: every run that
     /// is not terminal, and every terminal run whose last transition is not marked settled.
     async fn unsettled(&self) -> Result<Vec<RunRecord>, PortError>;
+
+    /// Claims the publishing of a run's notices up to transition `upto`, compare-and-set on the
+    /// run's published mark: when the mark is below `upto` it moves to `upto` and the claim
+    /// answers where it was (the caller publishes the notices of the transitions after it);
+    /// when it is already there or past, another process claimed them and the answer is
+    /// `None`. So among gateways following one run on Temporal, each transition's notices are
+    /// published by one of them, once (`NotFound` for an unknown run).
+    async fn claim_published(&self, run_id: &str, upto: u64) -> Result<Option<u64>, PortError>;
 }

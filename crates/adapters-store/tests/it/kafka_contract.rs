@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use metaforge_adapters_store::kafka_bus::{TRACE_ID_HEADER, topic_for};
+use metaforge_adapters_store::kafka_bus::{TRACE_ID_HEADER, TRACEPARENT_HEADER, topic_for};
 use metaforge_adapters_store::{KafkaEventBus, start_event_bus};
 use metaforge_ports::{BusEvent, EventBus, PortErrorKind};
 use metaforge_test_support::contracts;
@@ -28,6 +28,7 @@ async fn kafka_event_bus_honours_the_contract_and_persists_with_a_trace_id_heade
         trace_id: "trace-from-header".into(),
         payload: serde_json::json!({}),
         at: contracts::t(0),
+        traceparent: None,
     };
     bus.publish(event).await.expect("publish");
     let topic = topic_for("contract.header");
@@ -62,6 +63,58 @@ async fn kafka_event_bus_honours_the_contract_and_persists_with_a_trace_id_heade
         Some(PortErrorKind::Invalid),
         "a consumer group needs a name"
     );
+}
+
+/// The W3C context a test's publisher works in.
+const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_event_carries_its_producer_spans_trace_context_and_a_replay_reads_it_back() {
+    use opentelemetry::trace::TracerProvider as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let Some(broker) = crate::support::start_tansu() else {
+        return;
+    };
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("kafka-test")));
+    let _recording = tracing::subscriber::set_default(subscriber);
+
+    let bus = KafkaEventBus::connect(&format!("127.0.0.1:{}", broker.port))
+        .await
+        .expect("connect");
+    let event = BusEvent {
+        id: "e-traced".into(),
+        kind: "trace.context".into(),
+        trace_id: "run-1".into(),
+        payload: serde_json::json!({}),
+        at: contracts::t(0),
+        traceparent: Some(PARENT.into()),
+    };
+    bus.publish(event).await.expect("publish");
+    let replayed = bus
+        .replay("trace.context", "trace-check", 1, 20_000)
+        .await
+        .expect("replay");
+    let traceparent = replayed
+        .first()
+        .and_then(|e| e.traceparent.clone())
+        .expect("the replayed event carries a traceparent");
+    let fields: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(fields.len(), 4, "{traceparent}");
+    assert_eq!(
+        fields[1], "4bf92f3577b34da6a3ce929d0e0e4736",
+        "the publisher's trace"
+    );
+    assert_ne!(
+        fields[2], "00f067aa0ba902b7",
+        "the producer span's own id, a child of the publisher's"
+    );
+    assert_eq!(TRACEPARENT_HEADER, "traceparent", "the W3C header name");
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use futures::channel::mpsc::{UnboundedSender, unbounded};
 use metaforge_agent::CancellationToken;
 use metaforge_domain::run::{FrozenFlow, start};
 use metaforge_ports::{
-    ApprovalKind, ApprovalLedger, BusEvent, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind,
+    ApprovalKind, ApprovalLedger, ClientTaskStore, Clock, EventBus, FlowEngine, FlowEngineKind,
     FlowVersionStore, GateAnswer, IdGen, PhaseBrain, PortError, PortErrorKind, RunLedger, RunRecord,
     RunState, RunTransition, RunView, StartRun, TwinStore, WaiterResolution, gate_approval_id,
 };
@@ -138,19 +138,12 @@ impl Shared {
     /// Publishes one notice on the bus (logged loudly on failure: the ledger is the record) and
     /// hands it to the run's subscribers. Returns whether the bus took it.
     pub(crate) async fn publish(&self, notice: &RunNotice) -> bool {
-        let payload = match serde_json::to_value(notice) {
-            Ok(payload) => payload,
+        let event = match super::notices::bus_event_of(notice, self.ports.ids.new_id()) {
+            Ok(event) => event,
             Err(e) => {
                 tracing::error!(event = "run_event_publish_failed", run_id = %notice.run_id, seq = notice.seq, kind = notice.kind.as_str(), error = %e, "a run notice could not be encoded");
                 return false;
             }
-        };
-        let event = BusEvent {
-            id: self.ports.ids.new_id(),
-            kind: notice.kind.as_str().to_owned(),
-            trace_id: notice.run_id.clone(),
-            payload,
-            at: notice.at,
         };
         let published = match self.ports.bus.publish(event).await {
             Ok(_) => true,
@@ -181,8 +174,11 @@ impl Shared {
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
         lock(&self.active).insert(record.id.clone(), RunHandle { tx: tx.clone() });
+        // The run's span is a child of the current one (the request that started it), so its
+        // phase work and the notices it publishes join that trace; a resumed run starts its own.
+        let span = tracing::info_span!("design_flow_run", run_id = %record.id);
         let driver = Driver::new(Arc::clone(self), flow, record, latest, tx, rx);
-        let handle = tokio::spawn(driver.run(opening));
+        let handle = tokio::spawn(tracing::Instrument::instrument(driver.run(opening), span));
         let mut tasks = lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());
         tasks.push(handle);

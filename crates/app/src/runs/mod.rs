@@ -34,7 +34,7 @@ pub use brains::{
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
 pub use holds::GateHolds;
 pub use leadership::{EngineLeadership, LeadStart, lead};
-pub use notices::{RunEvents, RunNotice, RunNoticeKind, notices_of};
+pub use notices::{RunEvents, RunNotice, RunNoticeKind, bus_event_of, notices_of};
 pub use service::{
     ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,
     RunServiceError, RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id,

@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt};
-use metaforge_ports::{RunCommand, RunEvent, RunStatus, RunTransition, Timestamp};
+use metaforge_ports::{BusEvent, RunCommand, RunEvent, RunStatus, RunTransition, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -125,6 +125,19 @@ impl RunNotice {
     pub fn key(&self) -> (u64, u32) {
         (self.seq, self.index)
     }
+}
+
+/// The bus event that carries `notice`, under the id `id`: its kind is the notice's, its trace
+/// id the run's, its payload the notice itself (every engine publishes a notice this way).
+pub fn bus_event_of(notice: &RunNotice, id: String) -> Result<BusEvent, serde_json::Error> {
+    Ok(BusEvent {
+        id,
+        kind: notice.kind.as_str().to_owned(),
+        trace_id: notice.run_id.clone(),
+        payload: serde_json::to_value(notice)?,
+        at: notice.at,
+        traceparent: None,
+    })
 }
 
 /// The notices of one persisted transition: its event's first, then one per command that

@@ -329,7 +329,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         names: &["OTEL_EXPORTER_OTLP_ENDPOINT"],
         flag: None,
         default: "unset: no traces",
-        effect: "An OTLP/HTTP collector (`http://host:4318`): every process exports its spans to `<url>/v1/traces` as `metaforge-<role>` and carries the W3C trace context on HTTP and MCP hops.",
+        effect: "An OTLP/HTTP collector (`http://host:4318`): every process exports its spans to `<url>/v1/traces` as `metaforge-<role>` and carries the W3C trace context on HTTP, MCP, Kafka and Temporal hops.",
     },
 ];
 

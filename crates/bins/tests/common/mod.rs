@@ -16,6 +16,8 @@
     reason = "test helpers outside #[test] fns: a process that cannot start must fail the test loudly"
 )]
 
+pub(crate) mod otlp;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;

@@ -13,6 +13,7 @@ fn event(id: &str, kind: &str, n: i64) -> BusEvent {
         trace_id: format!("trace-{id}"),
         payload: serde_json::json!({"n": n, "node": "n-1"}),
         at: t(n),
+        traceparent: None,
     }
 }
 

@@ -405,6 +405,42 @@ async fn transition_log_contract(ledger: &dyn RunLedger) {
     assert!(reopen.err().is_some_and(|e| e.message.contains("terminal")));
     assert_eq!(ledger.get("t-1").await.expect("get").status, RunStatus::Completed);
     assert_eq!(ledger.transitions("t-1", 0).await.expect("log").len(), 5);
+
+    published_claims(ledger).await;
+}
+
+/// The published mark: compare-and-set, never back, one winner among racing claims.
+async fn published_claims(ledger: &dyn RunLedger) {
+    let mut run = sample_run("p-1", IntelligenceMode::Server, 30);
+    run.flow_engine = FlowEngineKind::Temporal;
+    ledger.create(run).await.expect("create p-1");
+    assert_eq!(ledger.claim_published("p-1", 3).await.expect("claim"), Some(0));
+    assert_eq!(
+        ledger.claim_published("p-1", 3).await.expect("claim again"),
+        None,
+        "transitions 1..3 are claimed once"
+    );
+    assert_eq!(
+        ledger.claim_published("p-1", 2).await.expect("claim below"),
+        None,
+        "the mark never moves back"
+    );
+    assert_eq!(ledger.claim_published("p-1", 5).await.expect("claim on"), Some(3));
+    let racers: Vec<_> = (0..8).map(|_| ledger.claim_published("p-1", 9)).collect();
+    let answers = futures::future::join_all(racers).await;
+    let winners: Vec<_> = answers
+        .into_iter()
+        .filter_map(|a| a.expect("a racing claim"))
+        .collect();
+    assert_eq!(
+        winners,
+        vec![5],
+        "of racing claims exactly one wins, from where the mark was"
+    );
+    assert_eq!(
+        kind_of(&ledger.claim_published("nope", 1).await),
+        Some(PortErrorKind::NotFound)
+    );
 }
 
 async fn unsettled(ledger: &dyn RunLedger) -> Vec<String> {

@@ -16,6 +16,7 @@ struct Entry {
     record: RunRecord,
     log: Vec<RunTransition>,
     settled: u64,
+    published: u64,
 }
 
 impl Entry {
@@ -52,6 +53,7 @@ fn new_entry(mut record: RunRecord) -> Entry {
         record,
         log: Vec::new(),
         settled: 0,
+        published: 0,
     }
 }
 
@@ -182,5 +184,14 @@ impl RunLedger for MemoryRunLedger {
             .collect();
         v.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
         Ok(v)
+    }
+
+    async fn claim_published(&self, run_id: &str, upto: u64) -> Result<Option<u64>, PortError> {
+        let mut runs = lock(&self.runs);
+        let entry = runs.get_mut(run_id).ok_or_else(|| missing(run_id))?;
+        if entry.published >= upto {
+            return Ok(None);
+        }
+        Ok(Some(std::mem::replace(&mut entry.published, upto)))
     }
 }
