@@ -5,7 +5,7 @@
 //! work joins the publisher's trace. Consumer groups replay the log. When the broker is unreachable at start, [`start_event_bus`] falls back to the
 //! in-process bus and logs the choice loudly.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,7 +20,6 @@ use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use tracing::Instrument as _;
-use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 use crate::event_bus::{InProcessEventBus, validate_kind};
 
@@ -28,7 +27,7 @@ use crate::event_bus::{InProcessEventBus, validate_kind};
 pub const TRACE_ID_HEADER: &str = "trace-id";
 
 /// The W3C header a replayed event's [`BusEvent::traceparent`] is read from.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
+pub const TRACEPARENT_HEADER: &str = crate::trace::TRACEPARENT;
 
 /// How long a broker may take to answer at start before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -174,20 +173,14 @@ fn producer_span(topic: &str, event: &BusEvent) -> tracing::Span {
         messaging.message.id = %event.id,
     );
     if let Some(traceparent) = &event.traceparent {
-        let carrier = HashMap::from([(TRACEPARENT_HEADER.to_owned(), traceparent.clone())]);
-        let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
-        // An unreadable parent leaves the span on the current trace: the event is still sent.
-        let _ = span.set_parent(parent);
+        crate::trace::parent_on(&span, traceparent);
     }
     span
 }
 
 /// The record headers of an event: its trace id, and the current span's W3C context.
 fn record_headers(event: &BusEvent) -> OwnedHeaders {
-    let mut context = HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|p| {
-        p.inject_context(&tracing::Span::current().context(), &mut context);
-    });
+    let context = crate::trace::current_fields();
     let mut headers = OwnedHeaders::new().insert(Header {
         key: TRACE_ID_HEADER,
         value: Some(event.trace_id.as_str()),

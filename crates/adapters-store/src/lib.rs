@@ -14,6 +14,7 @@ mod codec;
 pub mod paths;
 mod selection_file;
 mod sqlite;
+mod trace;
 
 pub use approvals::SqliteApprovalLedger;
 pub use paths::{StorePaths, StorePathsError};

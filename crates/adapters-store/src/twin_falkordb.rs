@@ -17,6 +17,7 @@ use metaforge_ports::{
     TwinDiff, TwinEdge, TwinEdgeType, TwinNode, TwinNodeQuery, TwinNodeType, TwinStore, canonical_json,
 };
 use tokio::sync::Mutex;
+use tracing::Instrument as _;
 
 use crate::sqlite::{parse_json, parse_ts, to_json, ts};
 use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
@@ -327,171 +328,180 @@ impl TwinStore for FalkorTwinStore {
     }
 
     async fn commit(&self, request: TwinCommitRequest) -> Result<TwinCommit, PortError> {
-        validate_commit(&request)?;
-        let branch = request.branch.as_str();
-        let _guard = self.writes.lock().await;
-        let head = self.head(branch).await?;
-        if let Some(expected) = &request.expected_head
-            && head.as_deref() != Some(expected.as_str())
-        {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!(
-                    "twin branch {branch:?} moved: expected head {expected}, found {}",
-                    head.as_deref().unwrap_or("none")
-                ),
-            ));
-        }
-        if self.commit_exists(&request.id).await? {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!("twin commit {} already exists", request.id),
-            ));
-        }
-        let c = &request.changes;
+        // The write runs in its span, and the commit records that span's context.
+        let span = crate::trace::commit_span(&request.branch);
+        async move {
+            let traceparent = crate::trace::current_traceparent();
+            validate_commit(&request)?;
+            let branch = request.branch.as_str();
+            let _guard = self.writes.lock().await;
+            let head = self.head(branch).await?;
+            if let Some(expected) = &request.expected_head
+                && head.as_deref() != Some(expected.as_str())
+            {
+                return Err(PortError::new(
+                    PortErrorKind::Conflict,
+                    format!(
+                        "twin branch {branch:?} moved: expected head {expected}, found {}",
+                        head.as_deref().unwrap_or("none")
+                    ),
+                ));
+            }
+            if self.commit_exists(&request.id).await? {
+                return Err(PortError::new(
+                    PortErrorKind::Conflict,
+                    format!("twin commit {} already exists", request.id),
+                ));
+            }
+            let c = &request.changes;
 
-        // Validate the whole change set against the branch before writing anything.
-        let deleting = self.existing_node_ids(branch, c.delete_nodes.clone()).await?;
-        for (i, id) in c.delete_nodes.iter().enumerate() {
-            if !deleting.contains(id) {
-                return Err(invalid(format!(
-                    "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
-                )));
-            }
-        }
-        let removing = self.existing_edge_ids(branch, c.remove_edges.clone()).await?;
-        for (i, id) in c.remove_edges.iter().enumerate() {
-            if !removing.contains(id) {
-                return Err(invalid(format!(
-                    "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
-                )));
-            }
-        }
-        let clashing = self
-            .existing_edge_ids(branch, c.add_edges.iter().map(|e| e.id.clone()).collect())
-            .await?;
-        let ends: Vec<String> = c
-            .add_edges
-            .iter()
-            .flat_map(|e| [e.from.clone(), e.to.clone()])
-            .collect();
-        let mut present = self.existing_node_ids(branch, ends).await?;
-        present.extend(c.upsert_nodes.iter().map(|n| n.id.clone()));
-        for id in &c.delete_nodes {
-            present.remove(id);
-        }
-        for (i, e) in c.add_edges.iter().enumerate() {
-            if clashing.contains(&e.id) && !c.remove_edges.contains(&e.id) {
-                return Err(invalid(format!(
-                    "commit.changes.add_edges[{i}].id: edge {} already exists",
-                    e.id
-                )));
-            }
-            for (end, node) in [("from", &e.from), ("to", &e.to)] {
-                if !present.contains(node) {
+            // Validate the whole change set against the branch before writing anything.
+            let deleting = self.existing_node_ids(branch, c.delete_nodes.clone()).await?;
+            for (i, id) in c.delete_nodes.iter().enumerate() {
+                if !deleting.contains(id) {
                     return Err(invalid(format!(
-                        "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
+                        "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
                     )));
                 }
             }
-        }
-
-        // Apply, in the contract's order; the branch head moves last.
-        if !c.upsert_nodes.is_empty() {
-            let nodes = c
-                .upsert_nodes
-                .iter()
-                .map(|n| {
-                    let n = normalised(n);
-                    Ok(FalkorValue::Map(HashMap::from([
-                        ("id".to_owned(), s(&n.id)),
-                        ("type".to_owned(), s(n.node_type.as_str())),
-                        (
-                            "props".to_owned(),
-                            FalkorValue::String(to_json("node.properties", &n.properties)?),
-                        ),
-                        ("hash".to_owned(), s(&n.content_hash)),
-                        ("pkv".to_owned(), list(property_keys(&n))),
-                    ])))
-                })
-                .collect::<Result<Vec<_>, PortError>>()?;
-            self.run(
-                "UNWIND $nodes AS x MERGE (n:TwinNode {branch: $branch, id: x.id}) \
-                 SET n.type = x.type, n.props = x.props, n.hash = x.hash, n.pkv = x.pkv",
-                vec![("branch", s(branch)), ("nodes", FalkorValue::Array(nodes))],
-            )
-            .await?;
-        }
-        if !c.delete_nodes.is_empty() {
-            self.run(
-                "MATCH (n:TwinNode {branch: $branch}) WHERE n.id IN $ids DETACH DELETE n",
-                vec![("branch", s(branch)), ("ids", list(c.delete_nodes.clone()))],
-            )
-            .await?;
-        }
-        if !c.remove_edges.is_empty() {
-            self.run(
-                "MATCH (:TwinNode {branch: $branch})-[r]->(:TwinNode {branch: $branch}) \
-                 WHERE r.id IN $ids DELETE r",
-                vec![("branch", s(branch)), ("ids", list(c.remove_edges.clone()))],
-            )
-            .await?;
-        }
-        for ty in TwinEdgeType::ALL {
-            let edges = c
+            let removing = self.existing_edge_ids(branch, c.remove_edges.clone()).await?;
+            for (i, id) in c.remove_edges.iter().enumerate() {
+                if !removing.contains(id) {
+                    return Err(invalid(format!(
+                        "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
+                    )));
+                }
+            }
+            let clashing = self
+                .existing_edge_ids(branch, c.add_edges.iter().map(|e| e.id.clone()).collect())
+                .await?;
+            let ends: Vec<String> = c
                 .add_edges
                 .iter()
-                .filter(|e| e.edge_type == ty)
-                .map(|e| {
-                    Ok(FalkorValue::Map(HashMap::from([
-                        ("id".to_owned(), s(&e.id)),
-                        ("from".to_owned(), s(&e.from)),
-                        ("to".to_owned(), s(&e.to)),
-                        (
-                            "props".to_owned(),
-                            FalkorValue::String(to_json("edge.properties", &e.properties)?),
-                        ),
-                    ])))
-                })
-                .collect::<Result<Vec<_>, PortError>>()?;
-            if edges.is_empty() {
-                continue;
+                .flat_map(|e| [e.from.clone(), e.to.clone()])
+                .collect();
+            let mut present = self.existing_node_ids(branch, ends).await?;
+            present.extend(c.upsert_nodes.iter().map(|n| n.id.clone()));
+            for id in &c.delete_nodes {
+                present.remove(id);
             }
-            let rel = ty.as_str();
+            for (i, e) in c.add_edges.iter().enumerate() {
+                if clashing.contains(&e.id) && !c.remove_edges.contains(&e.id) {
+                    return Err(invalid(format!(
+                        "commit.changes.add_edges[{i}].id: edge {} already exists",
+                        e.id
+                    )));
+                }
+                for (end, node) in [("from", &e.from), ("to", &e.to)] {
+                    if !present.contains(node) {
+                        return Err(invalid(format!(
+                            "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
+                        )));
+                    }
+                }
+            }
+
+            // Apply, in the contract's order; the branch head moves last.
+            if !c.upsert_nodes.is_empty() {
+                let nodes = c
+                    .upsert_nodes
+                    .iter()
+                    .map(|n| {
+                        let n = normalised(n);
+                        Ok(FalkorValue::Map(HashMap::from([
+                            ("id".to_owned(), s(&n.id)),
+                            ("type".to_owned(), s(n.node_type.as_str())),
+                            (
+                                "props".to_owned(),
+                                FalkorValue::String(to_json("node.properties", &n.properties)?),
+                            ),
+                            ("hash".to_owned(), s(&n.content_hash)),
+                            ("pkv".to_owned(), list(property_keys(&n))),
+                        ])))
+                    })
+                    .collect::<Result<Vec<_>, PortError>>()?;
+                self.run(
+                    "UNWIND $nodes AS x MERGE (n:TwinNode {branch: $branch, id: x.id}) \
+                     SET n.type = x.type, n.props = x.props, n.hash = x.hash, n.pkv = x.pkv",
+                    vec![("branch", s(branch)), ("nodes", FalkorValue::Array(nodes))],
+                )
+                .await?;
+            }
+            if !c.delete_nodes.is_empty() {
+                self.run(
+                    "MATCH (n:TwinNode {branch: $branch}) WHERE n.id IN $ids DETACH DELETE n",
+                    vec![("branch", s(branch)), ("ids", list(c.delete_nodes.clone()))],
+                )
+                .await?;
+            }
+            if !c.remove_edges.is_empty() {
+                self.run(
+                    "MATCH (:TwinNode {branch: $branch})-[r]->(:TwinNode {branch: $branch}) \
+                     WHERE r.id IN $ids DELETE r",
+                    vec![("branch", s(branch)), ("ids", list(c.remove_edges.clone()))],
+                )
+                .await?;
+            }
+            for ty in TwinEdgeType::ALL {
+                let edges = c
+                    .add_edges
+                    .iter()
+                    .filter(|e| e.edge_type == ty)
+                    .map(|e| {
+                        Ok(FalkorValue::Map(HashMap::from([
+                            ("id".to_owned(), s(&e.id)),
+                            ("from".to_owned(), s(&e.from)),
+                            ("to".to_owned(), s(&e.to)),
+                            (
+                                "props".to_owned(),
+                                FalkorValue::String(to_json("edge.properties", &e.properties)?),
+                            ),
+                        ])))
+                    })
+                    .collect::<Result<Vec<_>, PortError>>()?;
+                if edges.is_empty() {
+                    continue;
+                }
+                let rel = ty.as_str();
+                self.run(
+                    &format!(
+                        "UNWIND $edges AS e MATCH (a:TwinNode {{branch: $branch, id: e.from}}), \
+                         (z:TwinNode {{branch: $branch, id: e.to}}) \
+                         CREATE (a)-[:{rel} {{branch: $branch, id: e.id, props: e.props}}]->(z)"
+                    ),
+                    vec![("branch", s(branch)), ("edges", FalkorValue::Array(edges))],
+                )
+                .await?;
+            }
             self.run(
-                &format!(
-                    "UNWIND $edges AS e MATCH (a:TwinNode {{branch: $branch, id: e.from}}), \
-                     (z:TwinNode {{branch: $branch, id: e.to}}) \
-                     CREATE (a)-[:{rel} {{branch: $branch, id: e.id, props: e.props}}]->(z)"
-                ),
-                vec![("branch", s(branch)), ("edges", FalkorValue::Array(edges))],
+                "CREATE (c:TwinCommit {id: $id, parent: $parent, branch: $branch, message: $message, \
+                 author: $author, at: $at, traceparent: $traceparent}) \
+                 WITH c MATCH (b:TwinBranch {name: $branch}) SET b.head = $id \
+                 WITH c OPTIONAL MATCH (p:TwinCommit {id: $parent}) \
+                 FOREACH (_ IN CASE WHEN p IS NULL THEN [] ELSE [1] END | CREATE (c)-[:PARENT]->(p))",
+                vec![
+                    ("id", s(&request.id)),
+                    ("parent", head.as_deref().map_or(FalkorValue::None, s)),
+                    ("branch", s(branch)),
+                    ("message", s(&request.message)),
+                    ("author", s(&request.author)),
+                    ("at", FalkorValue::String(ts(request.at))),
+                    ("traceparent", traceparent.as_deref().map_or(FalkorValue::None, s)),
+                ],
             )
             .await?;
+            Ok(TwinCommit {
+                id: request.id,
+                parent: head,
+                branch: request.branch,
+                message: request.message,
+                author: request.author,
+                at: request.at,
+                traceparent,
+            })
         }
-        self.run(
-            "CREATE (c:TwinCommit {id: $id, parent: $parent, branch: $branch, message: $message, \
-             author: $author, at: $at}) \
-             WITH c MATCH (b:TwinBranch {name: $branch}) SET b.head = $id \
-             WITH c OPTIONAL MATCH (p:TwinCommit {id: $parent}) \
-             FOREACH (_ IN CASE WHEN p IS NULL THEN [] ELSE [1] END | CREATE (c)-[:PARENT]->(p))",
-            vec![
-                ("id", s(&request.id)),
-                ("parent", head.as_deref().map_or(FalkorValue::None, s)),
-                ("branch", s(branch)),
-                ("message", s(&request.message)),
-                ("author", s(&request.author)),
-                ("at", FalkorValue::String(ts(request.at))),
-            ],
-        )
-        .await?;
-        Ok(TwinCommit {
-            id: request.id,
-            parent: head,
-            branch: request.branch,
-            message: request.message,
-            author: request.author,
-            at: request.at,
-        })
+        .instrument(span)
+        .await
     }
 
     async fn log(&self, branch: &str) -> Result<Vec<TwinCommit>, PortError> {
@@ -503,7 +513,8 @@ impl TwinStore for FalkorTwinStore {
             .run(
                 "MATCH (h:TwinCommit {id: $head})-[:PARENT*0..]->(c:TwinCommit) \
                  RETURN DISTINCT c.id AS id, c.parent AS parent, c.branch AS branch, \
-                 c.message AS message, c.author AS author, c.at AS at",
+                 c.message AS message, c.author AS author, c.at AS at, \
+                 c.traceparent AS traceparent",
                 vec![("head", s(&head))],
             )
             .await?;
@@ -517,6 +528,7 @@ impl TwinStore for FalkorTwinStore {
                 message: col(r, "message")?,
                 author: col(r, "author")?,
                 at: parse_ts("TwinCommit.at", &at)?,
+                traceparent: col(r, "traceparent")?,
             };
             by_id.insert(commit.id.clone(), commit);
         }

@@ -9,6 +9,7 @@ use metaforge_ports::{
     TwinEdgeType, TwinNode, TwinNodeQuery, TwinStore, canonical_json,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
+use tracing::Instrument as _;
 
 use crate::sqlite::{begin_write, db_error, not_found, open_pool, parse_json, parse_ts, to_json, ts};
 use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
@@ -74,6 +75,7 @@ struct CommitRow {
     message: String,
     author: String,
     at: String,
+    traceparent: Option<String>,
 }
 
 impl CommitRow {
@@ -85,6 +87,7 @@ impl CommitRow {
             branch: self.branch,
             message: self.message,
             author: self.author,
+            traceparent: self.traceparent,
         })
     }
 }
@@ -297,127 +300,136 @@ impl TwinStore for SqliteTwinStore {
     }
 
     async fn commit(&self, request: TwinCommitRequest) -> Result<TwinCommit, PortError> {
-        validate_commit(&request)?;
-        let branch = request.branch.as_str();
-        let mut tx = begin_write(&self.pool).await?;
-        let head = Self::head(&mut *tx, branch).await?;
-        if let Some(expected) = &request.expected_head
-            && head.as_deref() != Some(expected.as_str())
-        {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!(
-                    "twin branch {branch:?} moved: expected head {expected}, found {}",
-                    head.as_deref().unwrap_or("none")
-                ),
-            ));
-        }
-        let changes = &request.changes;
-        for node in &changes.upsert_nodes {
-            Self::upsert_node(&mut tx, branch, node).await?;
-        }
-        for (i, id) in changes.delete_nodes.iter().enumerate() {
-            if !Self::node_exists(&mut tx, branch, id).await? {
-                return Err(invalid(format!(
-                    "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
-                )));
+        // The write runs in its span, and the commit records that span's context.
+        let span = crate::trace::commit_span(&request.branch);
+        async move {
+            let traceparent = crate::trace::current_traceparent();
+            validate_commit(&request)?;
+            let branch = request.branch.as_str();
+            let mut tx = begin_write(&self.pool).await?;
+            let head = Self::head(&mut *tx, branch).await?;
+            if let Some(expected) = &request.expected_head
+                && head.as_deref() != Some(expected.as_str())
+            {
+                return Err(PortError::new(
+                    PortErrorKind::Conflict,
+                    format!(
+                        "twin branch {branch:?} moved: expected head {expected}, found {}",
+                        head.as_deref().unwrap_or("none")
+                    ),
+                ));
             }
-            for sql in [
-                "DELETE FROM twin_edges WHERE branch = ?1 AND (from_id = ?2 OR to_id = ?2)",
-                "DELETE FROM twin_node_props WHERE branch = ?1 AND node_id = ?2",
-                "DELETE FROM twin_nodes WHERE branch = ?1 AND id = ?2",
-            ] {
-                sqlx::query(sql)
+            let changes = &request.changes;
+            for node in &changes.upsert_nodes {
+                Self::upsert_node(&mut tx, branch, node).await?;
+            }
+            for (i, id) in changes.delete_nodes.iter().enumerate() {
+                if !Self::node_exists(&mut tx, branch, id).await? {
+                    return Err(invalid(format!(
+                        "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
+                    )));
+                }
+                for sql in [
+                    "DELETE FROM twin_edges WHERE branch = ?1 AND (from_id = ?2 OR to_id = ?2)",
+                    "DELETE FROM twin_node_props WHERE branch = ?1 AND node_id = ?2",
+                    "DELETE FROM twin_nodes WHERE branch = ?1 AND id = ?2",
+                ] {
+                    sqlx::query(sql)
+                        .bind(branch)
+                        .bind(id)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| db_error("delete a twin node", e))?;
+                }
+            }
+            for (i, id) in changes.remove_edges.iter().enumerate() {
+                let removed = sqlx::query("DELETE FROM twin_edges WHERE branch = ? AND id = ?")
                     .bind(branch)
                     .bind(id)
                     .execute(&mut *tx)
                     .await
-                    .map_err(|e| db_error("delete a twin node", e))?;
-            }
-        }
-        for (i, id) in changes.remove_edges.iter().enumerate() {
-            let removed = sqlx::query("DELETE FROM twin_edges WHERE branch = ? AND id = ?")
-                .bind(branch)
-                .bind(id)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db_error("remove a twin edge", e))?
-                .rows_affected();
-            if removed == 0 {
-                return Err(invalid(format!(
-                    "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
-                )));
-            }
-        }
-        for (i, edge) in changes.add_edges.iter().enumerate() {
-            if Self::edge_exists(&mut tx, branch, &edge.id).await? {
-                return Err(invalid(format!(
-                    "commit.changes.add_edges[{i}].id: edge {} already exists",
-                    edge.id
-                )));
-            }
-            for (end, node) in [("from", &edge.from), ("to", &edge.to)] {
-                if !Self::node_exists(&mut tx, branch, node).await? {
+                    .map_err(|e| db_error("remove a twin edge", e))?
+                    .rows_affected();
+                if removed == 0 {
                     return Err(invalid(format!(
-                        "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
+                        "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
                     )));
                 }
             }
-            sqlx::query(
-                "INSERT INTO twin_edges (branch, id, edge_type, from_id, to_id, properties) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(branch)
-            .bind(&edge.id)
-            .bind(edge.edge_type.as_str())
-            .bind(&edge.from)
-            .bind(&edge.to)
-            .bind(to_json("edge.properties", &edge.properties)?)
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_error("add a twin edge", e))?;
-        }
-        sqlx::query(
-            "INSERT INTO twin_commits (id, parent, branch, message, author, at, changes) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&request.id)
-        .bind(&head)
-        .bind(branch)
-        .bind(&request.message)
-        .bind(&request.author)
-        .bind(ts(request.at))
-        .bind(to_json("commit.changes", &request.changes)?)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| {
-            let err = db_error("record a twin commit", e);
-            if err.kind == PortErrorKind::Conflict {
-                PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("twin commit {} already exists", request.id),
+            for (i, edge) in changes.add_edges.iter().enumerate() {
+                if Self::edge_exists(&mut tx, branch, &edge.id).await? {
+                    return Err(invalid(format!(
+                        "commit.changes.add_edges[{i}].id: edge {} already exists",
+                        edge.id
+                    )));
+                }
+                for (end, node) in [("from", &edge.from), ("to", &edge.to)] {
+                    if !Self::node_exists(&mut tx, branch, node).await? {
+                        return Err(invalid(format!(
+                            "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
+                        )));
+                    }
+                }
+                sqlx::query(
+                    "INSERT INTO twin_edges (branch, id, edge_type, from_id, to_id, properties) \
+                     VALUES (?, ?, ?, ?, ?, ?)",
                 )
-            } else {
-                err
+                .bind(branch)
+                .bind(&edge.id)
+                .bind(edge.edge_type.as_str())
+                .bind(&edge.from)
+                .bind(&edge.to)
+                .bind(to_json("edge.properties", &edge.properties)?)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_error("add a twin edge", e))?;
             }
-        })?;
-        sqlx::query("UPDATE twin_branches SET head = ? WHERE name = ?")
+            sqlx::query(
+                "INSERT INTO twin_commits (id, parent, branch, message, author, at, changes, traceparent) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
             .bind(&request.id)
+            .bind(&head)
             .bind(branch)
+            .bind(&request.message)
+            .bind(&request.author)
+            .bind(ts(request.at))
+            .bind(to_json("commit.changes", &request.changes)?)
+            .bind(&traceparent)
             .execute(&mut *tx)
             .await
-            .map_err(|e| db_error("move a twin branch head", e))?;
-        tx.commit()
-            .await
-            .map_err(|e| db_error("commit a twin change", e))?;
-        Ok(TwinCommit {
-            id: request.id,
-            parent: head,
-            branch: request.branch,
-            message: request.message,
-            author: request.author,
-            at: request.at,
-        })
+            .map_err(|e| {
+                let err = db_error("record a twin commit", e);
+                if err.kind == PortErrorKind::Conflict {
+                    PortError::new(
+                        PortErrorKind::Conflict,
+                        format!("twin commit {} already exists", request.id),
+                    )
+                } else {
+                    err
+                }
+            })?;
+            sqlx::query("UPDATE twin_branches SET head = ? WHERE name = ?")
+                .bind(&request.id)
+                .bind(branch)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_error("move a twin branch head", e))?;
+            tx.commit()
+                .await
+                .map_err(|e| db_error("commit a twin change", e))?;
+            Ok(TwinCommit {
+                id: request.id,
+                parent: head,
+                branch: request.branch,
+                message: request.message,
+                author: request.author,
+                at: request.at,
+                traceparent,
+            })
+        }
+        .instrument(span)
+        .await
     }
 
     async fn log(&self, branch: &str) -> Result<Vec<TwinCommit>, PortError> {
@@ -431,7 +443,7 @@ impl TwinStore for SqliteTwinStore {
                 ));
             }
             let row: Option<CommitRow> = sqlx::query_as(
-                "SELECT id, parent, branch, message, author, at FROM twin_commits WHERE id = ?",
+                "SELECT id, parent, branch, message, author, at, traceparent FROM twin_commits WHERE id = ?",
             )
             .bind(&id)
             .fetch_optional(&self.pool)

@@ -565,15 +565,24 @@ fn audit_event_log(
     }
 }
 
+/// What the trace audit found.
+struct TraceAudit {
+    /// The span names found in the walk-through's trace, by service.
+    by_service: BTreeMap<String, BTreeSet<String>>,
+    /// The run branch's commits that keep the trace, of all its commits.
+    traced_commits: (usize, usize),
+}
+
 /// Holds the spans the processes exported against the walk-through's trace: the gateway's
 /// request, the worker's phase activities, the event log's producer spans, and a sidecar tool
-/// call made in the same trace — the names found, by service.
+/// call made in the same trace — and the run's twin commits read through `gateway`.
 fn audit_trace(
     receiver: &common::otlp::Receiver,
     run: &str,
     sidecar: &str,
+    gateway: &str,
     findings: &Findings,
-) -> BTreeMap<String, BTreeSet<String>> {
+) -> TraceAudit {
     let answer = common::otlp::call_tool(
         sidecar,
         "run.get",
@@ -623,6 +632,23 @@ fn audit_trace(
             format!("no span of {service} ({what}, '{name}…') in the walk-through's trace {WALK_TRACE}")
         });
     }
+    // The run's twin commits (on FalkorDB, made by the worker's phases) keep its trace.
+    let branch = format!("run/{run}");
+    let commits = exchange(gateway, "GET", &format!("/v1/twin/log?branch={branch}"), None)
+        .ok()
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, body)| body["commits"].as_array().cloned())
+        .unwrap_or_default();
+    let traced_commits = commits
+        .iter()
+        .filter(|c| c["traceparent"].as_str().and_then(|tp| tp.split('-').nth(1)) == Some(WALK_TRACE))
+        .count();
+    findings.check(!commits.is_empty() && traced_commits == commits.len(), || {
+        format!(
+            "{traced_commits} of the {} commits on {branch} keep the walk-through's trace",
+            commits.len()
+        )
+    });
     let mut by_service: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (service, trace, name) in receiver.spans.lock().unwrap().iter() {
         if trace == WALK_TRACE {
@@ -632,7 +658,10 @@ fn audit_trace(
                 .insert(name.clone());
         }
     }
-    by_service
+    TraceAudit {
+        by_service,
+        traced_commits: (traced_commits, commits.len()),
+    }
 }
 
 /// One proposal of the load: its hold and what each raced decision was answered.
@@ -1097,7 +1126,7 @@ fn main() -> ExitCode {
             )
         },
     );
-    let trace = audit_trace(&peers.traces, &walk_run, &sidecar, &findings);
+    let trace = audit_trace(&peers.traces, &walk_run, &sidecar, &a, &findings);
 
     let kills = kills.load(Ordering::Relaxed);
     findings.check(kills > 0, || {
@@ -1165,7 +1194,11 @@ fn main() -> ExitCode {
         "| the walk-through run's notices carrying its trace id on Kafka | {walk_traced} of {} |",
         event_log.walk_traceparents.len()
     );
-    for (service, names) in &trace {
+    println!(
+        "| the walk-through run's twin commits (FalkorDB) keeping its trace | {} of {} |",
+        trace.traced_commits.0, trace.traced_commits.1
+    );
+    for (service, names) in &trace.by_service {
         let shown: Vec<&str> = names.iter().map(String::as_str).take(6).collect();
         println!(
             "| spans of {service} in the walk-through's trace {WALK_TRACE} | {} ({}{}) |",

@@ -235,6 +235,11 @@ pub struct TwinCommit {
     /// When.
     #[cfg_attr(feature = "openapi", schema(value_type = String, format = DateTime))]
     pub at: Timestamp,
+    /// The W3C `traceparent` of the commit's write (a child of the work that made it: a
+    /// person's request, a run's phase), so a commit can be joined to its trace; absent when no
+    /// trace was being recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A branch and where it points.

@@ -65,25 +65,12 @@ async fn kafka_event_bus_honours_the_contract_and_persists_with_a_trace_id_heade
     );
 }
 
-/// The W3C context a test's publisher works in.
-const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_published_event_carries_its_producer_spans_trace_context_and_a_replay_reads_it_back() {
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt as _;
-
     let Some(broker) = crate::support::start_tansu() else {
         return;
     };
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
-    opentelemetry::global::set_text_map_propagator(
-        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-    );
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("kafka-test")));
-    let _recording = tracing::subscriber::set_default(subscriber);
-
+    let _recording = crate::traces::recording();
     let bus = KafkaEventBus::connect(&format!("127.0.0.1:{}", broker.port))
         .await
         .expect("connect");
@@ -93,7 +80,7 @@ async fn a_published_event_carries_its_producer_spans_trace_context_and_a_replay
         trace_id: "run-1".into(),
         payload: serde_json::json!({}),
         at: contracts::t(0),
-        traceparent: Some(PARENT.into()),
+        traceparent: Some(crate::traces::PARENT.into()),
     };
     bus.publish(event).await.expect("publish");
     let replayed = bus

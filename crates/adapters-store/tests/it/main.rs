@@ -15,3 +15,4 @@ mod reopen_durability;
 mod sqlite_contracts;
 #[cfg(any(feature = "falkordb", feature = "kafka"))]
 mod support;
+mod traces;

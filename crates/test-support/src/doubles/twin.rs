@@ -177,6 +177,7 @@ impl TwinStore for MemoryTwinStore {
             message: request.message.clone(),
             author: request.author.clone(),
             at: request.at,
+            traceparent: None,
         };
         s.commits.insert(commit.id.clone(), commit.clone());
         if let Some(b) = s.branches.get_mut(&request.branch) {
