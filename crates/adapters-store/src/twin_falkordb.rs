@@ -490,15 +490,7 @@ impl TwinStore for FalkorTwinStore {
                 ],
             )
             .await?;
-            Ok(TwinCommit {
-                id: request.id,
-                parent: head,
-                branch: request.branch,
-                message: request.message,
-                author: request.author,
-                at: request.at,
-                traceparent,
-            })
+            Ok(metaforge_ports::twin_rules::committed(request, head, traceparent))
         }
         .instrument(span)
         .await

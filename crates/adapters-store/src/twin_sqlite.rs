@@ -418,15 +418,7 @@ impl TwinStore for SqliteTwinStore {
             tx.commit()
                 .await
                 .map_err(|e| db_error("commit a twin change", e))?;
-            Ok(TwinCommit {
-                id: request.id,
-                parent: head,
-                branch: request.branch,
-                message: request.message,
-                author: request.author,
-                at: request.at,
-                traceparent,
-            })
+            Ok(metaforge_ports::twin_rules::committed(request, head, traceparent))
         }
         .instrument(span)
         .await

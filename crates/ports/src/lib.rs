@@ -67,7 +67,7 @@ pub use run_bindings::{
 pub use run_ledger::{
     FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition,
 };
-pub use run_ledger_rules::{check_settle, terminal_run_conflict};
+pub use run_ledger_rules::{check_settle, published_claim, terminal_run_conflict};
 pub use run_state::{
     AUTO_APPROVER, DEADLINE_APPROVER, DecisionSurface, FeedbackSource, FlowRef, GateDecision,
     GateDecisionKind, GateRecord, OpenGate, PhaseFailureKind, PhaseFeedback, PhaseState, PhaseStatus,

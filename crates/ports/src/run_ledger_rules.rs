@@ -127,6 +127,13 @@ impl RunTransition {
     }
 }
 
+/// The answer of [`crate::RunLedger::claim_published`] for a run whose published mark is
+/// `published`: where the claim starts when the mark is below `upto` (the ledger then moves it
+/// to `upto` in the same write), `None` when another process claimed that far already.
+pub fn published_claim(published: u64, upto: u64) -> Option<u64> {
+    (published < upto).then_some(published)
+}
+
 /// Refuses marking transition `seq` settled on a run whose latest transition is `latest_seq`.
 pub fn check_settle(run_id: &str, seq: u64, latest_seq: u64) -> Result<(), PortError> {
     if seq > latest_seq {

@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::error::{PortError, PortErrorKind};
-use crate::twin_store::{TwinCommitRequest, TwinDiff, TwinEdge, TwinNode, TwinNodeChange, twin_content_hash};
+use crate::twin_store::{
+    TwinCommit, TwinCommitRequest, TwinDiff, TwinEdge, TwinNode, TwinNodeChange, twin_content_hash,
+};
 
 /// Refuses a branch name that is empty, too long or not `[A-Za-z0-9._/-]`.
 pub fn validate_branch_name(name: &str) -> Result<(), PortError> {
@@ -61,6 +63,24 @@ pub fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortError> {
         }
     }
     Ok(())
+}
+
+/// The commit a store records for `request` on top of `parent`, with the `traceparent` of the
+/// write (every twin answers a commit with this record).
+pub fn committed(
+    request: TwinCommitRequest,
+    parent: Option<String>,
+    traceparent: Option<String>,
+) -> TwinCommit {
+    TwinCommit {
+        id: request.id,
+        parent,
+        branch: request.branch,
+        message: request.message,
+        author: request.author,
+        at: request.at,
+        traceparent,
+    }
 }
 
 /// The node as it will be stored: its hash recomputed from its content, never trusted.

@@ -516,9 +516,9 @@ impl RunLedger for PgRunLedger {
                 .map_err(|e| db_error("read a run's published mark", e))?;
         let (published,) = current.ok_or_else(|| not_found("run", run_id))?;
         let published = seq_u64("runs.published_seq", published)?;
-        if published >= upto {
+        let Some(from) = metaforge_ports::published_claim(published, upto) else {
             return Ok(None);
-        }
+        };
         sqlx::query("UPDATE runs SET published_seq = $1 WHERE id = $2")
             .bind(seq_i64(upto))
             .bind(run_id)
@@ -528,7 +528,7 @@ impl RunLedger for PgRunLedger {
         tx.commit()
             .await
             .map_err(|e| db_error("commit a run's published mark", e))?;
-        Ok(Some(published))
+        Ok(Some(from))
     }
 }
 

@@ -189,9 +189,10 @@ impl RunLedger for MemoryRunLedger {
     async fn claim_published(&self, run_id: &str, upto: u64) -> Result<Option<u64>, PortError> {
         let mut runs = lock(&self.runs);
         let entry = runs.get_mut(run_id).ok_or_else(|| missing(run_id))?;
-        if entry.published >= upto {
-            return Ok(None);
+        let claim = metaforge_ports::published_claim(entry.published, upto);
+        if claim.is_some() {
+            entry.published = upto;
         }
-        Ok(Some(std::mem::replace(&mut entry.published, upto)))
+        Ok(claim)
     }
 }

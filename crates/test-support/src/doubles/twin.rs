@@ -170,15 +170,7 @@ impl TwinStore for MemoryTwinStore {
         }
         let mut graph = branch.graph.clone();
         apply(&mut graph, &request)?;
-        let commit = TwinCommit {
-            id: request.id.clone(),
-            parent: branch.head.clone(),
-            branch: request.branch.clone(),
-            message: request.message.clone(),
-            author: request.author.clone(),
-            at: request.at,
-            traceparent: None,
-        };
+        let commit = metaforge_ports::twin_rules::committed(request.clone(), branch.head.clone(), None);
         s.commits.insert(commit.id.clone(), commit.clone());
         if let Some(b) = s.branches.get_mut(&request.branch) {
             b.head = Some(commit.id.clone());
