@@ -26,6 +26,7 @@ pub(crate) fn current_traceparent() -> Option<String> {
 }
 
 /// Parents `span` on the trace a `traceparent` names (an unreadable one changes nothing).
+#[cfg(feature = "kafka")]
 pub(crate) fn parent_on(span: &tracing::Span, traceparent: &str) {
     let carrier = HashMap::from([(TRACEPARENT.to_owned(), traceparent.to_owned())]);
     let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&carrier));
