@@ -11,12 +11,17 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use cargo_metadata::MetadataCommand;
 
+use crate::Binaries;
+
 /// The key the fuzzing gateway accepts.
 const KEY: &str = "sk-schemathesis-ci";
 
-/// Builds the binary, starts the gateway, runs schemathesis, stops the gateway.
-pub(crate) fn run(max_examples: &str) -> Result<()> {
-    crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
+/// Builds the binary (unless `binaries` says it is built), starts the gateway, runs
+/// schemathesis, stops the gateway.
+pub(crate) fn run(max_examples: &str, binaries: Binaries) -> Result<()> {
+    if binaries == Binaries::Build {
+        crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
+    }
     let target = MetadataCommand::new()
         .no_deps()
         .exec()

@@ -10,22 +10,21 @@ use anyhow::Result;
 
 use crate::{REQUIRE_PEERS, run_env, setup};
 
-/// The cargo arguments that build and run the cluster script, `script` passed on to it.
-fn cargo_args(script: &[String]) -> Vec<String> {
-    let mut args: Vec<String> = [
+/// The cargo arguments that build and run the cluster script, `script` passed on to it: the
+/// workspace with every engine, the build `cargo xtask ci` tests the engines on, so the gate
+/// compiles nothing for it.
+pub(crate) fn cargo_args(script: &[String]) -> Vec<&str> {
+    let mut args = vec![
         "test",
+        "--workspace",
         "--locked",
-        "-p",
-        "metaforge-bins",
         "--features",
-        "kafka,temporal",
+        crate::ci::ALL_ENGINES,
         "--test",
         "cluster",
         "--",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    args.extend(script.iter().cloned());
+    ];
+    args.extend(script.iter().map(String::as_str));
     args
 }
 
@@ -37,7 +36,5 @@ pub(crate) fn run(script: &[String]) -> Result<()> {
 
 /// Runs the cluster script with `script` (sizes), every peer required.
 pub(crate) fn run_sized(script: &[String]) -> Result<()> {
-    let args = cargo_args(script);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    run_env("cargo", &args, &[(REQUIRE_PEERS, "1")])
+    run_env("cargo", &cargo_args(script), &[(REQUIRE_PEERS, "1")])
 }

@@ -2,11 +2,12 @@
 //! `/proc/net/tcp` and `/proc/net/tcp6`, state `0A`) before and after the test run. A listener
 //! that appeared during the run and is still there after a short grace period fails the run,
 //! named by address, port, pid and command line (the pid found through `/proc/*/fd` socket
-//! inodes). A listener whose process says (`CARGO_MANIFEST_DIR`) it was started by another
-//! checkout's tests is reported but not counted: the machine may be shared.
+//! inodes). Only the gate's own processes count: its descendants, and the processes that carry
+//! its mark in their environment (`METAFORGE_GATE_PID`, which a server that outlived the test
+//! that started it keeps). Anybody else's listener — a person's own `metaforge up` on the same
+//! machine, another checkout's tests — is reported but not counted.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
@@ -101,21 +102,9 @@ fn command_line(pid: u32) -> String {
         .unwrap_or_default()
 }
 
-/// The `CARGO_MANIFEST_DIR` in `pid`'s environment (every test child inherits it), if readable.
-fn manifest_dir(pid: u32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    raw.split(|b| *b == 0).find_map(|var| {
-        std::str::from_utf8(var)
-            .ok()?
-            .strip_prefix("CARGO_MANIFEST_DIR=")
-            .map(str::to_owned)
-    })
-}
-
 /// Fails naming every listener that appeared since `before` and is still there after a grace
-/// period (a killed process's socket closes within it), except those another checkout's tests
-/// started, which are only reported.
-pub(crate) fn check_none_left(before: &BTreeMap<u64, Listener>, workspace: &Path) -> Result<()> {
+/// period (a killed process's socket closes within it), counting only the gate's own processes.
+pub(crate) fn check_none_left(before: &BTreeMap<u64, Listener>) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(5);
     let new: BTreeMap<u64, Listener> = loop {
         let current: BTreeMap<u64, Listener> = snapshot()
@@ -127,6 +116,7 @@ pub(crate) fn check_none_left(before: &BTreeMap<u64, Listener>, workspace: &Path
         }
         std::thread::sleep(Duration::from_millis(250));
     };
+    let parents = crate::gate::parents();
     let mut left = Vec::new();
     for (inode, listener) in new {
         let pid = owner(inode);
@@ -142,11 +132,12 @@ pub(crate) fn check_none_left(before: &BTreeMap<u64, Listener>, workspace: &Path
                 listener.address, listener.port
             ),
         };
-        match pid.and_then(manifest_dir) {
-            Some(dir) if !Path::new(&dir).starts_with(workspace) => {
-                eprintln!("xtask: note: a listener from another checkout's tests ({dir}): {described}");
+        match pid {
+            Some(pid) if crate::gate::is_ours(pid, &parents) || crate::gate::carries_mark(pid) => {
+                left.push(described)
             }
-            _ => left.push(described),
+            Some(_) => eprintln!("xtask: note: a listener this gate did not start: {described}"),
+            None => eprintln!("xtask: note: a listener whose owner closed it meanwhile: {described}"),
         }
     }
     if left.is_empty() {
@@ -169,14 +160,47 @@ mod tests {
         let before = snapshot();
         let leaked = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = leaked.local_addr().unwrap().port();
-        let err = check_none_left(&before, &crate::workspace_root())
-            .unwrap_err()
-            .to_string();
+        let err = check_none_left(&before).unwrap_err().to_string();
         assert!(
             err.contains(&format!("127.0.0.1:{port} held by pid {}", std::process::id())),
             "{err}"
         );
         drop(leaked);
+    }
+
+    #[test]
+    fn a_listener_of_a_process_the_gate_did_not_start_is_not_counted() {
+        let before = snapshot();
+        // `setsid` + a shell that exits at once: the listener's owner is reparented away from
+        // this process and carries no gate mark.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = format!(
+            "exec python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",{port})); s.listen(); time.sleep(30)'"
+        );
+        std::process::Command::new("setsid")
+            .args(["-f", "sh", "-c", &script])
+            .env_remove(crate::gate::GATE_MARK)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !snapshot().values().any(|l| l.port == port) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the stranger never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let result = check_none_left(&before);
+        let _ = std::process::Command::new("pkill")
+            .args(["-f", &format!("s.bind((\"127.0.0.1\",{port}))")])
+            .status();
+        assert!(result.is_ok(), "{result:?}");
     }
 
     #[test]

@@ -19,6 +19,8 @@ use std::process::{Child, Command, Stdio};
 use anyhow::{Context, Result, bail};
 use cargo_metadata::MetadataCommand;
 
+use crate::Binaries;
+
 /// Fields the walk-through selects; a `null` for any of them means the README and the API drifted.
 const MUST_NOT_BE_NULL: &[&str] = &[
     "id",
@@ -47,23 +49,26 @@ impl Drop for Server {
     }
 }
 
-/// Builds the binary, starts `metaforge up`, runs the walk-through, stops the server.
-pub(crate) fn run() -> Result<()> {
+/// Builds the binary (unless `binaries` says it is built), starts `metaforge up`, runs the
+/// walk-through, stops the server.
+pub(crate) fn run(binaries: Binaries) -> Result<()> {
     let readme = std::fs::read_to_string("README.md").context("cannot read README.md")?;
     let script = walkthrough_script(&readme)?;
     crate::setup::ensure()?;
-    crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
-    crate::run(
-        "cargo",
-        &[
-            "build",
-            "--locked",
-            "-p",
-            "metaforge-bins",
-            "--example",
-            "scripted_phase_model",
-        ],
-    )?;
+    if binaries == Binaries::Build {
+        crate::run("cargo", &["build", "--locked", "-p", "metaforge-bins"])?;
+        crate::run(
+            "cargo",
+            &[
+                "build",
+                "--locked",
+                "-p",
+                "metaforge-bins",
+                "--example",
+                "scripted_phase_model",
+            ],
+        )?;
+    }
     let target = MetadataCommand::new()
         .no_deps()
         .exec()

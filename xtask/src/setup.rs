@@ -68,6 +68,27 @@ pub(crate) fn ensure() -> Result<()> {
     python_packages(&venv)?;
     let node = tools.join("node");
     npm_packages(&node)?;
+    record_env(&tools)?;
+    eprintln!("xtask: test tools ready under {}", tools.display());
+    Ok(())
+}
+
+/// Uses the peers an earlier `setup` installed, installing nothing (the quick tier: a missing
+/// peer is a skip there).
+pub(crate) fn adopt_installed() {
+    let tools = tools_dir();
+    if (tools.join("venv").exists() || tools.join("node").exists())
+        && let Err(err) = record_env(&tools)
+    {
+        eprintln!("xtask: note: the installed test peers are not used: {err:#}");
+    }
+}
+
+/// Records the environment later commands run with: the venv's `bin` first on `PATH`, the npm
+/// prefix in `METAFORGE_NODE_DIR`.
+fn record_env(tools: &Path) -> Result<()> {
+    let venv = tools.join("venv");
+    let node = tools.join("node");
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs = vec![venv.join("bin")];
     dirs.extend(std::env::split_paths(&path));
@@ -79,7 +100,6 @@ pub(crate) fn ensure() -> Result<()> {
     ];
     // A second call in one process keeps the first environment (it is the same).
     let _ = TOOL_ENV.set(env);
-    eprintln!("xtask: test tools ready under {}", tools.display());
     Ok(())
 }
 
@@ -97,7 +117,14 @@ fn cargo_tool(subcommand: &str, krate: &str) -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing {krate} from crates.io (first run only; a few minutes)");
-    crate::run("cargo", &["install", "--locked", "--quiet", krate])
+    // Built in a directory of its own: under the project's `CARGO_TARGET_DIR` it would hold that
+    // directory's lock and stall the gate's clippy running beside it.
+    let target = tools_dir().join("cargo-install-target");
+    let target = target.to_string_lossy();
+    crate::run(
+        "cargo",
+        &["install", "--locked", "--quiet", "--target-dir", &target, krate],
+    )
 }
 
 fn promtool() -> Result<()> {
