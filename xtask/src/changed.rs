@@ -3,8 +3,10 @@
 //!
 //! A changed file belongs to the crate whose directory holds it (the deepest one); a change to
 //! a file no crate holds but that every build reads (`Cargo.toml`, `Cargo.lock`,
-//! `rust-toolchain.toml`, `.cargo/`, `clippy.toml`, `.config/`) touches every crate. Other files
-//! outside the crates (docs, fixtures, deploy) touch none; the cheap checks still run.
+//! `rust-toolchain.toml`, `.cargo/`, `clippy.toml`, `.config/`) or that many crates' tests read
+//! (`fixtures/`) touches every crate. Other files outside the crates (docs, deploy) touch none; the cheap checks still run. A change
+//! only to a crate's `tests/`, `benches/` or `examples/` touches that crate alone: no other crate
+//! compiles them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
@@ -12,8 +14,10 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use cargo_metadata::{Metadata, MetadataCommand};
 
-/// Files outside every crate that still change every build.
+/// Files outside every crate that still change every build, or that tests of many crates read
+/// (the rule tables and flow templates under `fixtures/`).
 const BUILD_WIDE: &[&str] = &[
+    "fixtures/",
     "Cargo.toml",
     "Cargo.lock",
     "rust-toolchain.toml",
@@ -22,6 +26,9 @@ const BUILD_WIDE: &[&str] = &[
     ".cargo/",
     ".config/",
 ];
+
+/// A crate's directories that only the crate's own test, bench and example targets compile.
+const OWN_TARGETS: &[&str] = &["tests/", "benches/", "examples/"];
 
 /// What a narrowed gate tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -136,7 +143,10 @@ pub(crate) fn affected_by_names(names: &[String]) -> Result<Affected> {
 }
 
 fn affected(graph: &Graph, files: &[String], named: &BTreeSet<String>) -> Affected {
+    // The crates whose library changed (their dependents are touched too), and the crates of
+    // which only tests, benches or examples changed (nothing else compiles them).
     let mut touched = named.clone();
+    let mut only_own_targets = BTreeSet::new();
     for file in files {
         if BUILD_WIDE
             .iter()
@@ -149,8 +159,16 @@ fn affected(graph: &Graph, files: &[String], named: &BTreeSet<String>) -> Affect
             .iter()
             .filter(|(_, dir)| !dir.is_empty() && (file.starts_with(&format!("{dir}/")) || file == *dir))
             .max_by_key(|(_, dir)| dir.len());
-        if let Some((name, _)) = owner {
-            touched.insert(name.clone());
+        if let Some((name, dir)) = owner {
+            let inside = file
+                .strip_prefix(dir.as_str())
+                .unwrap_or(file)
+                .trim_start_matches('/');
+            if OWN_TARGETS.iter().any(|own| inside.starts_with(own)) {
+                only_own_targets.insert(name.clone());
+            } else {
+                touched.insert(name.clone());
+            }
         }
     }
     // Close over the dependents: a crate that depends on a touched crate is touched.
@@ -166,6 +184,7 @@ fn affected(graph: &Graph, files: &[String], named: &BTreeSet<String>) -> Affect
         }
         touched.extend(more);
     }
+    touched.extend(only_own_targets);
     Affected::Some(touched)
 }
 
@@ -221,6 +240,15 @@ mod tests {
                 some(&["metaforge-domain", "metaforge-app", "metaforge-bins"]),
             ),
             (&["crates/bins/tests/it/main.rs"], some(&["metaforge-bins"])),
+            (&["crates/domain/tests/it/rules.rs"], some(&["metaforge-domain"])),
+            (
+                &["crates/domain/benches/b.rs", "crates/ports/examples/e.rs"],
+                some(&["metaforge-domain", "metaforge-ports"]),
+            ),
+            (
+                &["crates/domain/Cargo.toml"],
+                some(&["metaforge-domain", "metaforge-app", "metaforge-bins"]),
+            ),
             (&["xtask/src/gate.rs"], some(&["xtask"])),
             (&["docs/ARCHITECTURE.md", "README.md"], some(&[])),
             (
@@ -234,6 +262,7 @@ mod tests {
             ),
             (&["Cargo.lock"], Affected::All),
             (&[".config/nextest.toml"], Affected::All),
+            (&["fixtures/rules/mcp_servers_file.json"], Affected::All),
             (&["crates/domainx/src/lib.rs"], some(&[])),
         ];
         for (files, expected) in table {

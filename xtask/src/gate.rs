@@ -212,11 +212,11 @@ fn print_table(title: &str, records: &[Record], aborted: Option<&Running>, total
     let mut out = String::new();
     out.push_str(&format!("\nxtask: {title} timing\n"));
     out.push_str(&format!(
-        "| {:<34} | {:>8} | {:>7} | {:<7} | {:<22} |\n",
+        "| {:<40} | {:>8} | {:>7} | {:<7} | {:<26} |\n",
         "step", "seconds", "budget", "result", "build"
     ));
     out.push_str(&format!(
-        "|{:-<36}|{:->10}|{:->9}|{:-<9}|{:-<24}|\n",
+        "|{:-<42}|{:->10}|{:->9}|{:-<9}|{:-<28}|\n",
         "", "", "", "", ""
     ));
     for record in records {
@@ -228,11 +228,12 @@ fn print_table(title: &str, records: &[Record], aborted: Option<&Running>, total
         let build = match (record.compiled, &record.outcome) {
             (_, Outcome::Skipped(why)) => why.clone(),
             (Some(0), _) => "cached".to_owned(),
+            (Some(1), _) => "cold: 1 crate compiled".to_owned(),
             (Some(n), _) => format!("cold: {n} crates compiled"),
             (None, _) => String::new(),
         };
         out.push_str(&format!(
-            "| {:<34} | {:>8.1} | {:>7} | {:<7} | {:<22} |\n",
+            "| {:<40} | {:>8.1} | {:>7} | {:<7} | {:<26} |\n",
             record.name,
             record.seconds,
             record.budget.as_secs(),
@@ -242,7 +243,7 @@ fn print_table(title: &str, records: &[Record], aborted: Option<&Running>, total
     }
     if let Some(running) = aborted {
         out.push_str(&format!(
-            "| {:<34} | {:>8.1} | {:>7} | {:<7} | {:<22} |\n",
+            "| {:<40} | {:>8.1} | {:>7} | {:<7} | {:<26} |\n",
             running.name,
             running.started.elapsed().as_secs_f64(),
             running.budget.as_secs(),
@@ -251,7 +252,7 @@ fn print_table(title: &str, records: &[Record], aborted: Option<&Running>, total
         ));
     }
     out.push_str(&format!(
-        "| {:<34} | {:>8.1} | {:>7} | {:<7} | {:<22} |\n",
+        "| {:<40} | {:>8.1} | {:>7} | {:<7} | {:<26} |\n",
         "total",
         total.as_secs_f64(),
         "",
@@ -327,6 +328,49 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// The lines a child prints on `stdout`, `count` of them, read within `within`; fails naming
+/// `what` when the child ends first or stays silent past the deadline.
+pub(crate) fn lines_within(
+    stdout: Option<std::process::ChildStdout>,
+    count: usize,
+    within: Duration,
+    what: &str,
+) -> Result<Vec<String>> {
+    let stdout = stdout.with_context(|| format!("{what}: no stdout to read"))?;
+    let (sender, receiver) = std::sync::mpsc::channel();
+    // The reader ends when the child does (end of file), which the caller's guard ensures.
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + within;
+    let mut lines = Vec::with_capacity(count);
+    while lines.len() < count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match receiver.recv_timeout(left) {
+            Ok(Ok(line)) => lines.push(line),
+            Ok(Err(err)) => bail!("{what}: reading its output: {err}"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                bail!(
+                    "{what}: printed {} of {count} line(s) within {}s: {lines:?}",
+                    lines.len(),
+                    within.as_secs()
+                )
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                bail!(
+                    "{what}: ended after {} of {count} line(s): {lines:?}",
+                    lines.len()
+                )
+            }
+        }
+    }
+    Ok(lines)
+}
+
 /// The parent of every process, from `/proc/<pid>/stat`.
 pub(crate) fn parents() -> BTreeMap<u32, u32> {
     let mut parents = BTreeMap::new();
@@ -394,7 +438,48 @@ fn kill_descendants() {
 
 #[cfg(test)]
 mod tests {
-    use super::{is_compile_line, is_ours, parents, strip_ansi};
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::{is_compile_line, is_ours, lines_within, parents, strip_ansi};
+
+    #[test]
+    fn a_child_silent_past_the_deadline_or_gone_early_fails_naming_it() {
+        let mut quiet = Command::new("sleep")
+            .arg("5")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = lines_within(quiet.stdout.take(), 1, Duration::from_millis(200), "the sleeper")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the sleeper: printed 0 of 1 line(s) within 0s"),
+            "{err}"
+        );
+        quiet.kill().unwrap();
+        quiet.wait().unwrap();
+        let mut brief = Command::new("echo")
+            .arg("one")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = lines_within(brief.stdout.take(), 2, Duration::from_secs(5), "the echo")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the echo: ended after 1 of 2"), "{err}");
+        brief.wait().unwrap();
+        let mut talker = Command::new("printf")
+            .arg("a\\nb\\n")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        assert_eq!(
+            lines_within(talker.stdout.take(), 2, Duration::from_secs(5), "printf").unwrap(),
+            vec!["a".to_owned(), "b".to_owned()]
+        );
+        talker.wait().unwrap();
+    }
 
     #[test]
     fn cargo_compile_lines_count_with_or_without_colour_and_test_output_does_not() {

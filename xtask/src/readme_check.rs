@@ -3,7 +3,7 @@
 //!
 //! Every ```` ```sh ```` block of the `## Walk-through`, `## Run the flow` and `## Chat with the
 //! agent` sections is run, in order, as one bash script under `set -euo pipefail`, from the repository root, with
-//! the freshly built `metaforge` first on `PATH` (as `cargo install` would put it) and `metaforge
+//! the freshly built `metaforge` first on `PATH` (as the README's link puts it) and `metaforge
 //! up` listening on the README's own addresses over a scratch `METAFORGE_HOME`. The chat section
 //! needs a model and a tool server: the check gives `up` aimock (the fixtures of the chat process
 //! tests) as its OpenAI provider for the `chat` role and server-everything in the servers file,
@@ -13,7 +13,6 @@
 //! when a command fails, a command is not found, or a field the README selects with jq comes
 //! back `null` (the sign of a renamed field).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
@@ -201,12 +200,15 @@ fn start_phase_model(binary: &cargo_metadata::camino::Utf8Path) -> Result<(Child
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("cannot start {binary}"))?;
-    let mut ready = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        BufReader::new(stdout)
-            .read_line(&mut ready)
-            .context("reading the phase model's ready line")?;
-    }
+    let ready =
+        match crate::gate::lines_within(child.stdout.take(), 1, BANNER_WITHIN, "the scripted phase model") {
+            Ok(lines) => lines.concat(),
+            Err(err) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(err);
+            }
+        };
     if !ready.contains("listening") {
         let _ = child.kill();
         bail!("the scripted phase model did not start: {ready:?}");
@@ -227,22 +229,16 @@ fn start_phase_model(binary: &cargo_metadata::camino::Utf8Path) -> Result<(Child
 
 /// The two banner lines of `metaforge up` (gateway, sidecar), or why they never came.
 fn read_banners(stdout: Option<std::process::ChildStdout>) -> Result<Vec<String>> {
-    let stdout = stdout.context("metaforge up has no stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let mut banners = Vec::new();
-    while banners.len() < 2 {
-        match lines.next() {
-            Some(Ok(line)) => banners.push(line),
-            Some(Err(err)) => bail!("reading metaforge up's banner: {err}"),
-            None => bail!(
-                "metaforge up stopped before listening (is something else on 127.0.0.1:8787 or :8765?); \
-                 its log: {}",
-                std::env::temp_dir().join("metaforge-readme-up.log").display()
-            ),
-        }
-    }
-    Ok(banners)
+    crate::gate::lines_within(stdout, 2, BANNER_WITHIN, "metaforge up's two banners").with_context(|| {
+        format!(
+            "is something else on 127.0.0.1:8787 or :8765? its log: {}",
+            std::env::temp_dir().join("metaforge-readme-up.log").display()
+        )
+    })
 }
+
+/// How long a server this check starts may take to say where it listens.
+const BANNER_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The `sh` blocks of the walk-through section, joined in order.
 fn walkthrough_script(readme: &str) -> Result<String> {

