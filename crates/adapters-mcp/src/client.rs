@@ -30,6 +30,7 @@ use tokio::sync::{Mutex, RwLock};
 use crate::config::{ProtocolChoice, ServerConfig, ServerTransport};
 use crate::convert::{descriptor_from_tool, output_from_result};
 use crate::glob::tool_passes;
+use crate::launch::StdioLaunch;
 
 /// Shared between the client and its notification handler.
 #[derive(Default)]
@@ -118,6 +119,8 @@ struct Connection {
 /// A configured MCP tool server, connected lazily and reconnected when its session is gone.
 pub struct McpToolServer {
     config: ServerConfig,
+    /// What a stdio server's process starts with (never the gateway's environment).
+    launch: Arc<StdioLaunch>,
     cache: Arc<ToolCache>,
     filters: Arc<(Vec<String>, Vec<String>)>,
     connection: RwLock<Option<Arc<Connection>>>,
@@ -143,11 +146,13 @@ pub struct ClientStats {
 }
 
 impl McpToolServer {
-    /// A client for `config`; nothing connects until the first list or call.
-    pub fn new(config: ServerConfig) -> Self {
+    /// A client for `config`, a stdio server starting as `launch` says; nothing connects until
+    /// the first list or call.
+    pub fn new(config: ServerConfig, launch: Arc<StdioLaunch>) -> Self {
         let filters = Arc::new((config.include.clone(), config.exclude.clone()));
         Self {
             config,
+            launch,
             cache: Arc::new(ToolCache::default()),
             filters,
             connection: RwLock::new(None),
@@ -260,8 +265,15 @@ impl McpToolServer {
         let connecting = async {
             match &self.config.transport {
                 ServerTransport::Stdio { command, args, env } => {
+                    let home = self.launch.home_of(&name);
+                    tokio::fs::create_dir_all(&home).await.map_err(|e| {
+                        unavailable(&format!("cannot create its directory {}", home.display()), &e)
+                    })?;
                     let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args).envs(env);
+                    cmd.args(args)
+                        .env_clear()
+                        .envs(self.launch.environment(&name, env))
+                        .current_dir(&home);
                     let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
                         .stderr(std::process::Stdio::null())
                         .spawn()

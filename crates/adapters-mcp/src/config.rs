@@ -65,7 +65,8 @@ pub enum ServerTransport {
         command: String,
         /// Its arguments.
         args: Vec<String>,
-        /// Extra environment for the child (added to the inherited one).
+        /// The child's own environment, on top of the few variables every server gets
+        /// ([`crate::StdioLaunch`]): a secret the server needs is named here.
         env: BTreeMap<String, String>,
     },
     /// Streamable HTTP at `url`, with `headers` on every request.

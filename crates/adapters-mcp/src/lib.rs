@@ -17,6 +17,7 @@ mod convert;
 mod glob;
 mod http_client;
 mod json_reply;
+mod launch;
 mod serve;
 mod server;
 mod skills;
@@ -26,6 +27,7 @@ pub use client::{ClientStats, McpToolServer};
 pub use config::{
     ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
 };
+pub use launch::StdioLaunch;
 pub use serve::{
     ClientKey, HttpSidecar, MCP_PATH, METRICS_PATH, MetricsRender, ServeError, bind_http, serve_stdio,
 };

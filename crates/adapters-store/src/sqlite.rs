@@ -38,6 +38,9 @@ pub(crate) async fn open_pool(
     // The file exists 0600 before SQLite opens it, whatever the umask; SQLite then creates the
     // -wal and -shm files with the database's mode.
     ensure_private_file(path).map_err(|e| private_error(path, e))?;
+    // Held until the migrations ran: two processes opening one fresh home at once (a gateway and
+    // `mcp serve` started together) would otherwise both apply the first migration.
+    let _migrating = migration_lock(path).await?;
     let options = SqliteConnectOptions::from_str("sqlite://")
         .map_err(|e| unavailable(path, e))?
         .filename(path)
@@ -65,6 +68,50 @@ pub(crate) async fn open_pool(
         tighten_if_present(Path::new(&side)).map_err(|e| private_error(Path::new(&side), e))?;
     }
     Ok(pool)
+}
+
+/// How long a process waits for another one's migrations of the same ledger.
+const MIGRATION_WAIT: Duration = Duration::from_secs(30);
+
+/// Takes `<ledger>.lock` exclusively (an advisory lock of its own file: the database file itself
+/// must not be opened and closed beside SQLite, whose POSIX locks that would drop), waiting at
+/// most [`MIGRATION_WAIT`] for another process's migrations; the lock ends with the returned file.
+async fn migration_lock(path: &Path) -> Result<std::fs::File, PortError> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = std::path::PathBuf::from(lock_path);
+    ensure_private_file(&lock_path).map_err(|e| private_error(&lock_path, e))?;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&lock_path)
+        .map_err(|e| private_error(&lock_path, e))?;
+    let deadline = tokio::time::Instant::now() + MIGRATION_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(PortError::new(
+                    PortErrorKind::Unavailable,
+                    format!(
+                        "another process has held {} for {}s while migrating the ledger {}",
+                        lock_path.display(),
+                        MIGRATION_WAIT.as_secs(),
+                        path.display()
+                    ),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(PortError::with_source(
+                    PortErrorKind::Unavailable,
+                    format!("cannot lock {} to migrate the ledger", lock_path.display()),
+                    e,
+                ));
+            }
+        }
+    }
 }
 
 fn private_error(path: &Path, e: std::io::Error) -> PortError {

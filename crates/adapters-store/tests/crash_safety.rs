@@ -274,3 +274,43 @@ async fn two_processes_deciding_one_hold_exactly_one_wins_the_other_gets_the_con
         );
     }
 }
+
+#[test]
+fn processes_opening_one_fresh_home_at_the_same_moment_all_open_it() {
+    const ROUNDS: usize = 25;
+    const PROCESSES: usize = 6;
+    let mut failures = Vec::new();
+    for round in 0..ROUNDS {
+        let home = tempfile::tempdir().expect("tempdir");
+        let dir = home.path().join("home");
+        let go = home.path().join("go");
+        let children: Vec<std::process::Child> = (0..PROCESSES)
+            .map(|_| {
+                Command::new(CHILD)
+                    .args(["open", &dir.display().to_string(), &go.display().to_string()])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        std::fs::write(&go, b"go").expect("start signal");
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if !out.status.success() || stdout.trim() != "opened" {
+                failures.push(format!(
+                    "round {round}: {} {stdout:?} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    println!(
+        "{} starts on {ROUNDS} fresh homes, {PROCESSES} at once: {} failed",
+        ROUNDS * PROCESSES,
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
-use metaforge_adapters_mcp::{McpToolServer, ServerConfig, ServerTransport};
+use metaforge_adapters_mcp::{McpToolServer, ServerConfig, ServerTransport, StdioLaunch};
 use metaforge_agent::{Agent, AgentPorts, CancellationToken, EventSink, ToolBoxes, TurnConfig, TurnInput};
 use metaforge_app::pipeline::{
     CallUsage, Candidate, CredentialRotor, FallbackAlarm, ProviderEntry, ProviderPipeline, RetryPolicy,
@@ -181,15 +181,22 @@ async fn main() {
         default_route: None,
         selection: Arc::new(NoSelection),
     });
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        std::env::temp_dir().join("metaforge-bench-agent"),
+    ));
     let stdio = |name: &str| {
-        McpToolServer::new(ServerConfig::new(
-            name,
-            ServerTransport::Stdio {
-                command: "node".into(),
-                args: vec![everything.clone(), "stdio".into()],
-                env: BTreeMap::new(),
-            },
-        ))
+        McpToolServer::new(
+            ServerConfig::new(
+                name,
+                ServerTransport::Stdio {
+                    command: "node".into(),
+                    args: vec![everything.clone(), "stdio".into()],
+                    env: BTreeMap::new(),
+                },
+            ),
+            Arc::clone(&launch),
+        )
     };
     // Two connections to the same server: one behind the registry, one called directly.
     let direct_server = stdio("everything");

@@ -60,6 +60,11 @@ impl Environment {
             .collect()
     }
 
+    /// Every variable as set, by name (what a tool server's allowlist is taken from).
+    pub(crate) fn pairs(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.vars.iter().map(|(k, v)| (k.clone(), v.clone()))
+    }
+
     /// Every variable whose name starts with `prefix` (the `METAFORGE_ROUTE_*` overrides).
     pub(crate) fn with_prefix(&self, prefix: &str) -> BTreeMap<String, String> {
         self.vars

@@ -8,13 +8,16 @@
 //! server is started and listed concurrently (each within twice its connect timeout); one
 //! that fails is logged at ERROR (`mcp_server_unavailable`, with server and reason), reported
 //! `unavailable` in `/health`, and skipped — never silently. A refresh every
-//! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists.
+//! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists. A stdio
+//! server starts with a cleared environment (`metaforge_adapters_mcp::StdioLaunch`): `PATH`,
+//! the locale, a directory of its own under `$METAFORGE_HOME/tool-servers/`, and its entry's
+//! `env` — no provider key, service key or other secret of this process.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_adapters_mcp::{ConfigError, McpToolServer, ServerConfig, load_servers_file};
+use metaforge_adapters_mcp::{ConfigError, McpToolServer, ServerConfig, StdioLaunch, load_servers_file};
 use metaforge_agent::ToolPolicy;
 use metaforge_app::flow_generator::ProposalGenerator;
 use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatuses, ToolRegistry};
@@ -24,6 +27,11 @@ use metaforge_ports::{Clock, IdGen, ToolHost};
 use metaforge_sidecar::{FlowStores, HoldPolicy, InProcessFlowBindings};
 
 use crate::cmd::mcp::{HOLD_POLL, HOLD_TIMEOUT};
+use crate::settings::Environment;
+
+/// The directory under the home holding one directory per stdio tool server (its `HOME`,
+/// `TMPDIR` and working directory).
+const TOOL_SERVER_HOMES: &str = "tool-servers";
 
 /// Where the servers file is, when not at its default place.
 pub(crate) const SERVERS_PATH_ENV: &str = "METAFORGE_MCP_SERVERS_PATH";
@@ -171,13 +179,17 @@ pub(crate) struct Natives {
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
 /// and lists every enabled server concurrently, and builds the registry over them and `natives`.
+/// A stdio server starts with the few variables of `inherited` every server may see and a
+/// directory of its own under `home/tool-servers/` (never this process's environment).
 pub(crate) async fn compose_tools(
     home: &Path,
     explicit: Option<&Path>,
     skills_dirs: Option<&str>,
     natives: &Natives,
+    inherited: &Environment,
 ) -> Result<ComposedTools, ToolServersError> {
     let (servers_file, servers) = read_servers(explicit.map(Path::to_path_buf), home)?;
+    let launch = Arc::new(StdioLaunch::new(inherited.pairs(), home.join(TOOL_SERVER_HOMES)));
     let mut scope = DomainScope::seed();
     let mut policy = ToolPolicy {
         required_gates: natives.gates.clone(),
@@ -202,7 +214,10 @@ pub(crate) async fn compose_tools(
         // Start-up waits at most twice the connect timeout per server (the handshake, then
         // tools/list), so one hanging server cannot hold the gateway's start for a call timeout.
         let list_within = config.connect_timeout * 2;
-        builder = builder.server(Arc::new(McpToolServer::new(config)), list_within);
+        builder = builder.server(
+            Arc::new(McpToolServer::new(config, Arc::clone(&launch))),
+            list_within,
+        );
     }
     let registry = builder
         .scope(scope)

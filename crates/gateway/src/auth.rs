@@ -101,9 +101,29 @@ pub fn parse_api_keys(raw: &str) -> Result<Vec<ApiKey>, AuthConfigError> {
                 ),
             });
         }
+        if let Some(other) = keys
+            .iter()
+            .find(|k: &&ApiKey| k.key == key && k.identity != identity)
+        {
+            return Err(AuthConfigError::InvalidKeyEntry {
+                index: i + 1,
+                reason: format!(
+                    "its key is also listed for '{}'; a key names one person (give '{identity}' a key of its own)",
+                    other.identity
+                ),
+            });
+        }
         keys.push(ApiKey {
             identity: identity.to_owned(),
             key: key.to_owned(),
+        });
+    }
+    // A list that was set but holds no key (`", ,"`) must not start an open gateway.
+    if keys.is_empty() && !raw.trim().is_empty() {
+        return Err(AuthConfigError::InvalidKeyEntry {
+            index: 1,
+            reason: "the list holds no key, only commas and spaces (unset the variable for an open loopback gateway)"
+                .into(),
         });
     }
     Ok(keys)
@@ -394,6 +414,33 @@ mod tests {
         assert_eq!(keys[0].key, "sk-alice-123");
         assert_eq!(keys[1].identity, "operator");
         assert!(parse_api_keys("bob:short").is_err());
+        // Set but empty of keys, and one key for two people: refused, naming the entry.
+        for (raw, entry, says) in [
+            (", ,", 1, "holds no key"),
+            (" , ", 1, "holds no key"),
+            ("alice:sk-shared-1,bob:sk-shared-1", 2, "also listed for 'alice'"),
+            ("alice:sk-shared-1,sk-shared-1", 2, "also listed for 'alice'"),
+        ] {
+            let err = parse_api_keys(raw).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("entry {entry} ")) && err.contains(says),
+                "{raw:?}: {err}"
+            );
+        }
+        // Unset (blank) is an open loopback gateway; one person may hold two keys (rotation).
+        assert!(parse_api_keys("").unwrap().is_empty());
+        assert_eq!(
+            parse_api_keys("alice:sk-alice-old,alice:sk-alice-new")
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            parse_api_keys("alice:sk-alice-old,alice:sk-alice-old")
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]

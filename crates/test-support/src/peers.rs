@@ -138,11 +138,14 @@ pub fn python() -> PathBuf {
 /// `PATH` with Node 22's `bin` first (the Inspector and the conformance suite need Node 22).
 #[must_use]
 pub fn node22_path() -> String {
-    format!(
-        "{}:{}",
-        node_dir().join("node_modules/.bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
+    format!("{}:{}", node_dir().join("node_modules/.bin").display(), path())
+}
+
+/// The test process's own `PATH` (a stdio tool server a test starts gets it through its launch,
+/// as the binary passes its own).
+#[must_use]
+pub fn path() -> String {
+    std::env::var("PATH").unwrap_or_default()
 }
 
 /// The crate directory of the running test: `CARGO_MANIFEST_DIR` as cargo and nextest set it when

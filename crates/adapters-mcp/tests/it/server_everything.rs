@@ -81,7 +81,7 @@ async fn stdio_lists_and_calls_server_everything_tools() {
     let Some(config) = stdio_config("everything") else {
         return;
     };
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let tools = client.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"echo") && names.contains(&"get-sum"), "{names:?}");
@@ -96,13 +96,38 @@ async fn stdio_lists_and_calls_server_everything_tools() {
 }
 
 #[tokio::test]
+async fn a_stdio_server_sees_only_path_its_own_home_and_its_entry_env_never_the_parents() {
+    let Some(mut config) = stdio_config("isolated") else {
+        return;
+    };
+    if let ServerTransport::Stdio { env, .. } = &mut config.transport {
+        env.insert("SERVER_OWN_TOKEN".into(), "named-in-the-entry".into());
+    }
+    let launch = crate::launch();
+    let client = McpToolServer::new(config, std::sync::Arc::clone(&launch));
+    let answer = client.call_tool("get-env", Map::new()).await.unwrap();
+    let seen: Map<String, Value> = serde_json::from_str(&answer.text()).unwrap();
+    let mut names: Vec<&str> = seen.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    let home = launch.home_of("isolated").display().to_string();
+    assert_eq!(names, ["HOME", "PATH", "SERVER_OWN_TOKEN", "TMPDIR"], "{seen:?}");
+    assert_eq!(seen["HOME"], home.as_str());
+    assert_eq!(seen["TMPDIR"], home.as_str());
+    assert_eq!(seen["PATH"], metaforge_test_support::peers::path().as_str());
+    assert_eq!(seen["SERVER_OWN_TOKEN"], "named-in-the-entry");
+    // The test process's own variables (cargo's, nextest's) stayed behind.
+    assert!(std::path::Path::new(&home).is_dir());
+    client.close().await;
+}
+
+#[tokio::test]
 async fn include_and_exclude_globs_filter_the_listed_tools() {
     let Some(mut config) = stdio_config("everything") else {
         return;
     };
     config.include = vec!["get-*".into(), "echo".into()];
     config.exclude = vec!["get-env".into()];
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let tools = client.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"echo") && names.contains(&"get-sum"), "{names:?}");
@@ -120,7 +145,7 @@ async fn auto_protocol_falls_back_to_initialize_for_a_legacy_server() {
         return;
     };
     config.protocol = ProtocolChoice::Auto;
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let tools = client.list_tools().await.unwrap();
     assert!(!tools.is_empty());
     let version = client.protocol_version().await;
@@ -134,7 +159,7 @@ async fn tools_list_changed_makes_the_client_re_list() {
     let Some(config) = stdio_config("everything") else {
         return;
     };
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let first = client.list_tools().await.unwrap();
     // server-everything registers its capability-dependent tools right after the handshake and
     // announces them with notifications/tools/list_changed.
@@ -172,7 +197,7 @@ async fn progress_notifications_reset_the_call_timeout() {
         return;
     };
     config.call_timeout = Duration::from_millis(1500);
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let started = Instant::now();
     // 4 s in total, a progress notification every 0.5 s: longer than the timeout, never idle.
     let out = client
@@ -193,7 +218,7 @@ async fn a_call_silent_past_its_timeout_fails_as_unavailable() {
         return;
     };
     config.call_timeout = Duration::from_millis(800);
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     client.connect().await.unwrap();
     let started = Instant::now();
     let err = client
@@ -238,7 +263,7 @@ async fn http_client_survives_the_server_being_killed_and_restarted() {
     );
     config.protocol = ProtocolChoice::Initialize;
     config.call_timeout = Duration::from_secs(15);
-    let client = Arc::new(McpToolServer::new(config));
+    let client = Arc::new(McpToolServer::new(config, crate::launch()));
     let first = client
         .call_tool("echo", args(json!({"message": "before restart"})))
         .await

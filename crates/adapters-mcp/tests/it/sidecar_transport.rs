@@ -382,7 +382,7 @@ async fn the_client_re_initialises_after_the_sidecar_restarts_and_answers_404() 
     );
     config.protocol = ProtocolChoice::Initialize;
     config.call_timeout = Duration::from_secs(10);
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     let before = client.call_tool("ask.route", Map::new()).await.unwrap();
     assert_eq!(before.structured.unwrap()["status"], "needs_input");
     first.cancel();
@@ -409,7 +409,7 @@ async fn a_caller_that_gives_up_cancels_the_call_on_the_server() {
         },
     );
     config.protocol = ProtocolChoice::Initialize;
-    let client = McpToolServer::new(config);
+    let client = McpToolServer::new(config, crate::launch());
     client.connect().await.unwrap();
     // The caller stops waiting after 300 ms: the client must send notifications/cancelled.
     let gave_up = tokio::time::timeout(

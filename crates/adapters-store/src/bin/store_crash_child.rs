@@ -6,6 +6,8 @@
 //! - `loop <dir> <tag>`: restore (as a gateway start would), then park, decide and save forever.
 //! - `decide <dir> <approval-id> <approver> <go-file>`: wait for `<go-file>`, decide once, print
 //!   `won` or `conflict`.
+//! - `open <dir> <go-file>`: wait for `<go-file>`, then open (creating and migrating) every SQLite
+//!   ledger under `<dir>` as a process starting on a fresh home does, and print `opened`.
 #![expect(
     clippy::disallowed_methods,
     reason = "a test helper process configured by its parent through the environment"
@@ -17,7 +19,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore};
+use metaforge_adapters_store::{
+    SqliteApprovalLedger, SqliteClientTaskStore, SqliteFlowVersionStore, SqliteRunLedger, SqliteSessionStore,
+    SqliteTwinStore, SqliteUsageStore,
+};
 use metaforge_ports::sha256_hex;
 use metaforge_ports::{
     ApprovalDecision, ApprovalKind, ApprovalLedger, ApprovalRecord, ApprovalStatus, Clock, FlowVersionOrigin,
@@ -122,16 +127,39 @@ async fn decide_once(dir: &Path, id: &str, approver: &str, go: &Path) -> Result<
     }
 }
 
+/// Waits for the parent's start signal, so every child opens at the same moment.
+async fn wait_for(go: &Path) {
+    while !go.exists() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+async fn open_every_ledger(dir: &Path, go: &Path) -> Result<(), PortError> {
+    wait_for(go).await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    SqliteApprovalLedger::open(&dir.join("tool_approvals_ledger.db"), clock).await?;
+    SqliteFlowVersionStore::open(&dir.join("flow_versions.db")).await?;
+    SqliteSessionStore::open(&dir.join("sessions.db")).await?;
+    SqliteUsageStore::open(&dir.join("usage.db")).await?;
+    SqliteTwinStore::open(&dir.join("twin.db")).await?;
+    let runs = Arc::new(SqliteRunLedger::open(&dir.join("runs.db")).await?);
+    SqliteClientTaskStore::open(&dir.join("client_tasks.db"), runs).await?;
+    line("opened")
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["loop", dir, tag] => run_loop(&PathBuf::from(dir), tag).await,
+        ["open", dir, go] => open_every_ledger(&PathBuf::from(dir), &PathBuf::from(go)).await,
         ["decide", dir, id, approver, go] => {
             decide_once(&PathBuf::from(dir), id, approver, &PathBuf::from(go)).await
         }
         _ => {
-            eprintln!("usage: store_crash_child loop <dir> <tag> | decide <dir> <id> <approver> <go-file>");
+            eprintln!(
+                "usage: store_crash_child loop <dir> <tag> | decide <dir> <id> <approver> <go-file> | open <dir> <go-file>"
+            );
             return ExitCode::from(2);
         }
     };

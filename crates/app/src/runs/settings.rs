@@ -77,7 +77,15 @@ pub fn resolve_intelligence(
     requested: Option<&str>,
     deployment_default: IntelligenceMode,
 ) -> Result<IntelligenceMode, RunSettingError> {
-    parse_mode(INTELLIGENCE_FIELD, requested, deployment_default)
+    // Unlike the variable (blank is unset there), a field sent empty or blank names no mode.
+    match requested {
+        None => Ok(deployment_default),
+        Some(text) => IntelligenceMode::parse(text.trim()).ok_or_else(|| RunSettingError {
+            name: INTELLIGENCE_FIELD,
+            value: text.to_owned(),
+            accepted: "server, client",
+        }),
+    }
 }
 
 fn parse_mode(
@@ -149,5 +157,15 @@ mod tests {
         assert!(env.is_some_and(|t| t.contains(INTELLIGENCE_ENV) && t.contains("server, client")));
         let field = resolve_intelligence(Some("llm"), IntelligenceMode::Server).err();
         assert_eq!(field.as_ref().map(|e| e.name), Some(INTELLIGENCE_FIELD));
+        // Blank is unset for the variable, but a field sent blank names no mode.
+        assert_eq!(parse_intelligence(Some(" ")), Ok(IntelligenceMode::Server));
+        for blank in ["", "  "] {
+            let field = resolve_intelligence(Some(blank), IntelligenceMode::Client).err();
+            assert_eq!(
+                field.as_ref().map(|e| e.name),
+                Some(INTELLIGENCE_FIELD),
+                "{blank:?}"
+            );
+        }
     }
 }

@@ -208,6 +208,7 @@ pub(crate) async fn compose_as(
         settings.mcp.servers_path.as_deref(),
         settings.skills_dirs.as_deref(),
         &natives,
+        settings.env(),
     )
     .await
     .map_err(|e| StartError::Config(e.to_string()))?;

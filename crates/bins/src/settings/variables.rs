@@ -167,7 +167,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
         names: &["METAFORGE_MCP_SERVERS_PATH"],
         flag: None,
         default: "`$METAFORGE_HOME/mcp_servers.json`",
-        effect: "The MCP tool servers the agent loop calls, in the `mcpServers` shape of Claude Desktop and Claude Code (`command`/`args`/`env` or `url`/`headers`; extras `include`/`exclude` globs, `connect_timeout_secs`, `call_timeout_secs`, `protocol`, `disabled`, `domains`, `core`). Absent at the default place: no servers; absent at a set path, or a bad file: start refused naming the field.",
+        effect: "The MCP tool servers the agent loop calls, in the `mcpServers` shape of Claude Desktop and Claude Code (`command`/`args`/`env` or `url`/`headers`; extras `include`/`exclude` globs, `connect_timeout_secs`, `call_timeout_secs`, `protocol`, `disabled`, `domains`, `core`). Absent at the default place: no servers; absent at a set path, or a bad file: start refused naming the field. A stdio server starts with a cleared environment: `PATH`, the locale, `HOME`, `TMPDIR` and working directory `$METAFORGE_HOME/tool-servers/<name>`, and its own `env` (name a secret it needs there; no other reaches it).",
     },
     Variable {
         names: &[

@@ -22,9 +22,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport};
+use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport, StdioLaunch};
 use metaforge_ports::{Clock, IdGen, Timestamp};
 use metaforge_test_support::{ChildGuard, net, peers};
 use serde_json::{Map, Value};
@@ -143,7 +144,8 @@ pub(crate) fn mcp_client(url: String) -> McpToolServer {
         },
     );
     config.protocol = ProtocolChoice::Auto;
-    McpToolServer::new(config)
+    // Over HTTP: no process is started, so nothing of the launch is used.
+    McpToolServer::new(config, Arc::new(StdioLaunch::new([], std::env::temp_dir())))
 }
 
 /// A minimal HTTP/1.1 exchange with the gateway at `addr` carrying [`KEY`], as a person's client

@@ -344,16 +344,23 @@ pub(crate) async fn guard(
 /// Where a form may send the browser afterwards: a path on this site, never another host.
 pub(crate) fn local_target(wanted: Option<&str>, fallback: &str) -> String {
     match wanted.map(str::trim) {
-        Some(path)
-            if path.starts_with('/')
-                && !path.starts_with("//")
-                && !path.starts_with("/\\")
-                && !path.contains(['\r', '\n']) =>
-        {
-            path.to_owned()
-        }
+        Some(path) if is_local_path(path) => path.to_owned(),
         _ => fallback.to_owned(),
     }
+}
+
+/// A same-origin absolute path: one leading `/`, and no backslash or control character in it or
+/// in its percent-decoded form. Browsers drop TAB, CR and LF anywhere in a URL and read `\` as
+/// `/`, so `/\t/evil.example` or `/\\evil.example` would leave the site; a control character
+/// cannot be sent in `Location` at all.
+fn is_local_path(path: &str) -> bool {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    [path, decoded.as_ref()].into_iter().all(|form| {
+        let mut chars = form.chars();
+        chars.next() == Some('/')
+            && !matches!(chars.next(), Some('/'))
+            && !form.chars().any(|c| c.is_control() || c == '\\')
+    })
 }
 
 /// `?next=` of the sign-in page.
@@ -492,10 +499,23 @@ mod tests {
             "/\\evil",
             "runs",
             "/a\r\nSet-Cookie: x",
+            "/\t/evil.example",
+            "/%09/evil.example",
+            "/%2F/evil.example",
+            "/%5Cevil.example",
+            "/runs/\u{7f}",
+            "/runs%0d%0aSet-Cookie:%20x",
+            "",
+            "/\\",
         ] {
             assert_eq!(local_target(Some(bad), "/x"), "/x", "{bad:?}");
         }
         assert_eq!(local_target(None, "/x"), "/x");
+        assert_eq!(
+            local_target(Some("/runs?tab=gates&q=a%20b"), "/x"),
+            "/runs?tab=gates&q=a%20b"
+        );
+        assert_eq!(local_target(Some("/"), "/x"), "/");
     }
 
     #[test]

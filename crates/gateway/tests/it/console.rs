@@ -164,6 +164,39 @@ async fn with_keys_a_page_asks_for_sign_in_and_a_key_exchanged_on_the_form_names
 }
 
 #[tokio::test]
+async fn sign_in_sends_the_browser_only_to_a_path_on_this_site_whatever_next_holds() {
+    let app = app("ops:sk-ops-000001", ConsoleSettings::default());
+    for next in [
+        "/\t/evil.example",
+        "/%09/evil.example",
+        "//evil.example",
+        "/\\evil.example",
+        "https://evil.example/",
+        "/runs\u{1}",
+        "/runs\r\nSet-Cookie: x=1",
+    ] {
+        // The sign-in page renders (never a 500) and its Continue target is the default page.
+        let query = serde_urlencoded::to_string([("next", next)]).unwrap();
+        let (status, headers, page) = fetch(&app, page_get(&format!("/sign-in?{query}"), None)).await;
+        assert_eq!(status, StatusCode::OK, "{next:?}: {page}");
+        assert!(!page.contains("evil.example"), "{next:?} echoed: {page}");
+        let anonymous = session_cookie(&headers).unwrap();
+        let csrf = csrf_of(&page);
+        let (status, headers, page) = fetch(
+            &app,
+            form_post(
+                "/sign-in",
+                &anonymous,
+                &[("csrf", &csrf), ("key", "sk-ops-000001"), ("next", next)],
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{next:?}: {page}");
+        assert_eq!(headers.get(header::LOCATION).unwrap(), "/approvals", "{next:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_form_post_without_the_session_token_or_from_another_origin_is_refused_before_any_handler() {
     let app = app("ops:sk-ops-000001", ConsoleSettings::default());
     let (cookie, csrf) = sign_in(&app, "sk-ops-000001").await;

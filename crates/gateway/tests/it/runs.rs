@@ -402,7 +402,8 @@ async fn an_unapproved_or_corrupt_version_is_refused_409_and_nothing_is_recorded
 #[tokio::test]
 async fn a_bad_intelligence_is_422_naming_the_field_and_nothing_is_recorded() {
     let rig = Rig::new().await;
-    for bad in ["model", "Server", "llm"] {
+    // An empty or blank field is not the deployment default: it names no mode.
+    for bad in ["model", "Server", "llm", "", " "] {
         let (status, err) = rig
             .post(
                 "/v1/runs",
