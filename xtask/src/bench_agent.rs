@@ -3,7 +3,6 @@
 //! tool calls made directly, in one run.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
@@ -24,7 +23,7 @@ pub(crate) fn run() -> Result<()> {
             everything.display()
         );
     }
-    let status = Command::new("cargo")
+    let status = crate::cargo_command()
         .args(["bench", "-p", "metaforge-app", "--bench", "agent"])
         .env("METAFORGE_BENCH_SERVER_EVERYTHING", &everything)
         .status()

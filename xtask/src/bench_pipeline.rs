@@ -37,7 +37,7 @@ pub(crate) fn run() -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let status = Command::new("cargo")
+    let status = crate::cargo_command()
         .args(["bench", "-p", "metaforge-app", "--bench", "pipeline"])
         .env("METAFORGE_BENCH_AIMOCK_URL", format!("http://127.0.0.1:{port}"))
         .status();

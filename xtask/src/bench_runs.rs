@@ -9,8 +9,6 @@
 //! phase) and N at once (default 20): starts per second, runs and phases per second, and the
 //! Temporal/embedded ratios.
 
-use std::process::Command;
-
 use anyhow::{Context, Result, bail};
 
 /// Runs the run-engine benchmark: `args` are what follows `bench runs`.
@@ -51,7 +49,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         cargo.extend(["--".to_owned(), n]);
     }
     eprintln!("xtask: $ cargo {}", cargo.join(" "));
-    let status = Command::new("cargo")
+    let status = crate::cargo_command()
         .args(&cargo)
         .status()
         .context("cannot run cargo bench")?;

@@ -8,7 +8,10 @@
 
 use anyhow::Result;
 
-use crate::{REQUIRE_PEERS, run_env, setup};
+use std::time::Duration;
+
+use crate::gate::Gate;
+use crate::{REQUIRE_PEERS, setup};
 
 /// The cargo arguments that build and run the cluster script, `script` passed on to it: the
 /// workspace with every engine, the build `cargo xtask ci` tests the engines on, so the gate
@@ -28,13 +31,17 @@ pub(crate) fn cargo_args(script: &[String]) -> Vec<&str> {
     args
 }
 
-/// `cargo xtask cluster …`: installs what is missing, then runs the script with `script`.
+/// `cargo xtask cluster …`: installs what is missing, then runs the script with `script` as a
+/// gated step (an hour at most: a script stuck after a failure is ended with every server it
+/// started, and the step named).
 pub(crate) fn run(script: &[String]) -> Result<()> {
     setup::ensure()?;
-    run_sized(script)
-}
-
-/// Runs the cluster script with `script` (sizes), every peer required.
-pub(crate) fn run_sized(script: &[String]) -> Result<()> {
-    run_env("cargo", &cargo_args(script), &[(REQUIRE_PEERS, "1")])
+    let gate = Gate::start("cluster", Duration::from_secs(60 * 60));
+    let result = gate.cargo(
+        "cluster run",
+        Duration::from_secs(60 * 60),
+        &cargo_args(script),
+        &[(REQUIRE_PEERS, "1")],
+    );
+    gate.finish(result)
 }

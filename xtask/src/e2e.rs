@@ -132,7 +132,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         ];
         let mut outcome = Ok(std::process::ExitStatus::default());
         for suite in suites {
-            let status = Command::new("cargo")
+            let status = crate::cargo_command()
                 .arg("test")
                 .args(suite)
                 .env("METAFORGE_E2E_OPENAI_BASE_URL", &url)

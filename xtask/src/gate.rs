@@ -152,8 +152,16 @@ impl Gate {
         result.with_context(|| format!("step `{name}` failed"))
     }
 
-    /// Prints the timing table and passes `result` on.
+    /// Ends what the gate started and is still running (a script that died before its guards
+    /// stopped its servers), prints the timing table and passes `result` on.
     pub(crate) fn finish(self, result: Result<()>) -> Result<()> {
+        let left = kill_descendants();
+        if left > 0 {
+            eprintln!(
+                "xtask: [{}] killed {left} process(es) the gate started that were still running",
+                self.title
+            );
+        }
         let state = lock(&self.state);
         print_table(&self.title, &state.records, None, self.started.elapsed());
         drop(state);
@@ -268,6 +276,7 @@ fn run_counting(program: &str, args: &[&str], envs: &[(&str, &str)], compiled: &
     let shown: String = envs.iter().map(|(k, v)| format!("{k}={v} ")).collect();
     eprintln!("xtask: $ {shown}{program} {}", args.join(" "));
     let mut command = Command::new(program);
+    crate::without_cargo_run_vars(&mut command);
     command
         .args(args)
         .envs(crate::setup::tool_env().iter().map(|(k, v)| (k, v)))
@@ -421,19 +430,25 @@ pub(crate) fn carries_mark(pid: u32) -> bool {
         .is_ok_and(|raw| raw.split(|b| *b == 0).any(|var| var == wanted.as_encoded_bytes()))
 }
 
-/// SIGKILLs every process the gate started: its descendants and whatever carries its mark.
-fn kill_descendants() {
+/// SIGKILLs every process the gate started — its descendants and whatever carries its mark —
+/// and says how many there were.
+fn kill_descendants() -> usize {
     let parents = parents();
     let me = std::process::id();
+    let mut killed = 0;
     for &pid in parents.keys() {
         if pid != me && (is_ours(pid, &parents) || carries_mark(pid)) {
             let Ok(raw) = i32::try_from(pid) else {
                 continue;
             };
-            let _ =
-                nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGKILL);
+            if nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGKILL)
+                .is_ok()
+            {
+                killed += 1;
+            }
         }
     }
+    killed
 }
 
 #[cfg(test)]

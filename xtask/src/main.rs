@@ -97,7 +97,9 @@ pub(crate) fn run(program: &str, args: &[&str]) -> Result<()> {
 pub(crate) fn run_env(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
     let shown: String = envs.iter().map(|(k, v)| format!("{k}={v} ")).collect();
     eprintln!("xtask: $ {shown}{program} {}", args.join(" "));
-    let status = Command::new(program)
+    let mut command = Command::new(program);
+    without_cargo_run_vars(&mut command);
+    let status = command
         .args(args)
         .envs(setup::tool_env().iter().map(|(k, v)| (k, v)))
         .env(gate::GATE_MARK, std::process::id().to_string())
@@ -108,6 +110,35 @@ pub(crate) fn run_env(program: &str, args: &[&str], envs: &[(&str, &str)]) -> Re
         bail!("`{program} {}` failed with {status}", args.join(" "));
     }
     Ok(())
+}
+
+/// A `cargo` command without the variables `cargo run` set for xtask ([`without_cargo_run_vars`]).
+pub(crate) fn cargo_command() -> Command {
+    let mut command = Command::new("cargo");
+    without_cargo_run_vars(&mut command);
+    command
+}
+
+/// Removes from `command`'s environment what `cargo run` set for xtask itself (its manifest
+/// directory, its package's name and version). Build scripts track some of them (ring's
+/// `rerun-if-env-changed=CARGO_MANIFEST_DIR`), so a cargo started with them would rebuild ring and
+/// everything above it whenever another checkout's xtask ran last — and never share its build
+/// with a plain `cargo build`.
+pub(crate) fn without_cargo_run_vars(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let Some(text) = name.to_str() else {
+            continue;
+        };
+        let set_by_cargo_run = text.starts_with("CARGO_PKG_")
+            || text.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                text,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE"
+            );
+        if set_by_cargo_run {
+            command.env_remove(&name);
+        }
+    }
 }
 
 /// The variable that makes a test fail, instead of skip, when its peer is missing

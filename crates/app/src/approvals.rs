@@ -246,18 +246,22 @@ impl ApprovalService {
         }
         let approver = decided.approver.clone().unwrap_or_default();
         let at = decided.decided_at.unwrap_or_else(|| self.clock.now());
-        versions
-            .decide(
-                version_id,
-                FlowVersionDecision {
-                    status,
-                    approver,
-                    approval_id: Some(decided.id.clone()),
-                    at,
-                },
-            )
-            .await?;
-        Ok(())
+        let decision = FlowVersionDecision {
+            status,
+            approver,
+            approval_id: Some(decided.id.clone()),
+            at,
+        };
+        match versions.decide(version_id, decision).await {
+            Ok(_) => Ok(()),
+            // Another process carried the same decision between the read above and this write
+            // (the deciding gateway, or another process's start-up restore): done already.
+            Err(err) if err.kind == PortErrorKind::Conflict => match versions.get(version_id).await {
+                Ok(now) if now.status == status => Ok(()),
+                Ok(_) | Err(_) => Err(err),
+            },
+            Err(err) => Err(err),
+        }
     }
 
     /// Start-up: orphan the holds left by processes that are gone (and those parked before

@@ -826,6 +826,14 @@ fn transition_ids(gateway: &str, run: &str) -> Vec<String> {
 }
 
 fn main() -> ExitCode {
+    // A failed promise panics wherever it is found, often on one of the load's scoped threads,
+    // where the scope would then wait forever on the others: end the script at the first panic
+    // instead (the gate running it kills every server it started).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::exit(101);
+    }));
     let script = match Script::from_args() {
         Ok(script) => script,
         Err(e) => {

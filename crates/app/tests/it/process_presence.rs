@@ -13,7 +13,13 @@ use std::sync::{Arc, Mutex};
 use metaforge_adapters_store::{SqliteApprovalLedger, SqliteFlowVersionStore, SqliteRunLedger};
 use metaforge_app::approvals::{ApprovalService, ParkRequest};
 use metaforge_app::processes::{LeaseTimings, LocalProcesses, Presence, process_name};
-use metaforge_ports::{ApprovalStatus, Clock, LeaseStore, ORPHANED_APPROVAL_REASON};
+use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger};
+use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore};
+use metaforge_ports::{
+    ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionRecord, FlowVersionStatus, LeaseStore,
+    ORPHANED_APPROVAL_REASON, PortError,
+};
+use metaforge_test_support::contracts::frozen_version;
 use metaforge_test_support::{ManualClock, SequentialIds};
 
 /// A host whose running pids the test sets.
@@ -166,4 +172,142 @@ async fn a_process_never_counts_itself_gone_and_a_peer_that_never_announced_is_k
             ApprovalStatus::AwaitingApproval
         );
     }
+}
+
+/// A flow-version store whose first `stale` reads of a version are stale, as when another
+/// process decides it between this process's read and its write.
+struct StaleReads {
+    inner: Arc<dyn FlowVersionStore>,
+    stale: Mutex<Option<(FlowVersionRecord, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl FlowVersionStore for StaleReads {
+    async fn save(&self, record: FlowVersionRecord) -> Result<FlowVersionRecord, PortError> {
+        self.inner.save(record).await
+    }
+    async fn get(&self, id: &str) -> Result<FlowVersionRecord, PortError> {
+        let stale = {
+            let mut stale = self.stale.lock().expect("stale");
+            match stale.as_mut() {
+                Some((record, left)) if *left > 0 && record.id == id => {
+                    *left -= 1;
+                    Some(record.clone())
+                }
+                Some(_) | None => None,
+            }
+        };
+        if let Some(record) = stale {
+            return Ok(record);
+        }
+        self.inner.get(id).await
+    }
+    async fn list(&self, template_id: Option<&str>) -> Result<Vec<FlowVersionRecord>, PortError> {
+        self.inner.list(template_id).await
+    }
+    async fn decide(&self, id: &str, decision: FlowVersionDecision) -> Result<FlowVersionRecord, PortError> {
+        self.inner.decide(id, decision).await
+    }
+    async fn restore(&self) -> Result<FlowVersionRestore, PortError> {
+        self.inner.restore().await
+    }
+}
+
+#[tokio::test]
+async fn a_start_whose_carry_races_the_deciding_gateway_finds_the_version_decided_and_starts() {
+    // Found by the full-size cluster run: a worker restarting while gateway A approved a
+    // proposal read the version as proposed, then failed its start on "already approved".
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::fixed());
+    let clock_dyn: Arc<dyn Clock> = clock.clone();
+    let ledger = Arc::new(
+        SqliteApprovalLedger::open(&dir.path().join("tool_approvals_ledger.db"), clock_dyn.clone())
+            .await
+            .expect("open approvals"),
+    );
+    let versions: Arc<dyn FlowVersionStore> = Arc::new(
+        SqliteFlowVersionStore::open(&dir.path().join("flow_versions.db"))
+            .await
+            .expect("open versions"),
+    );
+    let proposed = versions
+        .save(frozen_version("v-1", "mech_v1", "design", 0))
+        .await
+        .expect("save");
+    let hold = ledger
+        .park(ApprovalRecord {
+            id: "hold-1".to_owned(),
+            kind: ApprovalKind::DesignFlowProposal,
+            tool: "flow.propose".to_owned(),
+            arguments: serde_json::json!({}),
+            caller: "local".to_owned(),
+            status: ApprovalStatus::AwaitingApproval,
+            reason: None,
+            approver: None,
+            flow_version_id: Some("v-1".to_owned()),
+            created_at: clock.now(),
+            decided_at: None,
+            deadline: None,
+            requested_by: None,
+        })
+        .await
+        .expect("park");
+    // Gateway A decides the hold and carries it to the version...
+    let decided = ledger
+        .decide(
+            &hold.id,
+            ApprovalDecision {
+                approve: true,
+                approver: "ana".to_owned(),
+                note: None,
+            },
+        )
+        .await
+        .expect("decide");
+    versions
+        .decide(
+            "v-1",
+            FlowVersionDecision {
+                status: FlowVersionStatus::Approved,
+                approver: "ana".to_owned(),
+                approval_id: Some(decided.id.clone()),
+                at: clock.now(),
+            },
+        )
+        .await
+        .expect("carry");
+    // ...while the restarting process had read the version as still proposed.
+    let starting = ApprovalService::new(
+        ledger,
+        Arc::new(StaleReads {
+            inner: Arc::clone(&versions),
+            stale: Mutex::new(Some((proposed, 2))),
+        }),
+        clock_dyn.clone(),
+        Arc::new(SequentialIds::new("w-")),
+    );
+    let host = Arc::new(Host {
+        name: "host-w",
+        alive: Mutex::new([300].into()),
+    });
+    let leases: Arc<dyn LeaseStore> = Arc::new(
+        SqliteRunLedger::open(&dir.path().join("runs_ledger.db"))
+            .await
+            .expect("open leases"),
+    );
+    let presence = Presence::new(
+        leases,
+        clock_dyn,
+        host,
+        process_name("host-w", 300, "w"),
+        LeaseTimings::default(),
+    );
+    starting
+        .restore(&presence)
+        .await
+        .expect("the start restores despite the race");
+    assert_eq!(
+        versions.get("v-1").await.expect("v-1").status,
+        FlowVersionStatus::Approved
+    );
 }
