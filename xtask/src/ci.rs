@@ -234,51 +234,9 @@ fn full_steps(gate: &Gate) -> Result<()> {
     let peers = [(REQUIRE_PEERS, "1")];
     let before = listeners::snapshot();
     let tested = (|| -> Result<()> {
-        gate.cargo(
-            "nextest (store engines, every test)",
-            secs(2400),
-            &[
-                "nextest",
-                "run",
-                "--workspace",
-                "--locked",
-                "--no-fail-fast",
-                "--features",
-                STORE_ENGINES,
-            ],
-            &peers,
-        )?;
-        gate.cargo(
-            "nextest (all engines: Kafka, Temporal)",
-            secs(1200),
-            &[
-                "nextest",
-                "run",
-                "--workspace",
-                "--locked",
-                "--no-fail-fast",
-                "--features",
-                ALL_ENGINES,
-                "--test",
-                "run_events_kafka",
-                "--test",
-                "runs_temporal",
-            ],
-            &peers,
-        )?;
-        gate.cargo(
-            "doctests (store engines)",
-            secs(900),
-            &[
-                "test",
-                "--workspace",
-                "--locked",
-                "--doc",
-                "--features",
-                STORE_ENGINES,
-            ],
-            &peers,
-        )?;
+        for (name, budget, args) in TEST_STEPS {
+            gate.cargo(name, secs(budget), args, &peers)?;
+        }
         // The cluster run, smaller than `cargo xtask cluster`'s default so the gate stays
         // short: 300 raced proposals with gateway B SIGKILLed every 10 s.
         let script = ["300", "--kill-every", "10"].map(str::to_owned);
@@ -329,10 +287,13 @@ pub(crate) fn alerts() -> Result<()> {
     )
 }
 
-/// `cargo xtask test`: the full gate's test steps without the rest.
-pub(crate) fn test() -> Result<()> {
-    crate::run(
-        "cargo",
+/// The full gate's test steps, each a name, a budget in seconds and cargo's arguments: every
+/// test on the store engines' build, the Kafka and Temporal suites on the all-engines build, and
+/// the doctests.
+const TEST_STEPS: [(&str, u64, &[&str]); 3] = [
+    (
+        "nextest (store engines, every test)",
+        2400,
         &[
             "nextest",
             "run",
@@ -342,9 +303,10 @@ pub(crate) fn test() -> Result<()> {
             "--features",
             STORE_ENGINES,
         ],
-    )?;
-    crate::run(
-        "cargo",
+    ),
+    (
+        "nextest (all engines: Kafka, Temporal)",
+        1200,
         &[
             "nextest",
             "run",
@@ -358,9 +320,10 @@ pub(crate) fn test() -> Result<()> {
             "--test",
             "runs_temporal",
         ],
-    )?;
-    crate::run(
-        "cargo",
+    ),
+    (
+        "doctests (store engines)",
+        900,
         &[
             "test",
             "--workspace",
@@ -369,7 +332,15 @@ pub(crate) fn test() -> Result<()> {
             "--features",
             STORE_ENGINES,
         ],
-    )
+    ),
+];
+
+/// `cargo xtask test`: the full gate's test steps without the rest.
+pub(crate) fn test() -> Result<()> {
+    for (_, _, args) in TEST_STEPS {
+        crate::run("cargo", args)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

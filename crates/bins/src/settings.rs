@@ -83,15 +83,15 @@ pub(crate) struct SettingsError {
     pub(crate) problems: Vec<String>,
 }
 
-/// How the logs are written (`METAFORGE_LOG`, `RUST_LOG`, `METAFORGE_LOG_FORMAT`), as set: a
-/// bad filter or format is reported when logging starts and the defaults are used, so logging
-/// can never stop a command from running.
-#[derive(Debug, Clone, Default)]
+/// How the logs are written (`METAFORGE_LOG`, `RUST_LOG`, `METAFORGE_LOG_FORMAT`): a format
+/// that is not one refuses the command like any bad variable; a bad filter is reported when
+/// logging starts and the default filter is used.
+#[derive(Debug, Clone)]
 pub(crate) struct LogSettings {
     /// The tracing filter, when one is set.
     pub(crate) filter: Option<String>,
-    /// `text` or `json`, when set.
-    pub(crate) format: Option<String>,
+    /// Text lines (the default) or JSON.
+    pub(crate) format: crate::system::LogFormat,
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`: the OTLP/HTTP collector spans are exported to; unset, none.
     pub(crate) otlp_endpoint: Option<String>,
 }
@@ -205,7 +205,11 @@ impl Settings {
         );
         let log = LogSettings {
             filter: env.get("METAFORGE_LOG").or_else(|| env.get("RUST_LOG")),
-            format: env.get("METAFORGE_LOG_FORMAT"),
+            format: crate::system::LogFormat::parse(env.get("METAFORGE_LOG_FORMAT").as_deref())
+                .unwrap_or_else(|problem| {
+                    check(Err(problem));
+                    crate::system::LogFormat::Text
+                }),
             otlp_endpoint: env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         };
         let http = Limits::parse(&env).unwrap_or_else(|problem| {
@@ -223,6 +227,14 @@ impl Settings {
                 check(Err(problem));
                 ApproverPolicy::Any
             });
+        // Without keys every caller is `local`: four eyes could never let anyone decide.
+        if approver_policy == ApproverPolicy::Separate
+            && metaforge_gateway::parse_api_keys(&api_keys).is_ok_and(|keys| keys.is_empty())
+        {
+            check(Err(format!(
+                "{SEPARATE_APPROVER_ENV}=on needs identities to tell requester and approver apart: set METAFORGE_GATEWAY_API_KEY"
+            )));
+        }
         let mcp = McpSettings {
             service_key: env.raw("METAFORGE_MCP_SERVICE_KEY"),
             gateway_url: env.get("METAFORGE_GATEWAY_URL"),
@@ -232,9 +244,21 @@ impl Settings {
             }),
             servers_path: env.get("METAFORGE_MCP_SERVERS_PATH").map(PathBuf::from),
         };
+        let overrides = env.with_prefix(ROUTE_ENV_PREFIX);
+        // The overrides on their own (an unknown role, a route that is not `provider:model`, an
+        // unknown provider); the table file and the credentials are checked where they are read.
+        for problem in metaforge_domain::routing::validate_table(
+            &metaforge_domain::routing::RoutingTable::default(),
+            &overrides,
+            None,
+        ) {
+            if problem.blocks_start() {
+                check(Err(format!("routing: {problem}")));
+            }
+        }
         let routing = RoutingSettings {
             routes_path: env.get(MODEL_ROUTES_PATH_ENV),
-            overrides: env.with_prefix(ROUTE_ENV_PREFIX),
+            overrides,
             default_route: match (env.get("METAFORGE_LLM_PROVIDER"), env.get("METAFORGE_LLM_MODEL")) {
                 (Some(provider), Some(model)) => Some(format!("{provider}:{model}")),
                 _ => None,

@@ -56,8 +56,8 @@ impl LogFormat {
 /// with `OTEL_EXPORTER_OTLP_ENDPOINT`, the spans exported over OTLP as `metaforge-<role>` at
 /// [`DEFAULT_LOG_FILTER`]'s levels whatever the log filter
 /// (keep the returned [`Traces`](crate::telemetry::Traces) until the process ends: dropping it
-/// sends the last spans). A bad filter, format or endpoint is reported on stderr and the defaults
-/// are used, so logging can never stop a command from running.
+/// sends the last spans). A bad filter or endpoint is reported on stderr and the defaults are
+/// used (a bad format never gets here: `Settings` refuses it).
 pub(crate) fn init_logging(log: &crate::settings::LogSettings, role: &str) -> crate::telemetry::Traces {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -71,10 +71,7 @@ pub(crate) fn init_logging(log: &crate::settings::LogSettings, role: &str) -> cr
                 })
             },
         );
-    let format = LogFormat::parse(log.format.as_deref()).unwrap_or_else(|err| {
-        eprintln!("metaforge: {err}");
-        LogFormat::Text
-    });
+    let format = log.format;
     let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let lines = match format {
         LogFormat::Json => lines

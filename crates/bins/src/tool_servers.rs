@@ -271,7 +271,7 @@ pub(crate) async fn compose_tools(
 }
 
 /// The servers configured, and the file they came from (`None`: no file at the default place).
-fn read_servers(
+pub(crate) fn read_servers(
     explicit: Option<PathBuf>,
     home: &Path,
 ) -> Result<(Option<PathBuf>, Vec<ServerConfig>), ToolServersError> {

@@ -1,6 +1,7 @@
 //! `metaforge config`: the variables MetaForge reads, and this environment checked by the same
-//! parse every command runs at start — so an operator can check a deployment's environment
-//! before starting anything.
+//! parse every command runs at start and the same rules `up` and `gateway` apply to the files and
+//! addresses it names (`serve::preflight`) — so an operator can check a deployment before
+//! starting anything.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -34,6 +35,13 @@ pub(crate) fn run(command: &ConfigCommand, settings: &Settings) -> ExitCode {
     match command {
         ConfigCommand::Variables => variables(),
         ConfigCommand::Check => {
+            let problems = crate::cmd::serve::preflight(settings);
+            if !problems.is_empty() {
+                for problem in &problems {
+                    let _ = writeln!(std::io::stderr(), "metaforge: configuration: {problem}");
+                }
+                return ExitCode::from(2);
+            }
             let _ = writeln!(std::io::stdout(), "{}", summary(settings));
             ExitCode::SUCCESS
         }

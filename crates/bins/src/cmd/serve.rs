@@ -101,7 +101,7 @@ pub(crate) async fn compose_as(
     }
     let keys = gateway::parse_api_keys(&settings.api_keys).map_err(|e| StartError::Config(e.to_string()))?;
     gateway::check_bind_policy(args.bind, &keys).map_err(|e| StartError::Config(e.to_string()))?;
-    let approver_policy = approver_policy(settings.approver_policy, !keys.is_empty())?;
+    let approver_policy = approver_policy(settings.approver_policy);
     let paths = settings.store().map_err(StartError::Config)?.clone();
     let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
         tracing::warn!(
@@ -454,25 +454,18 @@ async fn compose_chat(
     )))
 }
 
-/// Four eyes (`METAFORGE_APPROVALS_SEPARATE_APPROVER`): a bad value refuses start, and so does
-/// `on` without keys, where every caller is `local` and no decision could ever be made.
+/// Four eyes (`METAFORGE_APPROVALS_SEPARATE_APPROVER`), as `Settings` accepted it (a bad value,
+/// or `on` without keys, refused the command before anything started): said once at start.
 fn approver_policy(
     policy: metaforge_domain::approvals::ApproverPolicy,
-    keys_configured: bool,
-) -> Result<metaforge_domain::approvals::ApproverPolicy, StartError> {
-    use metaforge_domain::approvals::{ApproverPolicy, SEPARATE_APPROVER_ENV};
-    if policy == ApproverPolicy::Separate && !keys_configured {
-        return Err(StartError::Config(format!(
-            "{SEPARATE_APPROVER_ENV}=on needs identities to tell requester and approver apart: set METAFORGE_GATEWAY_API_KEY"
-        )));
-    }
-    if policy == ApproverPolicy::Separate {
+) -> metaforge_domain::approvals::ApproverPolicy {
+    if policy == metaforge_domain::approvals::ApproverPolicy::Separate {
         tracing::info!(
             event = "approvals_separate_approver",
             "four eyes: the identity that proposed or parked an item cannot decide it"
         );
     }
-    Ok(policy)
+    policy
 }
 
 /// The routing table (`METAFORGE_MODEL_ROUTES_PATH`; a bad table refuses start), the
@@ -483,15 +476,8 @@ fn harness_config(
     routing: &crate::settings::RoutingSettings,
     credentialed: std::collections::BTreeSet<String>,
 ) -> Result<RouteResolver, StartError> {
-    use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, RoutingTable, validate_table};
-    let table = match &routing.routes_path {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| StartError::Config(format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}")))?;
-            RoutingTable::from_json(&text).map_err(|e| StartError::Config(format!("{path}: {e}")))?
-        }
-        None => RoutingTable::default(),
-    };
+    use metaforge_domain::routing::validate_table;
+    let table = routing_table(routing).map_err(StartError::Config)?;
     let env_routes = routing.overrides.clone();
     for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
         if problem.blocks_start() {
@@ -506,6 +492,65 @@ fn harness_config(
         default_route: routing.default_route.clone(),
         selection: Arc::new(FileSelectionStore::new(paths.home.join(SELECTION_FILE))),
     })
+}
+
+/// The routing table `METAFORGE_MODEL_ROUTES_PATH` names (the empty table when unset); a file
+/// that cannot be read or parsed is an error naming it.
+fn routing_table(
+    routing: &crate::settings::RoutingSettings,
+) -> Result<metaforge_domain::routing::RoutingTable, String> {
+    use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, RoutingTable};
+    match &routing.routes_path {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
+            RoutingTable::from_json(&text).map_err(|e| format!("{path}: {e}"))
+        }
+        None => Ok(RoutingTable::default()),
+    }
+}
+
+/// What a start would refuse beyond the environment's own parse (`Settings`), found without
+/// starting anything — `metaforge config check` runs it: the gateway's and the sidecar's bind
+/// addresses against the keys, the routing table with its overrides, and the MCP servers file.
+/// Each is the same rule the start applies.
+pub(crate) fn preflight(settings: &Settings) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Ok(keys) = gateway::parse_api_keys(&settings.api_keys) {
+        for (variable, default) in [
+            ("METAFORGE_GATEWAY_BIND", "127.0.0.1:8787"),
+            ("METAFORGE_MCP_BIND", "127.0.0.1:8765"),
+        ] {
+            let text = settings.env().get(variable).unwrap_or_else(|| default.to_owned());
+            match text.parse::<std::net::SocketAddr>() {
+                Ok(bind) => {
+                    if let Err(e) = gateway::check_bind_policy(bind, &keys) {
+                        problems.push(format!("{variable}: {e}"));
+                    }
+                }
+                Err(e) => problems.push(format!("{variable}: '{text}' is not an address:port ({e})")),
+            }
+        }
+    }
+    match routing_table(&settings.routing) {
+        Ok(table) => {
+            for problem in
+                metaforge_domain::routing::validate_table(&table, &settings.routing.overrides, None)
+            {
+                if problem.blocks_start() {
+                    problems.push(format!("routing: {problem}"));
+                }
+            }
+        }
+        Err(problem) => problems.push(problem),
+    }
+    if let Ok(paths) = settings.store()
+        && let Err(e) = crate::tool_servers::read_servers(settings.mcp.servers_path.clone(), &paths.home)
+    {
+        problems.push(e.to_string());
+    }
+    problems.dedup();
+    problems
 }
 
 /// The pipeline behind `/v1/chat/completions`: each role's route as resolved at start (the

@@ -106,6 +106,83 @@ fn config_check_prints_what_the_environment_selects_without_a_secret() {
     assert!(stderr.contains("METAFORGE_GATE_TIMEOUT_SECONDS"), "{stderr}");
 }
 
+/// `metaforge ARGS` as [`metaforge`] does, ended after 30 s if it is still running (a start
+/// that should have been refused serves instead): the exit code, or `None`, and stderr.
+fn refused_within(home: &Path, vars: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_metaforge"));
+    command
+        .env_clear()
+        .env("HOME", home)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().expect("run metaforge");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if std::time::Instant::now() >= deadline {
+            child.kill().expect("kill");
+            child.wait().expect("reap");
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut pipe, &mut stderr).expect("stderr");
+    }
+    (code, stderr)
+}
+
+#[test]
+fn config_check_refuses_what_gateway_refuses_naming_the_same_setting() {
+    let home = tempfile::tempdir().unwrap();
+    let malformed = home.path().join("servers.json");
+    std::fs::write(&malformed, "{\"mcpServers\": {\"x\": {\"url\": \"ftp://nope\"}}}").unwrap();
+    let missing = home.path().join("missing.json");
+    let (malformed, missing) = (malformed.to_str().unwrap(), missing.to_str().unwrap());
+    let keys = ("METAFORGE_GATEWAY_API_KEY", "ops:sk-ops-000001");
+    let table: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("METAFORGE_ROUTE_CHATT", "openai:gpt-4o-mini")],
+            "METAFORGE_ROUTE_CHATT",
+        ),
+        (&[("METAFORGE_ROUTE_CHAT", "gpt-4o-mini")], "METAFORGE_ROUTE_CHAT"),
+        (&[("METAFORGE_GATEWAY_BIND", "0.0.0.0:8787")], "0.0.0.0:8787"),
+        (
+            &[("METAFORGE_APPROVALS_SEPARATE_APPROVER", "on")],
+            "METAFORGE_GATEWAY_API_KEY",
+        ),
+        (&[("METAFORGE_MCP_SERVERS_PATH", missing), keys], "no such file"),
+        (&[("METAFORGE_MCP_SERVERS_PATH", malformed), keys], "url"),
+        (&[("METAFORGE_LOG_FORMAT", "jsno")], "METAFORGE_LOG_FORMAT"),
+        (&[("METAFORGE_GATEWAY_API_KEY", ", ,")], "holds no key"),
+    ];
+    for (vars, named) in table {
+        let mut with_bind: Vec<(&str, &str)> = vars.to_vec();
+        if !vars.iter().any(|(k, _)| *k == "METAFORGE_GATEWAY_BIND") {
+            with_bind.push(("METAFORGE_GATEWAY_BIND", "127.0.0.1:0"));
+        }
+        let (check, check_err) = refused_within(home.path(), &with_bind, &["config", "check"]);
+        assert_eq!(check, Some(2), "config check with {vars:?}: {check_err}");
+        assert!(
+            check_err.contains(named),
+            "config check with {vars:?} does not name {named}: {check_err}"
+        );
+        let (start, start_err) = refused_within(home.path(), &with_bind, &["gateway"]);
+        assert_eq!(start, Some(2), "gateway with {vars:?}: {start_err}");
+        assert!(
+            start_err.contains(named),
+            "gateway with {vars:?} does not name {named}: {start_err}"
+        );
+    }
+}
+
 #[test]
 fn config_variables_prints_the_readme_table() {
     let home = tempfile::tempdir().unwrap();

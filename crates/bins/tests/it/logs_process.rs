@@ -100,7 +100,24 @@ fn with_the_json_format_every_line_is_one_json_event() {
 }
 
 #[test]
-fn a_bad_log_format_is_named_and_the_process_still_starts() {
-    let (log, _) = decide_once(&[("METAFORGE_LOG_FORMAT", "yaml")]);
-    assert!(log.contains("METAFORGE_LOG_FORMAT: 'yaml'"), "{log}");
+fn a_bad_log_format_refuses_the_start_naming_the_variable_as_config_check_does() {
+    // Issue 38 item 13: it used to print a line and carry on while `config check` said ok.
+    let home = tempfile::tempdir().expect("tempdir");
+    for args in [
+        &["gateway", "--bind", "127.0.0.1:0"][..],
+        &["config", "check"][..],
+    ] {
+        let out = crate::common::metaforge()
+            .args(args)
+            .env("METAFORGE_HOME", home.path())
+            .env("METAFORGE_LOG_FORMAT", "yaml")
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("METAFORGE_LOG_FORMAT: 'yaml'"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
