@@ -228,8 +228,12 @@ pub enum RoutingConfigError {
         /// Where the route came from.
         location: String,
     },
-    /// Nothing routes the role: no route, no selection, no default.
-    #[error("no route, selection or default model for role '{role}'")]
+    /// Nothing routes the role: no route, no selection, no default. The message names what a
+    /// person sets to route it.
+    #[error(
+        "no route, selection or default model for role '{role}': set {}=<provider>:<model> (with that provider's key), or METAFORGE_LLM_PROVIDER and METAFORGE_LLM_MODEL for every role",
+        env_var_for_role(role)
+    )]
     NoRoute {
         /// The role.
         role: String,
@@ -643,5 +647,23 @@ mod tests {
         let table = RoutingTable::from_json(text).unwrap();
         assert!(validate_table(&table, &BTreeMap::new(), None).is_empty());
         assert_eq!(table.roles.len(), 6);
+    }
+
+    #[test]
+    fn no_route_names_the_variable_that_routes_the_role() {
+        for (role, variable) in [
+            ("chat", "METAFORGE_ROUTE_CHAT"),
+            ("phase_brain:mechanical", "METAFORGE_ROUTE_PHASE_BRAIN_MECHANICAL"),
+        ] {
+            let text = RoutingConfigError::NoRoute {
+                role: role.to_owned(),
+            }
+            .to_string();
+            assert!(
+                text.contains(&format!("set {variable}=<provider>:<model>")),
+                "{text}"
+            );
+            assert!(text.contains("METAFORGE_LLM_PROVIDER"), "{text}");
+        }
     }
 }
