@@ -2,7 +2,8 @@
 //! caps the array (OpenAI: 128).
 //!
 //! Selection is not a tail slice: every native tool, every pinned tool, every session opener and
-//! session-critical verb is protected; companion groups are kept whole so the cap can never split
+//! session-critical verb is protected (and when those alone exceed the cap, the cap still holds:
+//! natives first in their order, then the rest of the protected ones); companion groups are kept whole so the cap can never split
 //! a stage → import or export → commit round trip; the rest of the budget is filled round-robin
 //! across MCP origins, with niche families served last. The result names what was dropped so the
 //! drop can be logged loudly (`tool_schemas_truncated`, `chat_tools_dropped`).
@@ -99,7 +100,8 @@ pub struct ToolSelection {
     pub kept: Vec<String>,
     /// Dropped tool names, in input order.
     pub dropped: Vec<String>,
-    /// The protected set alone is larger than the cap (every protected tool is still kept).
+    /// The protected set alone is larger than the cap: the cap still held, natives first, and
+    /// protected tools were dropped (logged loudly by the caller).
     pub protected_exceeds_cap: bool,
 }
 
@@ -160,9 +162,11 @@ pub fn select_tools(tools: &[OfferedTool], cap: Option<usize>, pinned: &BTreeSet
     for group in protected_groups {
         kept.extend(group_members(group));
     }
-    if kept.len() >= cap {
-        let exceeds = kept.len() > cap;
-        return finish(tools, Some(cap), &kept, exceeds);
+    if kept.len() > cap {
+        return finish(tools, Some(cap), &protected_within(tools, &kept, cap), true);
+    }
+    if kept.len() == cap {
+        return finish(tools, Some(cap), &kept, false);
     }
     let mut queues: BTreeMap<(bool, String), Vec<usize>> = BTreeMap::new();
     for i in all.iter().copied().filter(|i| !kept.contains(i)) {
@@ -202,6 +206,41 @@ pub fn select_tools(tools: &[OfferedTool], cap: Option<usize>, pinned: &BTreeSet
         }
     }
     finish(tools, Some(cap), &kept, false)
+}
+
+/// When the protected tools alone exceed the cap, the cap still holds (a request over it is one
+/// the provider rejects): the natives first, in their stable order, then the other protected
+/// tools in order, each companion group whole or not at all, until the cap is full.
+fn protected_within(tools: &[OfferedTool], protected: &BTreeSet<usize>, cap: usize) -> BTreeSet<usize> {
+    let mut kept = BTreeSet::new();
+    let natives = protected
+        .iter()
+        .copied()
+        .filter(|i| tools[*i].origin == ToolOrigin::Native);
+    let others = protected
+        .iter()
+        .copied()
+        .filter(|i| tools[*i].origin != ToolOrigin::Native);
+    for i in natives.chain(others) {
+        if kept.len() >= cap {
+            break;
+        }
+        if kept.contains(&i) {
+            continue;
+        }
+        let unit: Vec<usize> = match companion_group_of(&tools[i].name) {
+            Some(group) => protected
+                .iter()
+                .copied()
+                .filter(|j| companion_group_of(&tools[*j].name) == Some(group))
+                .collect(),
+            None => vec![i],
+        };
+        if kept.len() + unit.len() <= cap {
+            kept.extend(unit);
+        }
+    }
+    kept
 }
 
 fn finish(tools: &[OfferedTool], cap: Option<usize>, kept: &BTreeSet<usize>, exceeds: bool) -> ToolSelection {

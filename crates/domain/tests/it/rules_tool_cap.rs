@@ -97,18 +97,38 @@ fn arb_tools() -> impl Strategy<Value = Vec<OfferedTool>> {
 
 proptest! {
     #[test]
-    fn selection_respects_the_cap_keeps_natives_and_never_splits_a_group(
+    fn selection_always_holds_the_cap_keeps_natives_first_and_never_splits_a_group(
         tools in arb_tools(), cap in 0usize..12, pin_first in any::<bool>()
     ) {
         let pinned: BTreeSet<String> = if pin_first { tools.first().map(|t| t.name.clone()).into_iter().collect() } else { BTreeSet::new() };
         let sel = select_tools(&tools, Some(cap), &pinned);
         prop_assert_eq!(sel.kept.len() + sel.dropped.len(), tools.len());
-        if !sel.protected_exceeds_cap {
-            prop_assert!(sel.kept.len() <= cap);
+        // A request over the cap is one the provider rejects: the cap holds whatever is protected.
+        prop_assert!(sel.kept.len() <= cap, "{} kept over a cap of {cap}", sel.kept.len());
+        // Natives come first: while a native that stands alone (no companion group to keep
+        // whole) is dropped, everything kept is a native or kept whole with one (its group).
+        let lone_native_dropped = tools.iter().any(|t| {
+            t.origin == ToolOrigin::Native && companion_group_of(&t.name).is_none() && sel.dropped.contains(&t.name)
+        });
+        if lone_native_dropped {
+            let native_groups: BTreeSet<usize> = tools
+                .iter()
+                .filter(|t| t.origin == ToolOrigin::Native && sel.kept.contains(&t.name))
+                .filter_map(|t| companion_group_of(&t.name))
+                .collect();
+            for t in tools.iter().filter(|t| sel.kept.contains(&t.name)) {
+                prop_assert!(
+                    t.origin == ToolOrigin::Native
+                        || companion_group_of(&t.name).is_some_and(|g| native_groups.contains(&g)),
+                    "{} kept before a native: {:?}", t.name, sel
+                );
+            }
         }
-        for t in &tools {
-            if t.origin == ToolOrigin::Native || pinned.contains(&t.name) {
-                prop_assert!(sel.kept.contains(&t.name), "{} dropped", t.name);
+        if !sel.protected_exceeds_cap {
+            for t in &tools {
+                if t.origin == ToolOrigin::Native || pinned.contains(&t.name) {
+                    prop_assert!(sel.kept.contains(&t.name), "{} dropped", t.name);
+                }
             }
         }
         for g in 0..COMPANION_GROUPS.len() {
