@@ -196,11 +196,15 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
+        // Another test of this process may hold a listener of its own meanwhile (a plain
+        // `cargo test` runs them on threads of one process): only the stranger must go unnamed.
         let result = check_none_left(&before);
         let _ = std::process::Command::new("pkill")
             .args(["-f", &format!("s.bind((\"127.0.0.1\",{port}))")])
             .status();
-        assert!(result.is_ok(), "{result:?}");
+        if let Err(err) = &result {
+            assert!(!err.to_string().contains(&format!(":{port} ")), "{err}");
+        }
     }
 
     #[test]
