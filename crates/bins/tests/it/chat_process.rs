@@ -196,6 +196,46 @@ fn a_thread_stream_carries_the_turn_to_agent_done_and_the_stored_thread_has_the_
     assert_eq!(roles, ["user", "tool", "assistant"]);
 }
 
+#[test]
+fn a_stdio_tool_server_started_by_the_gateway_sees_none_of_its_secrets() {
+    // Issue 38 item 3, through the binary: the gateway holds a provider key and its own API
+    // keys; server-everything's get-env, called in a chat turn, shows what the server was given.
+    let home = tempfile::tempdir().unwrap();
+    let Some((_gateway, addr, _mock)) = chat_gateway(home.path()) else {
+        return;
+    };
+    let (status, thread) = http(&addr, "POST", "/v1/chat/threads", Some(&json!({})));
+    assert_eq!(status, 201, "{thread}");
+    let id = thread["id"].as_str().unwrap().to_owned();
+    let events = read_sse(
+        &addr,
+        "POST",
+        &format!("/v1/chat/threads/{id}/messages"),
+        Some(&json!({"content": "show the tool server environment"})),
+    );
+    assert_eq!(
+        events.first().map(|(_, e)| e["tool"].clone()),
+        Some(json!("everything.get-env")),
+        "{events:?}"
+    );
+    let (_, stored) = http(&addr, "GET", &format!("/v1/chat/threads/{id}"), None);
+    let seen = stored["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    let own_home = home.path().join("tool-servers").join("everything");
+    assert!(
+        seen.contains(&own_home.display().to_string()),
+        "its own HOME: {seen}"
+    );
+    for secret in ["sk-test-aimock", KEY, "OPENAI_API_KEY", "METAFORGE_", "HARNESS_"] {
+        assert!(!seen.contains(secret), "{secret} reached the tool server: {seen}");
+    }
+}
+
 /// The first hold awaiting a person, within 30 s.
 fn first_pending_hold(addr: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
