@@ -635,6 +635,14 @@ fn results_message(records: &[CallRecord]) -> LlmMessage {
 /// summary exchange (MET-568).
 fn history_messages(history: &[ChatTurn], budget_tokens: usize) -> Vec<LlmMessage> {
     let budgeted = budget_history(history, budget_tokens);
+    if budgeted.truncated_chars > 0 {
+        tracing::warn!(
+            event = "history_turn_truncated",
+            truncated_chars = budgeted.truncated_chars,
+            budget_tokens,
+            "the newest prior turn alone is over the history budget; kept, cut with a marker"
+        );
+    }
     let mut out = Vec::new();
     if let Some(summary) = budgeted.summary {
         out.push(LlmMessage::user_text(summary));
@@ -689,6 +697,7 @@ fn openai_shape(message: &LlmMessage) -> Value {
     let mut text = Vec::new();
     let mut calls = Vec::new();
     let mut results = Vec::new();
+    let mut errors = 0usize;
     for part in &message.content {
         match part {
             ContentPart::Text { text: t } => text.push(t.clone()),
@@ -696,7 +705,12 @@ fn openai_shape(message: &LlmMessage) -> Value {
                 "id": id, "type": "function",
                 "function": {"name": name, "arguments": arguments.to_string()},
             })),
-            ContentPart::ToolResult { content, .. } => results.push(content.clone()),
+            ContentPart::ToolResult {
+                content, is_error, ..
+            } => {
+                results.push(content.clone());
+                errors += usize::from(*is_error);
+            }
         }
     }
     match message.role {
@@ -704,7 +718,9 @@ fn openai_shape(message: &LlmMessage) -> Value {
             json!({"role": "assistant", "content": text.join("\n"), "tool_calls": calls})
         }
         LlmRole::Assistant => json!({"role": "assistant", "content": text.join("\n")}),
-        LlmRole::User if !results.is_empty() => json!({"role": "tool", "content": results.join("\n")}),
+        LlmRole::User if !results.is_empty() => {
+            json!({"role": "tool", "content": results.join("\n"), "error_count": errors})
+        }
         LlmRole::User => json!({"role": "user", "content": text.join("\n")}),
     }
 }
@@ -717,6 +733,7 @@ fn capped_tools(tools: &dyn ToolBox, profile: &ModelProfile) -> (Vec<AgentTool>,
         .map(|t| OfferedTool {
             name: t.id.clone(),
             origin: t.origin.clone(),
+            input_schema: Some(t.descriptor.input_schema.clone()),
         })
         .collect();
     let selection = select_tools(&offered, profile.max_tools, &tools.pinned());

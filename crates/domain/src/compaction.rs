@@ -16,6 +16,10 @@ pub const TRACE_BUDGET_SHARE: f64 = 0.6;
 /// Longest excerpt of one message kept in a summary or synopsis line, in characters.
 pub const SUMMARY_EXCERPT_CHARS: usize = 200;
 
+/// Longest summary of folded turns, in characters (~1k tokens): a long conversation's summary
+/// keeps its earliest and its latest lines and says how many it left out between them.
+pub const SUMMARY_MAX_CHARS: usize = 4_000;
+
 /// Tokens estimated from text: characters / 4, rounded up.
 pub fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
@@ -111,8 +115,17 @@ pub struct BudgetedHistory {
     pub summary: Option<String>,
     /// How many turns were folded.
     pub folded_count: usize,
-    /// The newest turns, whole, oldest first.
+    /// The newest turns, whole, oldest first (the newest one truncated when it alone is over
+    /// the budget).
     pub kept: Vec<ChatTurn>,
+    /// Characters cut from the newest turn because it alone was over the budget (0 = none); the
+    /// cut also carries the loud marker in the text.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub truncated_chars: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn one_line(text: &str) -> String {
@@ -120,19 +133,60 @@ fn one_line(text: &str) -> String {
     truncate_observation(&flat, SUMMARY_EXCERPT_CHARS)
 }
 
-/// The summary of folded turns: a header and one line per turn, `- <role>: <excerpt>`.
+/// The summary of folded turns: a header and one line per turn, `- <role>: <excerpt>`, at most
+/// [`SUMMARY_MAX_CHARS`]: past that the earliest lines (facts stated first) and the latest lines
+/// stay, half the room each, and one line between them counts the turns left out.
 pub fn summarize_turns(turns: &[ChatTurn]) -> String {
-    let mut lines = vec![format!("Summary of {} earlier message(s):", turns.len())];
-    lines.extend(
-        turns
-            .iter()
-            .map(|t| format!("- {}: {}", t.role, one_line(&t.content))),
-    );
-    lines.join("\n")
+    let header = format!("Summary of {} earlier message(s):", turns.len());
+    let lines: Vec<String> = turns
+        .iter()
+        .map(|t| format!("- {}: {}", t.role, one_line(&t.content)))
+        .collect();
+    let full: usize = lines.iter().map(|l| l.chars().count() + 1).sum();
+    if header.chars().count() + full <= SUMMARY_MAX_CHARS {
+        return std::iter::once(header)
+            .chain(lines)
+            .collect::<Vec<_>>()
+            .join("\n");
+    }
+    let half = (SUMMARY_MAX_CHARS - header.chars().count()) / 2;
+    let fits = |taken: &mut usize, line: &String| {
+        *taken += line.chars().count() + 1;
+        *taken <= half
+    };
+    let mut taken = 0usize;
+    let head = lines.iter().take_while(|l| fits(&mut taken, l)).count();
+    let mut taken = 0usize;
+    let tail = lines[head..]
+        .iter()
+        .rev()
+        .take_while(|l| fits(&mut taken, l))
+        .count();
+    let omitted = lines.len() - head - tail;
+    let mut out = vec![header];
+    out.extend_from_slice(&lines[..head]);
+    out.push(format!("- … {omitted} message(s) omitted from this summary …"));
+    out.extend_from_slice(&lines[lines.len() - tail..]);
+    out.join("\n")
+}
+
+/// The newest turn cut so that it fits `budget_tokens` with its loud marker (never below the
+/// marker alone); returns the text and the characters cut.
+fn fit_newest(content: &str, budget_tokens: usize) -> (String, usize) {
+    let total = content.chars().count();
+    let mut max_chars = budget_tokens.saturating_mul(4).min(total);
+    loop {
+        let text = truncate_observation(content, max_chars);
+        if estimate_tokens(&text) <= budget_tokens || max_chars == 0 {
+            return (text, total - max_chars);
+        }
+        max_chars -= 1;
+    }
 }
 
 /// Keeps the newest turns whole while they fit `budget_tokens` (chars / 4), folding every older
-/// turn into the summary. A turn is never split.
+/// turn into the summary. A turn is never split, and the newest turn is never folded: when it
+/// alone is over the budget it is kept, cut loudly to fit.
 pub fn budget_history(turns: &[ChatTurn], budget_tokens: usize) -> BudgetedHistory {
     let mut used = 0usize;
     let mut first_kept = turns.len();
@@ -144,16 +198,39 @@ pub fn budget_history(turns: &[ChatTurn], budget_tokens: usize) -> BudgetedHisto
         used += cost;
         first_kept = i;
     }
-    let (folded, kept) = turns.split_at(first_kept);
+    let mut truncated_chars = 0;
+    let mut kept = turns[first_kept..].to_vec();
+    if first_kept == turns.len()
+        && let Some(newest) = turns.last()
+    {
+        first_kept -= 1;
+        let (content, cut) = fit_newest(&newest.content, budget_tokens);
+        truncated_chars = cut;
+        kept.push(ChatTurn {
+            role: newest.role.clone(),
+            content,
+        });
+    }
+    let folded = &turns[..first_kept];
     BudgetedHistory {
         summary: (!folded.is_empty()).then(|| summarize_turns(folded)),
         folded_count: folded.len(),
-        kept: kept.to_vec(),
+        kept,
+        truncated_chars,
     }
 }
 
 fn message_tokens(message: &Value) -> usize {
     estimate_tokens(&message.to_string())
+}
+
+/// How many tool results a `tool` message holds that failed: its `error_count`, or 1 for
+/// `"is_error": true` (the agent marks its results so; OpenAI's shape has no such field).
+fn tool_errors(message: &Value) -> usize {
+    if let Some(n) = message.get("error_count").and_then(Value::as_u64) {
+        return usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    usize::from(message.get("is_error").and_then(Value::as_bool) == Some(true))
 }
 
 fn synopsis_line(exchange: &[Value]) -> Vec<String> {
@@ -180,7 +257,12 @@ fn synopsis_line(exchange: &[Value]) -> Vec<String> {
                 Some(other) => other.to_string(),
                 None => String::new(),
             };
-            lines.push(format!("  → {}", one_line(&content)));
+            let arrow = if tool_errors(message) > 0 {
+                "→ error:"
+            } else {
+                "→"
+            };
+            lines.push(format!("  {arrow} {}", one_line(&content)));
         }
     }
     lines
@@ -189,6 +271,8 @@ fn synopsis_line(exchange: &[Value]) -> Vec<String> {
 /// Folds the oldest native tool exchanges (an assistant message with `tool_calls` and the `tool`
 /// results after it) into one synopsis message until the messages fit `budget_tokens`. Messages
 /// before the first exchange and the newest exchange are always kept. Unchanged when it fits.
+/// The synopsis counts the exchanges, the messages and the failed tool results it folded (a
+/// `tool` message's `error_count`, or `"is_error": true`).
 pub fn fold_native_exchanges(messages: &[Value], budget_tokens: usize) -> Vec<Value> {
     let total: usize = messages.iter().map(message_tokens).sum();
     if total <= budget_tokens {
@@ -223,8 +307,15 @@ pub fn fold_native_exchanges(messages: &[Value], budget_tokens: usize) -> Vec<Va
     if folded_count == 0 {
         return messages.to_vec();
     }
+    let folded = &messages[first..folded_until];
+    let errors: usize = folded
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .map(tool_errors)
+        .sum();
     let mut lines = vec![format!(
-        "[context synopsis] {folded_count} earlier tool exchange(s) folded:"
+        "[context synopsis] {folded_count} earlier tool exchange(s) folded ({} message(s), {errors} failed tool result(s)):",
+        folded.len()
     )];
     for pair in starts.windows(2).take(folded_count) {
         lines.extend(synopsis_line(&messages[pair[0]..pair[1]]));

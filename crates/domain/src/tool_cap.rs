@@ -1,8 +1,9 @@
 //! The provider tool-array cap (FORGE-94/518): which tools one request carries when the provider
 //! caps the array (OpenAI: 128).
 //!
-//! Selection is not a tail slice: every native tool, every pinned tool, every session opener and
-//! session-critical verb is protected (and when those alone exceed the cap, the cap still holds:
+//! Selection is not a tail slice: every native tool, every pinned tool, every session opener,
+//! every tool whose input schema requires the session id such an opener of its own server hands
+//! out, and every session-critical verb is protected (and when those alone exceed the cap, the cap still holds:
 //! natives first in their order, then the rest of the protected ones); companion groups are kept whole so the cap can never split
 //! a stage → import or export → commit round trip; the rest of the budget is filled round-robin
 //! across MCP origins, with niche families served last. The result names what was dropped so the
@@ -11,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// Name endings of the verbs that turn an open session's sketch into geometry, plus the joint
 /// inspector (`_SESSION_CRITICAL_VERBS`).
@@ -89,6 +91,10 @@ pub struct OfferedTool {
     pub name: String,
     /// Where it comes from.
     pub origin: ToolOrigin,
+    /// Its JSON Schema of arguments, when known: a tool that requires a session id from its own
+    /// server's `*_open_session` is protected with the opener.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
 }
 
 /// The outcome of capping one request's tools.
@@ -117,14 +123,35 @@ pub fn companion_group_of(name: &str) -> Option<usize> {
         .position(|group| group.iter().any(|m| names_member(name, m)))
 }
 
-/// Protected regardless of the round-robin: native, pinned, `*_open_session` (or the dotted
-/// `<adapter>.open_session` form of the same registration), session-critical verbs.
-fn is_protected(tool: &OfferedTool, pinned: &BTreeSet<String>) -> bool {
+/// Whether `name` is a session opener: `*_open_session`, or the dotted `<adapter>.open_session`
+/// form of the same registration.
+fn is_session_opener(name: &str) -> bool {
+    ["_open_session", ".open_session"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+/// Whether a tool's input schema requires a session id (`session_id` or `<kind>_session_id`):
+/// without the session an opener hands out the tool cannot be called at all.
+pub fn requires_session_id(input_schema: &Value) -> bool {
+    input_schema
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|required| {
+            required
+                .iter()
+                .filter_map(Value::as_str)
+                .any(|field| field == "session_id" || field.ends_with("_session_id"))
+        })
+}
+
+/// Protected regardless of the round-robin: native, pinned, session openers, the tools that need
+/// a session id from an opener of their own origin, session-critical verbs.
+fn is_protected(tool: &OfferedTool, pinned: &BTreeSet<String>, openers: &BTreeSet<&ToolOrigin>) -> bool {
     tool.origin == ToolOrigin::Native
         || pinned.contains(&tool.name)
-        || ["_open_session", ".open_session"]
-            .iter()
-            .any(|s| tool.name.ends_with(s))
+        || is_session_opener(&tool.name)
+        || (openers.contains(&tool.origin) && tool.input_schema.as_ref().is_some_and(requires_session_id))
         || SESSION_CRITICAL_VERBS.iter().any(|v| tool.name.ends_with(v))
 }
 
@@ -150,10 +177,15 @@ pub fn select_tools(tools: &[OfferedTool], cap: Option<usize>, pinned: &BTreeSet
             .filter(|i| companion_group_of(&tools[*i].name) == Some(group))
             .collect()
     };
+    let openers: BTreeSet<&ToolOrigin> = tools
+        .iter()
+        .filter(|t| is_session_opener(&t.name))
+        .map(|t| &t.origin)
+        .collect();
     let mut kept: BTreeSet<usize> = all
         .iter()
         .copied()
-        .filter(|i| is_protected(&tools[*i], pinned))
+        .filter(|i| is_protected(&tools[*i], pinned, &openers))
         .collect();
     let protected_groups: BTreeSet<usize> = kept
         .iter()

@@ -258,20 +258,12 @@ fn usage_event(name: &str, i: usize, value: Value) -> Result<UsageEvent, CheckEr
 }
 
 #[derive(Deserialize)]
-struct SelectToolsEntry {
-    name: String,
-    origin: metaforge_domain::tool_cap::ToolOrigin,
-    #[serde(default, rename = "input_schema")]
-    _input_schema: Option<Value>,
-}
-
-#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SelectToolsInput {
     provider: String,
     #[serde(default)]
     max_tools: Option<usize>,
-    tools: Vec<SelectToolsEntry>,
+    tools: Vec<OfferedTool>,
     #[serde(default)]
     pinned: BTreeSet<String>,
 }
@@ -369,15 +361,10 @@ fn check(rule: Rule, name: &str, text: &str) -> Result<Verdict, CheckError> {
             let input: SelectToolsInput = parse(name, text)?;
             let provider = resolve_provider(&input.provider).map_err(|e| bad(name, e.to_string()))?;
             let cap = input.max_tools.or_else(|| max_tools_for(provider));
-            let tools: Vec<OfferedTool> = input
-                .tools
-                .into_iter()
-                .map(|t| OfferedTool {
-                    name: t.name,
-                    origin: t.origin,
-                })
-                .collect();
-            Ok(ok(to_json(name, &select_tools(&tools, cap, &input.pinned))?))
+            Ok(ok(to_json(
+                name,
+                &select_tools(&input.tools, cap, &input.pinned),
+            )?))
         }
         Rule::Gate => {
             let input: GateInput = parse(name, text)?;

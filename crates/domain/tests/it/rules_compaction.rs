@@ -1,8 +1,8 @@
 //! Table: deterministic context compaction (MET-568), from `fixtures/rules/compaction.json`.
 
 use metaforge_domain::compaction::{
-    ChatTurn, ValueLimits, budget_history, estimate_tokens, fold_native_exchanges, truncate_observation,
-    truncate_value,
+    ChatTurn, SUMMARY_MAX_CHARS, ValueLimits, budget_history, estimate_tokens, fold_native_exchanges,
+    summarize_turns, truncate_observation, truncate_value,
 };
 use serde_json::{Value, json};
 
@@ -70,7 +70,9 @@ fn older_native_exchanges_fold_into_one_synopsis_and_the_newest_stays() {
     assert_eq!(folded[..2], messages[..2]);
     let synopsis = folded[2]["content"].as_str().unwrap();
     assert!(
-        synopsis.starts_with("[context synopsis] 4 earlier tool exchange(s) folded:"),
+        synopsis.starts_with(
+            "[context synopsis] 4 earlier tool exchange(s) folded (8 message(s), 0 failed tool result(s)):"
+        ),
         "{synopsis}"
     );
     assert!(
@@ -83,6 +85,78 @@ fn older_native_exchanges_fold_into_one_synopsis_and_the_newest_stays() {
         folded,
         "folding is deterministic"
     );
+}
+
+#[test]
+fn a_long_conversation_summary_is_capped_and_keeps_its_first_and_last_turns() {
+    let turns: Vec<ChatTurn> = (0..100)
+        .map(|i| ChatTurn {
+            role: "user".into(),
+            content: format!("fact {i}: {}", "y".repeat(220)),
+        })
+        .collect();
+    let history = budget_history(&turns, 60);
+    let summary = history.summary.clone().unwrap();
+    assert_eq!(history.folded_count, 99);
+    assert!(
+        summary.chars().count() <= SUMMARY_MAX_CHARS,
+        "{} chars",
+        summary.len()
+    );
+    assert!(summary.starts_with("Summary of 99 earlier message(s):\n- user: fact 0: "));
+    assert!(
+        summary.contains("\n- user: fact 98: "),
+        "the latest folded turn stays"
+    );
+    let omitted = summary
+        .lines()
+        .filter(|l| l.contains("omitted from this summary"))
+        .count();
+    let listed = summary.lines().filter(|l| l.starts_with("- user: fact")).count();
+    assert_eq!(omitted, 1, "{summary}");
+    let said: usize = summary
+        .split("- … ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(said + listed, 99, "the omitted count is exact");
+    assert_eq!(budget_history(&turns, 60), history, "deterministic");
+}
+
+#[test]
+fn a_short_summary_is_not_cut() {
+    let turns: Vec<ChatTurn> = (0..3)
+        .map(|i| ChatTurn {
+            role: "assistant".into(),
+            content: format!("note {i}"),
+        })
+        .collect();
+    assert_eq!(
+        summarize_turns(&turns),
+        "Summary of 3 earlier message(s):\n- assistant: note 0\n- assistant: note 1\n- assistant: note 2"
+    );
+}
+
+#[test]
+fn the_synopsis_counts_the_folded_messages_and_the_failed_results() {
+    let mut messages = vec![json!({"role": "user", "content": "go"})];
+    for i in 0..4 {
+        messages.extend(exchange(i));
+    }
+    messages[2]["error_count"] = json!(2);
+    messages[4]["is_error"] = json!(true);
+    messages[6]["error_count"] = json!(0);
+    let folded = fold_native_exchanges(&messages, 300);
+    let synopsis = folded[1]["content"].as_str().unwrap();
+    assert!(
+        synopsis.starts_with(
+            "[context synopsis] 3 earlier tool exchange(s) folded (6 message(s), 3 failed tool result(s)):"
+        ),
+        "{synopsis}"
+    );
+    assert_eq!(synopsis.matches("→ error:").count(), 2, "{synopsis}");
 }
 
 mod properties {
@@ -113,8 +187,19 @@ mod properties {
                 .collect();
             let h = budget_history(&turns, budget);
             prop_assert_eq!(h.folded_count + h.kept.len(), turns.len());
-            prop_assert_eq!(&h.kept[..], &turns[h.folded_count..]);
-            prop_assert!(h.kept.iter().map(|t| estimate_tokens(&t.content)).sum::<usize>() <= budget);
+            prop_assert_eq!(h.kept.is_empty(), turns.is_empty(), "the newest turn is never folded");
+            if h.truncated_chars == 0 {
+                prop_assert_eq!(&h.kept[..], &turns[h.folded_count..]);
+                prop_assert!(h.kept.iter().map(|t| estimate_tokens(&t.content)).sum::<usize>() <= budget);
+            } else {
+                let newest = &turns[turns.len() - 1];
+                let kept = &h.kept[0].content;
+                let cut = newest.content.chars().count() - h.truncated_chars;
+                let prefix: String = newest.content.chars().take(cut).collect();
+                prop_assert_eq!(h.kept.len(), 1);
+                prop_assert_eq!(kept, &format!("{prefix}…[truncated {} chars]", h.truncated_chars));
+                prop_assert!(estimate_tokens(kept) <= budget || cut == 0, "cut to fit unless only the marker is left");
+            }
             prop_assert_eq!(h.summary.is_some(), h.folded_count > 0);
         }
     }

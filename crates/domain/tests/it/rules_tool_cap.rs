@@ -90,6 +90,7 @@ fn arb_tools() -> impl Strategy<Value = Vec<OfferedTool>> {
             .map(|(n, o)| OfferedTool {
                 name: n.to_owned(),
                 origin: ToolOrigin::parse(o).unwrap(),
+                input_schema: None,
             })
             .collect()
     })
