@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::response::IntoResponse as _;
 use metaforge_ports::ToolHost;
+use metaforge_ports::auth_failures::{AuthFailures, WrongKeyVerdict};
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -98,6 +99,7 @@ pub struct HttpSidecar {
     shutdown: CancellationToken,
     client_keys: Option<Arc<[ClientKey]>>,
     service_key: Option<Arc<str>>,
+    auth_failures: Option<Arc<dyn AuthFailures>>,
     grants: GrantsCell,
 }
 
@@ -157,6 +159,7 @@ pub async fn bind_http(
         shutdown,
         client_keys: None,
         service_key: service_key_for_auth,
+        auth_failures: None,
         grants,
     })
 }
@@ -183,6 +186,8 @@ const INVALID_REQUEST: i64 = -32_600;
 const INVALID_PARAMS: i64 = -32_602;
 /// Implementation-defined server error: no valid key (MCP's HTTP authorization answers 401).
 const UNAUTHORIZED: i64 = -32_001;
+/// Implementation-defined server error: too many wrong keys from this address (HTTP 429).
+const AUTH_THROTTLED: i64 = -32_002;
 
 /// A JSON-RPC error response with `status`.
 fn rpc_error(
@@ -341,6 +346,7 @@ async fn validate_envelope(
 struct RequiredKeys {
     clients: Arc<[ClientKey]>,
     service: Option<Arc<str>>,
+    failures: Option<Arc<dyn AuthFailures>>,
 }
 
 /// Every credential a request presents: `X-API-Key`, `Authorization: Bearer` (scheme
@@ -395,17 +401,41 @@ async fn require_key(
             event = "mcp_sidecar_unauthorized",
             "a request without a valid key was refused"
         );
-        let mut response = rpc_error(
-            http::StatusCode::UNAUTHORIZED,
-            serde_json::Value::Null,
-            UNAUTHORIZED,
-            "a valid key is required (Authorization: Bearer <key> or X-API-Key): the gateway's keys are configured".to_owned(),
-        );
-        response.headers_mut().insert(
-            http::header::WWW_AUTHENTICATE,
-            http::HeaderValue::from_static("Bearer"),
-        );
-        return response;
+        // Only a presented credential is a guess; a request with none is just 401.
+        let verdict = match (&keys.failures, found.is_empty()) {
+            (Some(failures), false) => failures.wrong_key(client_address(&request)),
+            _ => WrongKeyVerdict::Unauthorized,
+        };
+        return match verdict {
+            WrongKeyVerdict::Unauthorized => {
+                let mut response = rpc_error(
+                    http::StatusCode::UNAUTHORIZED,
+                    serde_json::Value::Null,
+                    UNAUTHORIZED,
+                    "a valid key is required (Authorization: Bearer <key> or X-API-Key): the gateway's keys are configured".to_owned(),
+                );
+                response.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer"),
+                );
+                response
+            }
+            WrongKeyVerdict::Throttled { retry_after_secs, .. } => {
+                let mut response = rpc_error(
+                    http::StatusCode::TOO_MANY_REQUESTS,
+                    serde_json::Value::Null,
+                    AUTH_THROTTLED,
+                    format!(
+                        "too many wrong keys from this address; retry in {retry_after_secs}s (a valid key is still admitted)"
+                    ),
+                );
+                response.headers_mut().insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from(retry_after_secs),
+                );
+                response
+            }
+        };
     }
     let identity = identity.map(Arc::<str>::from);
     for name in client_headers {
@@ -415,6 +445,17 @@ async fn require_key(
         request.extensions_mut().insert(AuthenticatedIdentity(identity));
     }
     next.run(request).await
+}
+
+/// The peer address the listener recorded; a router served without connect info (embedding,
+/// tests) counts every client as one address.
+fn client_address(request: &axum::extract::Request) -> std::net::IpAddr {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |info| {
+            info.0.ip()
+        })
 }
 
 /// Renders the process's Prometheus exposition text (the composition root owns the recorder).
@@ -456,6 +497,15 @@ impl HttpSidecar {
         self
     }
 
+    /// Counts wrong keys with `failures` (the gateway's throttle when both run in one process,
+    /// so an address has one count across both doors): past its limit a wrong key is answered
+    /// 429; a valid key is always admitted.
+    #[must_use]
+    pub fn with_auth_failures(mut self, failures: Option<Arc<dyn AuthFailures>>) -> Self {
+        self.auth_failures = failures;
+        self
+    }
+
     /// Confirms, before every call, a service-key caller's run (FORGE-487) and a client-task
     /// session's claim (FORGE-584) with `grants`; without them a service-key caller is
     /// `untrusted` and no session is a client task (fail closed). Set once; a second call is
@@ -475,7 +525,12 @@ impl HttpSidecar {
     /// caller that serves them itself (the `metaforge` binary serves every listener through one
     /// function with its slow-client limits).
     pub fn into_parts(self) -> (tokio::net::TcpListener, axum::Router) {
-        let router = keyed(self.router, self.client_keys, self.service_key);
+        let router = keyed(
+            self.router,
+            self.client_keys,
+            self.service_key,
+            self.auth_failures,
+        );
         (self.listener, router)
     }
 
@@ -485,7 +540,12 @@ impl HttpSidecar {
         use axum::serve::ListenerExt as _;
         let addr = self.local_addr.to_string();
         let shutdown = self.shutdown;
-        let router = keyed(self.router, self.client_keys, self.service_key);
+        let router = keyed(
+            self.router,
+            self.client_keys,
+            self.service_key,
+            self.auth_failures,
+        );
         let listener = self.listener.tap_io(|stream| {
             if let Err(err) = stream.set_nodelay(true) {
                 tracing::debug!(event = "tcp_nodelay_failed", error = %err);
@@ -499,10 +559,19 @@ impl HttpSidecar {
 }
 
 /// `router` behind the key check when client keys are required; unchanged otherwise.
-fn keyed(router: axum::Router, clients: Option<Arc<[ClientKey]>>, service: Option<Arc<str>>) -> axum::Router {
+fn keyed(
+    router: axum::Router,
+    clients: Option<Arc<[ClientKey]>>,
+    service: Option<Arc<str>>,
+    failures: Option<Arc<dyn AuthFailures>>,
+) -> axum::Router {
     match clients {
         Some(clients) => router.layer(axum::middleware::from_fn_with_state(
-            RequiredKeys { clients, service },
+            RequiredKeys {
+                clients,
+                service,
+                failures,
+            },
             require_key,
         )),
         None => router,

@@ -170,10 +170,10 @@ impl SidecarServer {
             class,
             session,
             input_channel: input_channel(context),
+            identity,
         };
         // A client never vouches for its own approval: `approved_hold` is for in-process callers.
         let facts = CallFacts {
-            identity,
             answers: None,
             approved_hold: None,
         };

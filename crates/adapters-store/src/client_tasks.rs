@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
+    Claimant, ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
     client_task_key,
 };
 use sqlx::SqlitePool;
@@ -33,6 +33,7 @@ struct TaskRow {
     brief: String,
     status: String,
     claimed_by: Option<String>,
+    claim_session: Option<String>,
     submission: Option<String>,
     created_at: String,
     updated_at: String,
@@ -52,6 +53,7 @@ impl TaskRow {
             brief: parse_json("client_tasks.brief", &self.brief)?,
             status: parse_label("client_tasks.status", &self.status)?,
             claimed_by: self.claimed_by,
+            claim_session: self.claim_session,
             submission: self
                 .submission
                 .map(|s| parse_json("client_tasks.submission", &s))
@@ -77,7 +79,7 @@ impl SqliteClientTaskStore {
         E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
     {
         let row: Option<TaskRow> = sqlx::query_as(
-            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, submission, \
+            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, \
              created_at, updated_at FROM client_tasks WHERE id = ?",
         )
         .bind(id)
@@ -103,11 +105,12 @@ impl SqliteClientTaskStore {
             return Ok(current);
         };
         let changed = sqlx::query(
-            "UPDATE client_tasks SET status = ?, claimed_by = ?, submission = ?, updated_at = ? \
-             WHERE id = ? AND status = ?",
+            "UPDATE client_tasks SET status = ?, claimed_by = ?, claim_session = ?, submission = ?, \
+             updated_at = ? WHERE id = ? AND status = ?",
         )
         .bind(next.status.as_str())
         .bind(&next.claimed_by)
+        .bind(&next.claim_session)
         .bind(
             next.submission
                 .as_ref()
@@ -166,7 +169,7 @@ impl ClientTaskStore for SqliteClientTaskStore {
         let task = match task.reposted(at) {
             Some(reopened) => {
                 sqlx::query(
-                    "UPDATE client_tasks SET status = ?, claimed_by = NULL, updated_at = ? \
+                    "UPDATE client_tasks SET status = ?, claimed_by = NULL, claim_session = NULL, updated_at = ? \
                      WHERE id = ? AND status = ?",
                 )
                 .bind(reopened.status.as_str())
@@ -199,7 +202,7 @@ impl ClientTaskStore for SqliteClientTaskStore {
     ) -> Result<Vec<ClientTask>, PortError> {
         let status = status.map(|s| label(&s)).transpose()?;
         let rows: Vec<TaskRow> = sqlx::query_as(
-            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, submission, \
+            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, \
              created_at, updated_at FROM client_tasks \
              WHERE (?1 IS NULL OR run_id = ?1) AND (?2 IS NULL OR status = ?2) \
              ORDER BY created_at, id",
@@ -212,7 +215,7 @@ impl ClientTaskStore for SqliteClientTaskStore {
         rows.into_iter().map(TaskRow::into_task).collect()
     }
 
-    async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError> {
+    async fn claim(&self, id: &str, claimant: &Claimant, at: Timestamp) -> Result<ClientTask, PortError> {
         self.transition(id, |task| task.claimed(claimant, at).map(Some))
             .await
     }

@@ -225,6 +225,7 @@ async fn main() {
         class: CallerClass::Local,
         session: Some("bench".into()),
         input_channel: InputChannel::None,
+        identity: None,
     };
     let clock = Arc::new(ManualClock::fixed());
     let agent = Agent::new(AgentPorts {

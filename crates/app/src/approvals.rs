@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use crate::processes::Presence;
-use metaforge_domain::approvals::{ApprovalError, ApproverPolicy, check_approver, check_waiter_may_resolve};
+use metaforge_domain::approvals::{
+    ApprovalError, ApproverPolicy, check_approver, check_waiter_identity, check_waiter_may_resolve,
+};
 use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger, ResolveOutcome, WaiterResolution};
 use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionStore};
 use metaforge_ports::{
@@ -190,18 +192,28 @@ impl ApprovalService {
     }
 
     /// A waiter closes a hold it stopped waiting for (idempotent; `Conflict` if a person decided).
+    /// `waiter` is the identity a door authenticated (only the hold's requester may close it);
+    /// `None` is the in-process waiter that parked the hold itself.
     pub async fn resolve(
         &self,
         id: &str,
+        waiter: Option<&str>,
         resolution: WaiterResolution,
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError> {
-        // The kind never changes, so reading it first is race-free; a proposal or edit is never
-        // closed from the side (it would leave its version proposed forever, with no approver).
+        // The kind and requester never change, so reading them first is race-free; a proposal or
+        // edit is never closed from the side (it would leave its version proposed forever, with
+        // no approver).
         let outcome = match self.ledger.get(id).await {
-            Ok(record) => match check_waiter_may_resolve(&record) {
-                Ok(()) => self.ledger.resolve(id, resolution, reason).await,
-                Err(e) => Err(refused(PortErrorKind::Conflict, e)),
+            Ok(record) => match waiter.map(|w| check_waiter_identity(&record, w)) {
+                Some(Err(e)) => {
+                    tracing::warn!(event = "approval_resolve_not_the_waiter", approval_id = %id, caller = ?waiter, "a resolve from an identity that did not park the hold was refused");
+                    Err(refused(PortErrorKind::Invalid, e))
+                }
+                Some(Ok(())) | None => match check_waiter_may_resolve(&record) {
+                    Ok(()) => self.ledger.resolve(id, resolution, reason).await,
+                    Err(e) => Err(refused(PortErrorKind::Conflict, e)),
+                },
             },
             Err(err) => Err(err),
         };

@@ -453,6 +453,7 @@ impl ChatService {
             class: poster.class,
             session: Some(thread_id.to_owned()),
             input_channel: InputChannel::None,
+            identity: None,
         };
         let agent = self.agent.with_tools(self.tools.for_turn(&caller, None));
         let input = TurnInput {

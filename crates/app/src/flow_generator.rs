@@ -147,6 +147,8 @@ pub struct GenerateRequest {
     pub requirements: Option<serde_json::Value>,
     /// The authenticated caller: usage attribution and the hold's caller.
     pub caller: String,
+    /// The identity the caller's transport authenticated: the hold's requester.
+    pub requested_by: Option<String>,
     /// Session id for credential pinning.
     pub session: String,
 }
@@ -259,7 +261,10 @@ pub async fn generate_proposal(
             Some(&request.context),
             reply.generated_by,
             Some(&request.intent),
-            &request.caller,
+            crate::flows::Requester {
+                caller: &request.caller,
+                identity: request.requested_by.as_deref(),
+            },
         )
         .await?;
     Ok(Generated::Proposed {

@@ -96,6 +96,17 @@ fn size_limit_details(limit: &SizeLimitError) -> serde_json::Value {
     })
 }
 
+/// Who asks for a hold: the caller as the hold records it (a class, or a gateway key's identity)
+/// and the identity its transport authenticated (`None`: nobody was authenticated), whom four
+/// eyes keep from deciding it.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester<'a> {
+    /// The hold's `caller`.
+    pub caller: &'a str,
+    /// The hold's `requested_by`.
+    pub identity: Option<&'a str>,
+}
+
 impl FlowServiceError {
     /// The one code table for HTTP and MCP: the stable snake_case code of a refusal, whichever
     /// door and deployment mode it came through; `None` for a ledger failure, which is not a
@@ -215,12 +226,12 @@ impl FlowService {
         context: Option<&FlowContext>,
         proposed_by: Option<ProposedBy>,
         intent: Option<&str>,
-        caller: &str,
+        by: Requester<'_>,
     ) -> Result<ProposalOutcome, FlowServiceError> {
         check_operation_count(operations.len())?;
         let result = flow::propose(template_id, operations, context, TailorMode::Strict)?;
         let provenance = Provenance::Caller(proposed_by);
-        self.hold_proposal(result, context, provenance, intent, caller)
+        self.hold_proposal(result, context, provenance, intent, by.caller, by.identity)
             .await
     }
 
@@ -233,10 +244,10 @@ impl FlowService {
         context: Option<&FlowContext>,
         generated_by: GeneratedBy,
         intent: Option<&str>,
-        caller: &str,
+        by: Requester<'_>,
     ) -> Result<ProposalOutcome, FlowServiceError> {
         let provenance = Provenance::Generator(generated_by);
-        self.hold_proposal(result, context, provenance, intent, caller)
+        self.hold_proposal(result, context, provenance, intent, by.caller, by.identity)
             .await
     }
 
@@ -249,6 +260,7 @@ impl FlowService {
         provenance: Provenance,
         intent: Option<&str>,
         caller: &str,
+        requested_by: Option<&str>,
     ) -> Result<ProposalOutcome, FlowServiceError> {
         let (proposed_by, generated_by, origin) = match provenance {
             Provenance::Caller(by) => (by, None, FlowVersionOrigin::Caller),
@@ -308,6 +320,7 @@ impl FlowService {
                         "flow.propose",
                         payload,
                         caller,
+                        requested_by,
                     )
                     .await?;
                 Ok(ProposalOutcome {
@@ -327,7 +340,7 @@ impl FlowService {
         &self,
         edited: &Flow,
         context: Option<&FlowContext>,
-        caller: &str,
+        by: Requester<'_>,
     ) -> Result<(FlowVersionRecord, ApprovalRecord, Vec<String>), FlowServiceError> {
         check_flow_size(edited)?;
         let template = flow::template(&edited.id)?;
@@ -346,7 +359,8 @@ impl FlowService {
                 ApprovalKind::DesignFlowVersion,
                 "design_flow.save_version",
                 payload,
-                caller,
+                by.caller,
+                by.identity,
             )
             .await?;
         Ok((version, approval, diff))
@@ -377,6 +391,7 @@ impl FlowService {
         tool: &str,
         payload: serde_json::Value,
         caller: &str,
+        requested_by: Option<&str>,
     ) -> Result<(FlowVersionRecord, ApprovalRecord), FlowServiceError> {
         let now = self.clock.now();
         let approval_id = self.ids.new_id();
@@ -396,7 +411,7 @@ impl FlowService {
             created_at: now,
             decided_at: None,
             deadline: None,
-            requested_by: None,
+            requested_by: requested_by.map(str::to_owned),
         };
         let approval = self.approvals.park(hold).await?;
         tracing::info!(

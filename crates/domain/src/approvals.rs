@@ -32,6 +32,17 @@ pub enum ApprovalError {
         /// What the hold is about.
         kind: String,
     },
+    /// A waiter's resolve from a door that authenticated `caller`: only the identity that parked
+    /// the hold waits on it (HTTP 403).
+    #[error(
+        "'{caller}' did not park this hold and so does not wait on it; only its requester ({requested_by}) closes it as timed out or canceled"
+    )]
+    NotTheWaiter {
+        /// The identity that tried to resolve.
+        caller: String,
+        /// Who parked it (`nobody named` when the hold records no requester).
+        requested_by: String,
+    },
 }
 
 /// The setting that turns on four eyes: a decision by the identity that proposed or parked the
@@ -88,6 +99,19 @@ pub fn check_approver(
             })
         }
         ApproverPolicy::Separate => Ok(()),
+    }
+}
+
+/// A resolve through a door that authenticated `caller` closes only a hold `caller` parked: a
+/// waiter is the process that parked the hold, never another key. A hold that names no requester
+/// was parked in process, and only that process (which calls the service directly) closes it.
+pub fn check_waiter_identity(record: &ApprovalRecord, caller: &str) -> Result<(), ApprovalError> {
+    match record.requested_by.as_deref().map(str::trim) {
+        Some(requested_by) if requested_by == caller.trim() => Ok(()),
+        requested_by => Err(ApprovalError::NotTheWaiter {
+            caller: caller.trim().to_owned(),
+            requested_by: requested_by.unwrap_or("nobody named").to_owned(),
+        }),
     }
 }
 

@@ -137,6 +137,7 @@ pub(crate) async fn decide_tool_approval(
 #[utoipa::path(post, path = "/v1/chat/tool_approvals/{id}/resolve", tag = "approvals", request_body = ResolveRequest,
     params(("id" = String, Path, description = "Approval id")),
     responses((status = 200, body = ResolveResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "The caller did not park this hold (not_the_waiter)", body = ErrorBody),
         (status = 404, body = ErrorBody),
         (status = 409, description = "A person already decided, or the hold is a proposal or edit (person_decision_required)", body = ErrorBody),
         (status = 422, description = "A field over its size limit", body = ErrorBody)),
@@ -144,13 +145,18 @@ pub(crate) async fn decide_tool_approval(
 pub(crate) async fn resolve_tool_approval(
     State(state): State<Arc<GatewayState>>,
     Path(id): Path<String>,
+    Extension(identity): Extension<Identity>,
     ApiJson(request): ApiJson<ResolveRequest>,
 ) -> Result<Json<ResolveResponse>, ApiError> {
     let resolution = match request.resolution {
         Resolution::TimedOut => WaiterResolution::TimedOut,
         Resolution::Canceled => WaiterResolution::Canceled,
     };
-    let outcome = state.approvals.resolve(&id, resolution, request.reason).await?;
+    // Only the key that parked the hold waits on it (issue 38 item 7).
+    let outcome = state
+        .approvals
+        .resolve(&id, Some(&identity.0), resolution, request.reason)
+        .await?;
     let label = match &outcome {
         ResolveOutcome::Resolved { .. } => "resolved",
         ResolveOutcome::AlreadyClosed { .. } => "already_closed",

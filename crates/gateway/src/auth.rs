@@ -2,8 +2,8 @@
 //!
 //! Keys are required whenever the gateway binds anything but loopback; the identity a key maps to
 //! is the approver recorded on every decision made with it, never a request field. A client
-//! address that keeps presenting wrong keys is answered 429 before any key is compared, so a key
-//! cannot be guessed at line rate.
+//! address that keeps presenting wrong keys has its wrong keys answered 429 for the rest of the
+//! minute; a valid key is still admitted from it (see `metaforge_ports::auth_failures`).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock as _, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use metaforge_ports::CallerClass;
+use metaforge_ports::auth_failures::{AuthFailures, WrongKeyVerdict};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
@@ -154,15 +155,18 @@ impl Identity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransportClass(pub CallerClass);
 
-/// Counts wrong-key attempts per client address in fixed one-minute windows.
-struct FailureThrottle {
+/// Counts wrong-key attempts per client address in fixed one-minute windows; the one instance
+/// the binary builds is shared by the gateway and the MCP sidecar.
+pub struct FailureThrottle {
     per_window: u32,
     window: Duration,
     entries: Mutex<HashMap<IpAddr, (Instant, u32)>>,
 }
 
 impl FailureThrottle {
-    fn new(per_minute: NonZeroU32) -> Self {
+    /// `per_minute` wrong keys per address are answered 401; every further one in the same
+    /// minute 429.
+    pub fn new(per_minute: NonZeroU32) -> Self {
         Self {
             per_window: per_minute.get(),
             window: Duration::from_secs(60),
@@ -170,26 +174,8 @@ impl FailureThrottle {
         }
     }
 
-    fn retry_after(&self, started: Instant, now: Instant) -> u64 {
-        self.window
-            .saturating_sub(now.saturating_duration_since(started))
-            .as_secs()
-            .max(1)
-    }
-
-    /// Seconds until `ip` may try again, when it has used up its window.
-    fn blocked(&self, ip: IpAddr, now: Instant) -> Option<u64> {
-        let entries = self
-            .entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let &(started, count) = entries.get(&ip)?;
-        (now.saturating_duration_since(started) < self.window && count >= self.per_window)
-            .then(|| self.retry_after(started, now))
-    }
-
-    /// Records one failure; true when it used up the window (the address is now throttled).
-    fn record_failure(&self, ip: IpAddr, now: Instant) -> bool {
+    /// Records one wrong key at `now` and says how to answer it.
+    fn record_failure(&self, ip: IpAddr, now: Instant) -> WrongKeyVerdict {
         let mut entries = self
             .entries
             .lock()
@@ -206,7 +192,37 @@ impl FailureThrottle {
             *entry = (now, 0);
         }
         entry.1 = entry.1.saturating_add(1);
-        entry.1 == self.per_window
+        if entry.1 <= self.per_window {
+            return WrongKeyVerdict::Unauthorized;
+        }
+        WrongKeyVerdict::Throttled {
+            retry_after_secs: self
+                .window
+                .saturating_sub(now.saturating_duration_since(entry.0))
+                .as_secs()
+                .max(1),
+            just_now: entry.1 == self.per_window.saturating_add(1),
+        }
+    }
+}
+
+impl AuthFailures for FailureThrottle {
+    fn wrong_key(&self, client: IpAddr) -> WrongKeyVerdict {
+        let verdict = self.record_failure(client, Instant::now());
+        if let WrongKeyVerdict::Throttled { just_now: true, .. } = verdict {
+            tracing::warn!(
+                event = "gateway_auth_throttled",
+                client = %client,
+                attempts = self.per_window,
+                "too many wrong keys from one address: its wrong keys are answered 429 for the rest of the minute"
+            );
+        }
+        let outcome = match verdict {
+            WrongKeyVerdict::Unauthorized => "unauthorized",
+            WrongKeyVerdict::Throttled { .. } => "throttled",
+        };
+        metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => outcome).increment(1);
+        verdict
     }
 }
 
@@ -214,7 +230,7 @@ impl FailureThrottle {
 pub struct AuthState {
     keys: Vec<ApiKey>,
     limiter: Option<DefaultKeyedRateLimiter<String>>,
-    failures: Option<FailureThrottle>,
+    failures: Option<Arc<FailureThrottle>>,
 }
 
 impl AuthState {
@@ -223,7 +239,8 @@ impl AuthState {
     /// (see [`AuthState::with_auth_failures_per_minute`]).
     pub fn new(keys: Vec<ApiKey>, per_minute: Option<NonZeroU32>) -> Self {
         let limiter = per_minute.map(|n| governor::RateLimiter::keyed(Quota::per_minute(n)));
-        let failures = NonZeroU32::new(DEFAULT_AUTH_FAILURES_PER_MINUTE).map(FailureThrottle::new);
+        let failures =
+            NonZeroU32::new(DEFAULT_AUTH_FAILURES_PER_MINUTE).map(|n| Arc::new(FailureThrottle::new(n)));
         Self {
             keys,
             limiter,
@@ -231,12 +248,18 @@ impl AuthState {
         }
     }
 
-    /// Wrong-key attempts a client address may make per minute before every further request
-    /// from it is answered 429 (without comparing its key); `None` turns the throttle off.
+    /// Wrong-key attempts a client address may make per minute before its further wrong keys
+    /// are answered 429; `None` turns the throttle off.
     #[must_use]
     pub fn with_auth_failures_per_minute(mut self, per_minute: Option<NonZeroU32>) -> Self {
-        self.failures = per_minute.map(FailureThrottle::new);
+        self.failures = per_minute.map(|n| Arc::new(FailureThrottle::new(n)));
         self
+    }
+
+    /// The wrong-key throttle, for the MCP sidecar to share (one count per address across
+    /// both doors).
+    pub fn auth_failures(&self) -> Option<Arc<dyn AuthFailures>> {
+        self.failures.clone().map(|f| f as Arc<dyn AuthFailures>)
     }
 
     /// Whether any key is configured (open loopback mode otherwise).
@@ -248,21 +271,27 @@ impl AuthState {
     /// same per-address throttle as a wrong key on the API (so the form is no faster a guessing
     /// oracle than a header).
     pub fn sign_in(&self, client: IpAddr, presented: &str) -> Result<String, SignInRefused> {
-        let now = Instant::now();
-        if let Some(secs) = self.failures.as_ref().and_then(|f| f.blocked(client, now)) {
-            metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "throttled").increment(1);
-            return Err(SignInRefused::Throttled {
-                retry_after_secs: secs,
-            });
-        }
         if let Some(key) = self.identify(presented.trim()) {
             return Ok(key.identity.clone());
         }
-        if let Some(failures) = &self.failures {
-            failures.record_failure(client, now);
+        match self.wrong_key(client) {
+            WrongKeyVerdict::Unauthorized => Err(SignInRefused::WrongKey),
+            WrongKeyVerdict::Throttled { retry_after_secs, .. } => {
+                Err(SignInRefused::Throttled { retry_after_secs })
+            }
         }
-        metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "unauthorized").increment(1);
-        Err(SignInRefused::WrongKey)
+    }
+
+    /// How to answer a wrong key from `client` (401 when no throttle is configured).
+    fn wrong_key(&self, client: IpAddr) -> WrongKeyVerdict {
+        match &self.failures {
+            Some(failures) => failures.wrong_key(client),
+            None => {
+                metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "unauthorized")
+                    .increment(1);
+                WrongKeyVerdict::Unauthorized
+            }
+        }
     }
 
     fn identify(&self, presented: &str) -> Option<&ApiKey> {
@@ -331,7 +360,6 @@ fn client_address(request: &Request) -> IpAddr {
 
 /// 429 for an address that used up its wrong-key attempts.
 fn throttled(ip: IpAddr, secs: u64) -> Response {
-    metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "throttled").increment(1);
     ApiError::new(
         axum::http::StatusCode::TOO_MANY_REQUESTS,
         "auth_throttled",
@@ -352,11 +380,6 @@ pub async fn authenticate(State(auth): State<Arc<AuthState>>, mut request: Reque
     } else if public && presented.is_empty() {
         (Identity(ANONYMOUS.to_owned()), CallerClass::Remote)
     } else {
-        let ip = client_address(&request);
-        let now = Instant::now();
-        if let Some(secs) = auth.failures.as_ref().and_then(|f| f.blocked(ip, now)) {
-            return throttled(ip, secs);
-        }
         let identities: Option<Vec<&str>> = presented
             .iter()
             .map(|k| auth.identify(k).map(|key| key.identity.as_str()))
@@ -365,22 +388,18 @@ pub async fn authenticate(State(auth): State<Arc<AuthState>>, mut request: Reque
             Some([first, rest @ ..]) if rest.iter().all(|i| i == first) => {
                 (Identity((*first).to_owned()), CallerClass::Remote)
             }
-            _ => {
-                // Only a presented credential is an attempt; a request with none is just 401.
-                if !presented.is_empty()
-                    && let Some(failures) = &auth.failures
-                    && failures.record_failure(ip, now)
-                {
-                    tracing::warn!(
-                        event = "gateway_auth_throttled",
-                        client = %ip,
-                        attempts = failures.per_window,
-                        "too many failed authentication attempts: this address is answered 429 for the rest of the minute"
-                    );
-                }
+            // A request with no credential is not a guess: just 401.
+            Some([]) => {
                 metrics::counter!("metaforge_gateway_auth_failures_total", "outcome" => "unauthorized")
                     .increment(1);
                 return ApiError::unauthorized().into_response();
+            }
+            _ => {
+                let ip = client_address(&request);
+                return match auth.wrong_key(ip) {
+                    WrongKeyVerdict::Unauthorized => ApiError::unauthorized().into_response(),
+                    WrongKeyVerdict::Throttled { retry_after_secs, .. } => throttled(ip, retry_after_secs),
+                };
             }
         }
     };
@@ -473,18 +492,32 @@ mod tests {
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
         let other: IpAddr = "192.0.2.8".parse().unwrap();
         let t0 = Instant::now();
-        assert!(!throttle.record_failure(ip, t0));
-        assert!(!throttle.record_failure(ip, t0));
-        assert_eq!(throttle.blocked(ip, t0), None);
-        assert!(
+        for _ in 0..3 {
+            assert_eq!(throttle.record_failure(ip, t0), WrongKeyVerdict::Unauthorized);
+        }
+        assert_eq!(
             throttle.record_failure(ip, t0),
-            "the third failure uses up the window"
+            WrongKeyVerdict::Throttled {
+                retry_after_secs: 60,
+                just_now: true
+            },
+            "the fourth wrong key in the minute is refused 429"
         );
-        assert_eq!(throttle.blocked(ip, t0), Some(60));
-        assert_eq!(throttle.blocked(other, t0), None, "per address");
-        assert_eq!(throttle.blocked(ip, t0 + Duration::from_secs(61)), None);
-        assert!(
-            !throttle.record_failure(ip, t0 + Duration::from_secs(61)),
+        assert_eq!(
+            throttle.record_failure(ip, t0 + Duration::from_secs(30)),
+            WrongKeyVerdict::Throttled {
+                retry_after_secs: 30,
+                just_now: false
+            }
+        );
+        assert_eq!(
+            throttle.record_failure(other, t0),
+            WrongKeyVerdict::Unauthorized,
+            "per address"
+        );
+        assert_eq!(
+            throttle.record_failure(ip, t0 + Duration::from_secs(61)),
+            WrongKeyVerdict::Unauthorized,
             "a new window"
         );
     }

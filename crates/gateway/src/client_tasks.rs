@@ -87,7 +87,12 @@ pub(crate) async fn claim(
     Path(id): Path<String>,
     Extension(identity): Extension<Identity>,
 ) -> Result<Json<ClientTaskView>, ApiError> {
-    Ok(Json(service(&state)?.claim_client_task(&id, &identity.0).await?))
+    // The REST door has no MCP session: the claim is the key's identity alone.
+    let claimant = metaforge_ports::Claimant {
+        identity: identity.0,
+        session: None,
+    };
+    Ok(Json(service(&state)?.claim_client_task(&id, &claimant).await?))
 }
 
 /// Hands the phase back with its summary; only the claimant may. A task not claimed by the

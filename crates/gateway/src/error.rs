@@ -256,6 +256,10 @@ impl From<metaforge_ports::PortError> for ApiError {
                 return Self::new(StatusCode::CONFLICT, "person_decision_required", err.message)
                     .with_details(serde_json::json!({ "kind": kind }));
             }
+            Some(ApprovalError::NotTheWaiter { caller, requested_by }) => {
+                return Self::new(StatusCode::FORBIDDEN, "not_the_waiter", err.message)
+                    .with_details(serde_json::json!({ "caller": caller, "requested_by": requested_by }));
+            }
             Some(ApprovalError::MissingApprover) | None => {}
         }
         match err.kind {

@@ -141,7 +141,14 @@ pub(crate) async fn save_version(
 ) -> Result<(StatusCode, Json<SavedVersion>), ApiError> {
     let (version, approval, diff) = state
         .flows
-        .save_edit(&request.flow, request.context.as_ref(), &identity.0)
+        .save_edit(
+            &request.flow,
+            request.context.as_ref(),
+            metaforge_app::flows::Requester {
+                caller: &identity.0,
+                identity: Some(&identity.0),
+            },
+        )
         .await
         .map_err(flow_error)?;
     Ok((
@@ -248,7 +255,10 @@ pub(crate) async fn propose(
             Some(&context),
             proposed_by,
             request.intent.as_deref(),
-            &identity.0,
+            metaforge_app::flows::Requester {
+                caller: &identity.0,
+                identity: Some(&identity.0),
+            },
         )
         .await
         .map_err(flow_error)?;
@@ -290,6 +300,7 @@ async fn generate(
         context: context.clone(),
         requirements: request.requirements.clone(),
         caller: caller.to_owned(),
+        requested_by: Some(caller.to_owned()),
         session,
     };
     match state.generator.generate(generate).await.map_err(generate_error)? {

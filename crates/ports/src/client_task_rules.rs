@@ -8,6 +8,7 @@
 use crate::client_task_store::{ClientTask, ClientTaskStatus, client_task_id};
 use crate::clock::Timestamp;
 use crate::error::{PortError, PortErrorKind};
+use crate::run_bindings::Claimant;
 use crate::run_ledger::{IntelligenceMode, RunRecord};
 
 /// The task id for `run:phase:attempt`, refusing a run or phase that is empty or holds `:`
@@ -58,6 +59,7 @@ impl ClientTask {
             brief,
             status: ClientTaskStatus::Open,
             claimed_by: None,
+            claim_session: None,
             submission: None,
             created_at: at,
             updated_at: at,
@@ -70,14 +72,15 @@ impl ClientTask {
         (self.status == ClientTaskStatus::Withdrawn).then(|| Self {
             status: ClientTaskStatus::Open,
             claimed_by: None,
+            claim_session: None,
             updated_at: at,
             ..self.clone()
         })
     }
 
-    /// `claimant` takes an open task.
-    pub fn claimed(&self, claimant: &str, at: Timestamp) -> Result<Self, PortError> {
-        if claimant.trim().is_empty() {
+    /// `claimant` takes an open task: its identity is the claimant, its session is kept beside.
+    pub fn claimed(&self, claimant: &Claimant, at: Timestamp) -> Result<Self, PortError> {
+        if claimant.identity.trim().is_empty() {
             return Err(PortError::new(
                 PortErrorKind::Invalid,
                 "claim.claimant: must not be empty",
@@ -88,7 +91,13 @@ impl ClientTask {
         }
         Ok(Self {
             status: ClientTaskStatus::Claimed,
-            claimed_by: Some(claimant.to_owned()),
+            claimed_by: Some(claimant.identity.trim().to_owned()),
+            claim_session: claimant
+                .session
+                .as_deref()
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
             updated_at: at,
             ..self.clone()
         })

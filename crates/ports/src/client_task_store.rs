@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::PortError;
+use crate::run_bindings::Claimant;
 
 /// Where a client task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -64,8 +65,15 @@ pub struct ClientTask {
     pub brief: serde_json::Value,
     /// Where it is.
     pub status: ClientTaskStatus,
-    /// Who claimed it.
+    /// Who claimed it: the identity the claiming transport authenticated (`local` when it
+    /// authenticated nobody), never a string the client chose.
     pub claimed_by: Option<String>,
+    /// The MCP session the claim was made in (`X-MetaForge-Session`), when there was one: with
+    /// `claimed_by`, it finds the claim a session's twin writes belong to. A session id alone
+    /// proves nothing (any client may send any header), so it is never matched without the
+    /// identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_session: Option<String>,
     /// The client's submission.
     pub submission: Option<serde_json::Value>,
     /// When it was first posted.
@@ -100,7 +108,7 @@ pub trait ClientTaskStore: Send + Sync {
     ) -> Result<Vec<ClientTask>, PortError>;
 
     /// A client takes an open task (`Conflict` unless open; exactly one of two racers wins).
-    async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError>;
+    async fn claim(&self, id: &str, claimant: &Claimant, at: Timestamp) -> Result<ClientTask, PortError>;
 
     /// The claimant hands its work back (`Conflict` unless claimed by `claimant`).
     async fn submit(

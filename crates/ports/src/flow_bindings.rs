@@ -32,6 +32,10 @@ pub struct CallerProposal {
     pub requirements: Option<serde_json::Value>,
     /// The proposing caller's class, recorded as provenance.
     pub caller: String,
+    /// The identity the proposing caller's transport authenticated: the hold's requester, whom
+    /// four eyes keep from approving it.
+    #[serde(default)]
+    pub requested_by: Option<String>,
 }
 
 /// A proposal stored as a new version and held for a person.

@@ -7,6 +7,7 @@
 pub mod approval;
 pub mod approval_ledger;
 pub mod approval_rules;
+pub mod auth_failures;
 pub mod canonical;
 pub mod client_task_rules;
 pub mod client_task_store;

@@ -221,28 +221,16 @@ pub struct GateAnswerInput {
     pub surface: DecisionSurface,
 }
 
-/// Who takes or hands back a client task: the authenticated identity and the MCP session it
-/// works in. In process the task store records the session (so the twin's run scopes, which find
-/// a writer's claim by its session, put that session's writes on the run's branch); through the
-/// gateway the gateway records the identity its key authenticates.
+/// Who takes or hands back a client task: the authenticated identity (what the task store
+/// records as the claimant, and the only one that may submit) and the MCP session it works in
+/// (kept beside the claim, so the twin's run scopes find which of the identity's sessions
+/// writes for the task).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimant {
     /// The authenticated identity (`local` when the transport authenticated nobody).
     pub identity: String,
     /// The MCP session (`X-MetaForge-Session`, else the transport's session id).
     pub session: Option<String>,
-}
-
-impl Claimant {
-    /// The claimant a store records in process: the session when there is one, else the
-    /// identity.
-    pub fn recorded(&self) -> &str {
-        self.session
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .unwrap_or(&self.identity)
-    }
 }
 
 /// A client's hand-back of a phase.

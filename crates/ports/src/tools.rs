@@ -186,6 +186,12 @@ pub struct CallerContext {
     pub session: Option<String>,
     /// How a question for a person can reach them through this client.
     pub input_channel: InputChannel,
+    /// The identity the transport authenticated (a gateway key, a console session, the key an
+    /// MCP request presented); `None` when it authenticated nobody (stdio, an open loopback
+    /// listener: the local user). Every hold, claim and decision records this, never a string
+    /// the client chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// One question a tool needs a person to answer before it can continue.
@@ -204,8 +210,9 @@ pub struct InputQuestion {
     pub optional: bool,
 }
 
-/// What the transport knows about one call that the caller cannot set through its arguments:
-/// the identity it authenticated, and the person's answers to the questions the call asked.
+/// What the transport knows about one call that the caller cannot set through its arguments
+/// beyond who is calling ([`CallerContext`]): the person's answers to the questions the call
+/// asked, and a hold an in-process caller already had approved.
 ///
 /// Kept apart from the arguments on purpose: an agent writes a call's arguments, while the
 /// answers come from the client's form a person fills in (elicitation) — a tool that records a
@@ -213,9 +220,6 @@ pub struct InputQuestion {
 /// agent approve anything).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallFacts {
-    /// The identity of the key the transport authenticated; `None` when it authenticated nobody
-    /// (stdio, or an HTTP listener without keys: the local user, as the gateway calls it).
-    pub identity: Option<String>,
     /// The person's answers, keyed by question id, when this call comes back with them.
     pub answers: Option<Map<String, Value>>,
     /// A hold a person already approved for exactly this call, set only by an in-process caller
@@ -367,9 +371,9 @@ pub trait ToolHost: Send + Sync {
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError>;
 
-    /// Runs one call with what the transport knows beyond the caller's class ([`CallFacts`]: the
-    /// authenticated identity, the person's answers). The default ignores them, for hosts whose
-    /// tools need neither.
+    /// Runs one call with what the transport knows beyond the caller ([`CallFacts`]: the
+    /// person's answers, an approved hold). The default ignores them, for hosts whose tools need
+    /// neither.
     async fn call_with(
         &self,
         caller: &CallerContext,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, ProposalGenerator};
+use metaforge_app::flows::Requester;
 use metaforge_app::flows::{FlowService, FlowServiceError, ProposalOutcome};
 use metaforge_domain::flow::{DEFAULT_TEMPLATE_ID, FlowContext, Operation, TailorStatus, questions_to_ask};
 use metaforge_ports::{
@@ -107,6 +108,7 @@ impl InProcessFlowBindings {
             requirements: proposal.requirements.filter(|r| !r.is_null()),
             session: format!("mcp-{}", proposal.caller),
             caller: proposal.caller,
+            requested_by: proposal.requested_by,
         };
         match generator.generate(request).await {
             Ok(Generated::NeedsInput { questions, notes, .. }) => Ok(ProposalAnswer::NeedsInput {
@@ -193,7 +195,10 @@ impl FlowBindings for InProcessFlowBindings {
                 context.as_ref(),
                 None,
                 proposal.intent.as_deref(),
-                &proposal.caller,
+                Requester {
+                    caller: &proposal.caller,
+                    identity: proposal.requested_by.as_deref(),
+                },
             )
             .await
         {

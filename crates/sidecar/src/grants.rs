@@ -329,6 +329,11 @@ impl RunScopes for BindingsRunScopes {
                 let Some(grant) = self.grants.get(session) else {
                     return Ok(None);
                 };
+                // A session id is a header any client can send: the grant is the claiming
+                // identity's only.
+                if grant.identity != caller.identity {
+                    return Ok(None);
+                }
                 let task = match self.runs.client_task(&grant.task_id).await {
                     Ok(task) => task,
                     Err(e) if e.kind == PortErrorKind::NotFound => return Ok(None),

@@ -9,7 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_ports::{ApprovalRecord, ApprovalStatus, PortError, PortErrorKind, WaiterResolution};
+use metaforge_ports::{
+    ApprovalRecord, ApprovalStatus, CallerContext, PortError, PortErrorKind, WaiterResolution,
+};
 use serde_json::Value;
 
 use metaforge_app::approvals::{ApprovalService, ParkRequest};
@@ -60,6 +62,7 @@ impl Drop for CancelOnDrop {
                 if let Err(e) = approvals
                     .resolve(
                         &id,
+                        None,
                         WaiterResolution::Canceled,
                         Some("the held call was cancelled".into()),
                     )
@@ -92,7 +95,7 @@ impl HeldWrites {
         &self,
         tool: &str,
         arguments: Value,
-        caller: &str,
+        caller: &CallerContext,
         reason: &str,
     ) -> Result<HeldOutcome, PortError> {
         let parked = self
@@ -100,14 +103,15 @@ impl HeldWrites {
             .park(ParkRequest {
                 tool: tool.to_owned(),
                 arguments,
-                caller: caller.to_owned(),
-                // In-process the caller class is all there is; through a gateway (remote mode) the
-                // gateway records the key that parked it.
-                requested_by: None,
+                caller: caller.class.as_str().to_owned(),
+                // The identity the transport authenticated (four eyes keep it from approving its
+                // own hold); through a gateway (remote mode) the gateway records the key that
+                // parked it.
+                requested_by: caller.identity.clone(),
                 timeout_seconds: Some(self.policy.timeout.as_secs().max(1)),
             })
             .await?;
-        tracing::info!(event = "tool_call_held", tool, approval_id = %parked.id, caller, reason);
+        tracing::info!(event = "tool_call_held", tool, approval_id = %parked.id, caller = caller.class.as_str(), requested_by = ?caller.identity, reason);
         let mut guard = CancelOnDrop {
             approvals: Some(Arc::clone(&self.approvals)),
             id: parked.id.clone(),
@@ -143,6 +147,7 @@ impl HeldWrites {
                     .approvals
                     .resolve(
                         &parked.id,
+                        None,
                         WaiterResolution::TimedOut,
                         Some(format!("no decision within {}s", self.policy.timeout.as_secs())),
                     )

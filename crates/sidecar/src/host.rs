@@ -311,7 +311,7 @@ impl ToolHost for SidecarHost {
                         return handler.call_with(caller, facts, arguments).await;
                     }
                     match held
-                        .hold_and_wait(tool, as_value, caller.class.as_str(), &verdict.reason)
+                        .hold_and_wait(tool, as_value, caller, &verdict.reason)
                         .await?
                     {
                         HeldOutcome::Approved(_) => {}

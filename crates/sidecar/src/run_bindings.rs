@@ -148,7 +148,7 @@ impl RunBindings for InProcessRunBindings {
         id: &str,
         claimant: &Claimant,
     ) -> Result<RunReply<ClientTask>, PortError> {
-        reply(self.service.claim_client_task(id, claimant.recorded()).await)
+        reply(self.service.claim_client_task(id, claimant).await)
     }
 
     async fn submit_client_task(
@@ -163,7 +163,7 @@ impl RunBindings for InProcessRunBindings {
         };
         reply(
             self.service
-                .submit_client_task(id, claimant.recorded(), submission)
+                .submit_client_task(id, &claimant.identity, submission)
                 .await,
         )
     }

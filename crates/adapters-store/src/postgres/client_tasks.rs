@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
+    Claimant, ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
     client_task_key,
 };
 use sqlx::{PgPool, Postgres, Transaction};
@@ -24,7 +24,7 @@ const SCHEMA: &str = "metaforge_client_tasks";
 /// The columns every read selects, in [`TaskRow`]'s order.
 macro_rules! columns {
     () => {
-        "id, run_id, phase, attempt, brief, status, claimed_by, submission, created_at, updated_at"
+        "id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, created_at, updated_at"
     };
 }
 
@@ -44,6 +44,7 @@ struct TaskRow {
     brief: String,
     status: String,
     claimed_by: Option<String>,
+    claim_session: Option<String>,
     submission: Option<String>,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -63,6 +64,7 @@ impl TaskRow {
             brief: parse_json("client_tasks.brief", &self.brief)?,
             status: parse_label("client_tasks.status", &self.status)?,
             claimed_by: self.claimed_by,
+            claim_session: self.claim_session,
             submission: self
                 .submission
                 .map(|s| parse_json("client_tasks.submission", &s))
@@ -124,12 +126,14 @@ impl PgClientTaskStore {
             return Ok(current);
         };
         refuse_nul("client_task.claimant", next.claimed_by.as_deref())?;
+        refuse_nul("client_task.claim_session", next.claim_session.as_deref())?;
         let changed = sqlx::query(
-            "UPDATE client_tasks SET status = $1, claimed_by = $2, submission = $3, updated_at = $4 \
-             WHERE id = $5 AND status = $6",
+            "UPDATE client_tasks SET status = $1, claimed_by = $2, claim_session = $3, submission = $4, \
+             updated_at = $5 WHERE id = $6 AND status = $7",
         )
         .bind(next.status.as_str())
         .bind(&next.claimed_by)
+        .bind(&next.claim_session)
         .bind(
             next.submission
                 .as_ref()
@@ -187,7 +191,7 @@ impl ClientTaskStore for PgClientTaskStore {
         let task = match task.reposted(at) {
             Some(reopened) => {
                 sqlx::query(
-                    "UPDATE client_tasks SET status = $1, claimed_by = NULL, updated_at = $2 \
+                    "UPDATE client_tasks SET status = $1, claimed_by = NULL, claim_session = NULL, updated_at = $2 \
                      WHERE id = $3 AND status = $4",
                 )
                 .bind(reopened.status.as_str())
@@ -244,7 +248,7 @@ impl ClientTaskStore for PgClientTaskStore {
         rows.into_iter().map(TaskRow::into_task).collect()
     }
 
-    async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError> {
+    async fn claim(&self, id: &str, claimant: &Claimant, at: Timestamp) -> Result<ClientTask, PortError> {
         self.transition(id, |task| task.claimed(claimant, at).map(Some))
             .await
     }

@@ -106,7 +106,18 @@ async fn two_gateways_claiming_one_client_task_produce_one_claim() {
     let claimants = (0..10).map(|n| {
         let store: Arc<dyn ClientTaskStore> = if n % 2 == 0 { first.clone() } else { second.clone() };
         let id = task.id.clone();
-        tokio::spawn(async move { store.claim(&id, &format!("client-{n}"), t(2)).await })
+        tokio::spawn(async move {
+            store
+                .claim(
+                    &id,
+                    &metaforge_ports::Claimant {
+                        identity: format!("client-{n}"),
+                        session: None,
+                    },
+                    t(2),
+                )
+                .await
+        })
     });
     let mut winners = Vec::new();
     for answer in futures::future::join_all(claimants).await {

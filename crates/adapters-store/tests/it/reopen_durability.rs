@@ -33,7 +33,17 @@ async fn runs_and_client_tasks_survive_a_restart() {
             .post("r-1", "design", 1, serde_json::json!({"goal": "g"}), t(2))
             .await
             .expect("post");
-        tasks.claim("r-1:design:1", "codex", t(3)).await.expect("claim");
+        tasks
+            .claim(
+                "r-1:design:1",
+                &metaforge_ports::Claimant {
+                    identity: "codex".into(),
+                    session: Some("s-codex".into()),
+                },
+                t(3),
+            )
+            .await
+            .expect("claim");
     }
     let runs = Arc::new(SqliteRunLedger::open(&runs_path).await.expect("reopen runs"));
     let tasks = SqliteClientTaskStore::open(&tasks_path, runs.clone())

@@ -339,6 +339,7 @@ async fn an_unattended_turn_refuses_a_native_approval_tool_without_holding_it() 
         class: CallerClass::Local,
         session: None,
         input_channel: InputChannel::None,
+        identity: None,
     };
     let mut spec = RigSpec::new(
         vec![

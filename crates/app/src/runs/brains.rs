@@ -226,6 +226,7 @@ impl PhaseBrain for ServerPhaseBrain {
             class: CallerClass::Service,
             session: Some(brief.run_id.clone()),
             input_channel: InputChannel::None,
+            identity: None,
         };
         let tools = self.tools.for_turn(&caller, Some(&brief.disciplines));
         // A phase never runs toolless (FORGE-475): its work is recorded through tools.

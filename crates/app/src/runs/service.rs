@@ -19,9 +19,10 @@ use metaforge_domain::flow::{
 use metaforge_domain::run::{FrozenFlow, RunRefusal};
 use metaforge_domain::usage::UsageTotals;
 use metaforge_ports::{
-    ClientTaskStatus, ClientTaskStore, Clock, DecisionSurface, FlowEngine, FlowEngineKind, FlowVersionRecord,
-    FlowVersionStore, GateAnswer, GateDecision, GateDecisionKind, IdGen, IntelligenceMode, OpenGate,
-    PortError, PortErrorKind, RunLedger, RunRecord, RunSettings, RunStatus, RunView, StartRun, UsageStore,
+    Claimant, ClientTaskStatus, ClientTaskStore, Clock, DecisionSurface, FlowEngine, FlowEngineKind,
+    FlowVersionRecord, FlowVersionStore, GateAnswer, GateDecision, GateDecisionKind, IdGen, IntelligenceMode,
+    OpenGate, PortError, PortErrorKind, RunLedger, RunRecord, RunSettings, RunStatus, RunView, StartRun,
+    UsageStore,
 };
 use serde_json::{Value, json};
 
@@ -843,19 +844,19 @@ impl RunService {
         Ok(self.ports.tasks.get(id).await?.into())
     }
 
-    /// `claimant` (the authenticated identity) takes an open task; one that is not open is a
-    /// `Conflict` naming its state (exactly one of two racers wins).
+    /// `claimant` (the authenticated identity, in its session) takes an open task; one that is
+    /// not open is a `Conflict` naming its state (exactly one of two racers wins).
     pub async fn claim_client_task(
         &self,
         id: &str,
-        claimant: &str,
+        claimant: &Claimant,
     ) -> Result<ClientTaskView, RunServiceError> {
         let task = self
             .ports
             .tasks
             .claim(id, claimant, self.ports.clock.now())
             .await?;
-        tracing::info!(event = "client_task_claimed", task_id = %task.id, claimant, "a client took a phase");
+        tracing::info!(event = "client_task_claimed", task_id = %task.id, claimant = %claimant.identity, session = ?claimant.session, "a client took a phase");
         Ok(task.into())
     }
 

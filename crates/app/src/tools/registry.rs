@@ -672,7 +672,6 @@ impl TurnTools {
                     ));
                 };
                 let facts = CallFacts {
-                    identity: None,
                     answers: None,
                     approved_hold: approved_hold.map(str::to_owned),
                 };

@@ -20,7 +20,10 @@
 pub mod scope;
 pub mod service;
 
-pub use scope::{EngineRunScopes, LateRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget};
+pub use scope::{
+    EngineRunScopes, LOCAL_IDENTITY, LateRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget,
+    caller_identity,
+};
 pub use service::{
     CommittedEdge, CommittedNode, DecisionInput, FoundNodes, LinkInput, NodeFilter, TwinService,
     WorkProductInput,

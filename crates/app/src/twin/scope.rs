@@ -102,8 +102,9 @@ impl RunScopes for LateRunScopes {
 /// - a `service` caller (the design-flow worker) names its run by its session
 ///   (`CallerContext::session` = the run id, as the engine's server brain sets it); the scope is
 ///   that run's phase in flight, while the run is running;
-/// - any other caller is scoped by the client task its session claimed (`claimed_by` = the
-///   session): the task's run and phase, while the engine still has that phase in flight.
+/// - any other caller is scoped by the client task it claimed in this session (`claimed_by` =
+///   the caller's authenticated identity and `claim_session` = its session: a session id alone
+///   proves nothing), the task's run and phase, while the engine still has that phase in flight.
 ///
 /// Anything that cannot be confirmed (no session, an unknown run, a parked or finished run, an
 /// engine that cannot be asked right now) is no scope.
@@ -137,6 +138,20 @@ impl EngineRunScopes {
     }
 }
 
+/// The identity a caller acts as: the one its transport authenticated, else `local` (what a
+/// claim records for a caller nobody authenticated).
+pub fn caller_identity(caller: &CallerContext) -> &str {
+    caller
+        .identity
+        .as_deref()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .unwrap_or(LOCAL_IDENTITY)
+}
+
+/// The identity of a caller no transport authenticated (stdio, an open loopback listener).
+pub const LOCAL_IDENTITY: &str = "local";
+
 #[async_trait]
 impl RunScopes for EngineRunScopes {
     async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
@@ -152,11 +167,15 @@ impl RunScopes for EngineRunScopes {
                 let Some(tasks) = &self.tasks else {
                     return Ok(None);
                 };
+                let identity = caller_identity(caller);
                 let claimed = tasks
                     .list(None, Some(ClientTaskStatus::Claimed))
                     .await?
                     .into_iter()
-                    .filter(|t| t.claimed_by.as_deref() == Some(session))
+                    .filter(|t| {
+                        t.claimed_by.as_deref() == Some(identity)
+                            && t.claim_session.as_deref() == Some(session)
+                    })
                     .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
                 let Some(task) = claimed else {
                     return Ok(None);

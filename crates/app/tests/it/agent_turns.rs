@@ -443,6 +443,7 @@ async fn build(wiring: Wiring) -> Rig {
             class: metaforge_ports::CallerClass::Local,
             session: Some("turns".to_owned()),
             input_channel: metaforge_ports::InputChannel::None,
+            identity: None,
         },
         None,
     );

@@ -121,7 +121,14 @@ async fn the_client_brain_posts_once_waits_for_the_submission_and_reports_what_t
     // The client claims, records one work product (and another phase's, and another run's), and
     // submits a summary claiming two.
     tasks
-        .claim("run-b:design:1", "claude", clock.now())
+        .claim(
+            "run-b:design:1",
+            &metaforge_ports::Claimant {
+                identity: "claude".into(),
+                session: None,
+            },
+            clock.now(),
+        )
         .await
         .unwrap();
     record(
@@ -181,12 +188,29 @@ async fn the_client_brain_reopens_a_task_withdrawn_while_it_waits() {
     });
     wait_for_status(tasks.as_ref(), "run-w:design:2", ClientTaskStatus::Open).await;
     tasks
-        .claim("run-w:design:2", "claude", clock.now())
+        .claim(
+            "run-w:design:2",
+            &metaforge_ports::Claimant {
+                identity: "claude".into(),
+                session: None,
+            },
+            clock.now(),
+        )
         .await
         .unwrap();
     tasks.withdraw("run-w:design:2", clock.now()).await.unwrap();
     wait_for_status(tasks.as_ref(), "run-w:design:2", ClientTaskStatus::Open).await;
-    tasks.claim("run-w:design:2", "codex", clock.now()).await.unwrap();
+    tasks
+        .claim(
+            "run-w:design:2",
+            &metaforge_ports::Claimant {
+                identity: "codex".into(),
+                session: None,
+            },
+            clock.now(),
+        )
+        .await
+        .unwrap();
     tasks
         .submit("run-w:design:2", "codex", json!("nothing recorded"), clock.now())
         .await
@@ -229,6 +253,7 @@ async fn toolbox(sources: Vec<Arc<dyn ToolSource>>) -> Arc<dyn ToolBox> {
             class: CallerClass::Local,
             session: None,
             input_channel: metaforge_ports::InputChannel::None,
+            identity: None,
         },
         None,
     )

@@ -869,7 +869,14 @@ async fn cancel_withdraws_the_client_task_of_the_phase_in_flight() {
     assert_eq!(task.brief["key"], "run-t:intent:1", "the body is the phase brief");
     stores
         .tasks
-        .claim("run-t:intent:1", "claude", stores.clock.now())
+        .claim(
+            "run-t:intent:1",
+            &metaforge_ports::Claimant {
+                identity: "claude".into(),
+                session: None,
+            },
+            stores.clock.now(),
+        )
         .await
         .unwrap();
     engine.cancel("run-t", "ana", None).await.unwrap();

@@ -51,6 +51,7 @@ fn caller(class: CallerClass, session: Option<&str>) -> CallerContext {
         class,
         session: session.map(str::to_owned),
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 

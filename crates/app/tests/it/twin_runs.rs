@@ -51,6 +51,7 @@ impl PhaseBrain for TwinWorker {
             class: CallerClass::Service,
             session: Some(brief.run_id.clone()),
             input_channel: InputChannel::None,
+            identity: None,
         };
         let scope = self
             .scopes
@@ -256,6 +257,7 @@ async fn a_run_whose_worker_records_its_deliverables_on_its_branch_completes_int
             class: CallerClass::Service,
             session: Some("run-1".into()),
             input_channel: InputChannel::None,
+            identity: None,
         })
         .await
         .unwrap();

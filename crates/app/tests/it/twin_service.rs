@@ -842,6 +842,7 @@ fn caller(class: CallerClass, session: Option<&str>) -> CallerContext {
         class,
         session: session.map(str::to_owned),
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 
@@ -914,7 +915,11 @@ async fn a_session_that_claimed_a_client_task_is_scoped_to_its_phase_while_the_e
     .unwrap();
     let tasks = Arc::new(MemoryClientTaskStore::new(runs));
     let task = tasks.post("r1", "design", 1, json!({}), at).await.unwrap();
-    tasks.claim(&task.id, "session-a", at).await.unwrap();
+    let ana = metaforge_ports::Claimant {
+        identity: "ana".into(),
+        session: Some("session-a".into()),
+    };
+    tasks.claim(&task.id, &ana, at).await.unwrap();
     let engine = Arc::new(TableEngine::default());
     engine.set("r1", view("r1", RunStatus::Running, Some("design"), true));
     let scopes = EngineRunScopes::new(engine.clone(), Some(tasks));
@@ -922,24 +927,39 @@ async fn a_session_that_claimed_a_client_task_is_scoped_to_its_phase_while_the_e
         run_id: "r1".into(),
         phase: "design".into(),
     });
+    let as_ana = |class, session: &str| CallerContext {
+        identity: Some("ana".into()),
+        ..caller(class, Some(session))
+    };
     for class in [CallerClass::ClientTask, CallerClass::Remote] {
         assert_eq!(
-            scopes.scope_of(&caller(class, Some("session-a"))).await.unwrap(),
+            scopes.scope_of(&as_ana(class, "session-a")).await.unwrap(),
             expected
         );
     }
     assert_eq!(
         scopes
-            .scope_of(&caller(CallerClass::ClientTask, Some("session-b")))
+            .scope_of(&as_ana(CallerClass::ClientTask, "session-b"))
             .await
             .unwrap(),
         None,
         "another session's claim grants nothing"
     );
+    for stranger in [None, Some("bob".to_owned())] {
+        let spoofed = CallerContext {
+            identity: stranger.clone(),
+            ..caller(CallerClass::Remote, Some("session-a"))
+        };
+        assert_eq!(
+            scopes.scope_of(&spoofed).await.unwrap(),
+            None,
+            "ana's session id sent by {stranger:?} grants nothing"
+        );
+    }
     engine.set("r1", view("r1", RunStatus::Running, Some("verify"), true));
     assert_eq!(
         scopes
-            .scope_of(&caller(CallerClass::ClientTask, Some("session-a")))
+            .scope_of(&as_ana(CallerClass::ClientTask, "session-a"))
             .await
             .unwrap(),
         None,

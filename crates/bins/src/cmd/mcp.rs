@@ -54,12 +54,20 @@ enum McpCommand {
         /// Serve streamable HTTP on this loopback address, e.g. 127.0.0.1:8765 (path /mcp).
         #[arg(long, value_name = "ADDR")]
         http: Option<SocketAddr>,
+        /// Wrong keys one client address may present per minute over HTTP before its further
+        /// wrong keys are answered 429 (0 turns the throttle off; a valid key is always admitted).
+        #[arg(long, env = "METAFORGE_GATEWAY_AUTH_FAILURES_PER_MINUTE", default_value_t = metaforge_gateway::auth::DEFAULT_AUTH_FAILURES_PER_MINUTE)]
+        auth_failures_per_minute: u32,
     },
 }
 
 /// Runs `metaforge mcp …`.
 pub(crate) fn run(args: McpArgs, settings: &Settings) -> ExitCode {
-    let McpCommand::Serve { stdio: _, http } = args.command;
+    let McpCommand::Serve {
+        stdio: _,
+        http,
+        auth_failures_per_minute,
+    } = args.command;
     let _traces = crate::system::init_logging(&settings.log, "mcp");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -111,11 +119,16 @@ pub(crate) fn run(args: McpArgs, settings: &Settings) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let failures = std::num::NonZeroU32::new(auth_failures_per_minute).map(|n| {
+                Arc::new(metaforge_gateway::auth::FailureThrottle::new(n))
+                    as Arc<dyn metaforge_ports::auth_failures::AuthFailures>
+            });
             runtime.block_on(serve_http(
                 composed,
                 addr,
                 service_key,
                 client_keys,
+                failures,
                 settings.http,
             ))
         }
@@ -348,6 +361,7 @@ async fn serve_http(
     addr: SocketAddr,
     service_key: Option<String>,
     client_keys: Vec<metaforge_adapters_mcp::ClientKey>,
+    failures: Option<Arc<dyn metaforge_ports::auth_failures::AuthFailures>>,
     limits: crate::listen::Limits,
 ) -> Result<(), metaforge_adapters_mcp::ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -355,7 +369,8 @@ async fn serve_http(
     let sidecar =
         metaforge_adapters_mcp::bind_http(composed.host, addr, service_key.clone(), shutdown.clone())
             .await?
-            .require_keys(client_keys);
+            .require_keys(client_keys)
+            .with_auth_failures(failures);
     let sidecar = match composed.grants {
         Some(grants) => sidecar.with_caller_grants(grants),
         None => sidecar,

@@ -412,6 +412,7 @@ fn compose_agent(
         class: metaforge_ports::CallerClass::Local,
         session: None,
         input_channel: metaforge_ports::InputChannel::None,
+        identity: None,
     };
     Agent::new(AgentPorts {
         model: Arc::new(model),
@@ -828,6 +829,7 @@ async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
             ))
         })?
         .require_keys(crate::cmd::mcp::client_keys(settings).map_err(StartError::Config)?)
+        .with_auth_failures(composition.auth.auth_failures())
         .with_caller_grants(Arc::clone(&composition.mcp.grants));
     let mcp_url = format!(
         "http://{}{}",

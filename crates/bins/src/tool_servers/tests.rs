@@ -32,6 +32,7 @@ fn local(session: Option<&str>) -> CallerContext {
         class: CallerClass::Local,
         session: session.map(str::to_owned),
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 

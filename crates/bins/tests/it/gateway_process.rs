@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{
     Process, aimock_provider_env, args, banner_address, http, http_raw, mcp_client, metaforge,
@@ -189,6 +189,166 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
     let raw = String::from_utf8_lossy(&raw);
     assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
     assert!(raw.contains("serverInfo"), "{raw}");
+}
+
+/// One MCP POST with `key` as `X-API-Key`: the status line and the whole response.
+fn mcp_post(authority: &str, key: &str) -> String {
+    let payload = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "metaforge-throttle-test", "version": "0"}}})
+    .to_string();
+    let mut stream = TcpStream::connect(authority).expect("connect mcp");
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nX-API-Key: {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Issue 38 item 6: the sidecar throttles wrong keys too, with the gateway's count (an address
+/// cannot double its guesses by switching doors), and neither door locks out a valid key.
+#[test]
+fn wrong_keys_share_one_count_across_both_doors_and_never_lock_out_a_valid_key() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_up, gw, mcp_url) = start_up(
+        home.path(),
+        &[("METAFORGE_GATEWAY_AUTH_FAILURES_PER_MINUTE", "3".to_owned())],
+    );
+    let authority = mcp_url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("authority")
+        .to_owned();
+    for _ in 0..3 {
+        let raw = mcp_post(&authority, "sk-guess-0001");
+        assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    }
+    let raw = mcp_post(&authority, "sk-guess-0002");
+    assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
+    assert!(raw.to_ascii_lowercase().contains("retry-after:"), "{raw}");
+    assert!(raw.contains("\"code\":-32002"), "a JSON-RPC error body: {raw}");
+    let raw = mcp_post(&authority, crate::common::KEY);
+    assert!(
+        raw.starts_with("HTTP/1.1 200"),
+        "a valid key on the sidecar: {raw}"
+    );
+    // The gateway's count is the same one: its first wrong key from this address is already 429.
+    // (`http_raw` presents the valid key too; a wrong one beside it still makes a wrong request.)
+    let (status, body) = http_raw(
+        &gw,
+        "GET",
+        "/v1/approvals",
+        None,
+        &[("x-api-key", "sk-guess-0003")],
+    );
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("auth_throttled"), "{body}");
+    let (status, body) = http(&gw, "GET", "/v1/approvals", None);
+    assert_eq!(status, 200, "a valid key on the gateway: {body}");
+}
+
+/// Issue 38 item 1: with four eyes on, a hold parked through the MCP door records the key that
+/// parked it, so its proposer is refused over HTTP (403) exactly as for a hold parked over HTTP;
+/// another person decides it. Both a flow proposal and a held twin write.
+#[test]
+fn four_eyes_cover_holds_parked_through_the_mcp_door() {
+    const BOB_KEY: &str = "sk-bob-four-eyes-1";
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_up, gw, mcp_url) = start_up(
+        home.path(),
+        &[
+            ("METAFORGE_APPROVALS_SEPARATE_APPROVER", "on".to_owned()),
+            (
+                "METAFORGE_GATEWAY_API_KEY",
+                format!("ops:{},bob:{BOB_KEY}", crate::common::KEY),
+            ),
+        ],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let client = std::sync::Arc::new(mcp_client(mcp_url));
+    let proposed = runtime
+        .block_on(client.call_tool("flow.propose", crate::common::proposal_arguments()))
+        .expect("flow.propose");
+    let proposal = proposed.structured.expect("structured result");
+    assert_eq!(proposal["status"], "proposed", "{proposal}");
+    let approval = proposal["approval_id"].as_str().expect("approval id").to_owned();
+    let writer = std::sync::Arc::clone(&client);
+    let write = runtime.spawn(async move {
+        writer
+            .call_tool(
+                "twin.commit_work_product",
+                args(json!({"artifact": "load_case", "title": "Load case", "content": "20 kg"})),
+            )
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let held_write = loop {
+        let (_, list) = http(&gw, "GET", "/v1/approvals?kind=tool_call", None);
+        if let Some(hold) = list["approvals"]
+            .as_array()
+            .and_then(|a| a.iter().find(|h| h["tool"] == "twin.commit_work_product"))
+        {
+            break hold["id"].as_str().expect("id").to_owned();
+        }
+        assert!(Instant::now() < deadline, "no held twin write appeared: {list}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for (id, route) in [
+        (&approval, format!("/v1/approvals/{approval}/decision")),
+        (&held_write, format!("/v1/chat/tool_approvals/{held_write}")),
+    ] {
+        let (_, record) = http(&gw, "GET", &format!("/v1/approvals/{id}"), None);
+        assert_eq!(
+            record["requested_by"], "ops",
+            "the MCP key is the requester: {record}"
+        );
+        let (status, refused) = http(&gw, "POST", &route, Some(&json!({"decision": "approve"})));
+        assert_eq!(status, 403, "the proposer cannot decide its own hold: {refused}");
+        assert_eq!(refused["error"], "separate_approver_required");
+        let (status, body) = http_raw(
+            &gw,
+            "POST",
+            &route,
+            Some(&json!({"decision": "approve"})),
+            &[("authorization", &format!("Bearer {BOB_KEY}"))],
+        );
+        // `http_raw` also sends the ops key; bob decides with his key alone below.
+        assert_eq!(status, 401, "two identities in one request are refused: {body}");
+        let (status, decided) = bob_decides(&gw, &route, BOB_KEY);
+        assert_eq!(status, 200, "another person decides: {decided}");
+    }
+    let written = runtime
+        .block_on(write)
+        .expect("join")
+        .expect("the held write ran once bob approved it");
+    assert!(!written.is_error, "{}", written.text());
+}
+
+/// `POST route` approving, with only `key` presented.
+fn bob_decides(gw: &str, route: &str, key: &str) -> (u16, Value) {
+    let payload = json!({"decision": "approve"}).to_string();
+    let mut stream = TcpStream::connect(gw).expect("connect");
+    let request = format!(
+        "POST {route} HTTP/1.1\r\nHost: {gw}\r\nX-API-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("read");
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
 }
 
 #[test]

@@ -240,6 +240,7 @@ fn remote_caller() -> CallerContext {
         class: CallerClass::Remote,
         session: None,
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 

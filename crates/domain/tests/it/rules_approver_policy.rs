@@ -2,7 +2,9 @@
 //! `fixtures/rules/approver_policy.json`.
 
 use chrono::{TimeZone, Utc};
-use metaforge_domain::approvals::{ApprovalError, ApproverPolicy, check_approver, check_waiter_may_resolve};
+use metaforge_domain::approvals::{
+    ApprovalError, ApproverPolicy, check_approver, check_waiter_identity, check_waiter_may_resolve,
+};
 use metaforge_ports::{ApprovalKind, ApprovalRecord, ApprovalStatus};
 use serde_json::{Value, json};
 
@@ -38,6 +40,7 @@ fn every_approver_policy_case_holds() {
         Err(ApprovalError::SameApprover { .. }) => "same_approver".to_owned(),
         Err(ApprovalError::MissingApprover) => "missing_approver".to_owned(),
         Err(ApprovalError::PersonDecisionRequired { .. }) => "person_decision_required".to_owned(),
+        Err(ApprovalError::NotTheWaiter { .. }) => "not_the_waiter".to_owned(),
     };
     let mut failures = Vec::new();
     for case in doc["decide"].as_array().unwrap() {
@@ -64,6 +67,17 @@ fn every_approver_policy_case_holds() {
         let got = label(check_waiter_may_resolve(&record));
         if got != case["expect"].as_str().unwrap() {
             failures.push(format!("waiter on {}: {got}", case["kind"]));
+        }
+    }
+    for case in doc["waiter_identity"].as_array().unwrap() {
+        let mut record = parked(Some(60));
+        record.requested_by = case
+            .get("requested_by")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let got = label(check_waiter_identity(&record, case["caller"].as_str().unwrap()));
+        if got != case["expect"].as_str().unwrap() {
+            failures.push(format!("{}: {got}", case["name"]));
         }
     }
     for case in doc["settings"].as_array().unwrap() {

@@ -397,7 +397,10 @@ pub(crate) async fn propose(
             Some(&context),
             proposed_by,
             intent,
-            user.who(),
+            metaforge_app::flows::Requester {
+                caller: user.who(),
+                identity: Some(user.who()),
+            },
         )
         .await;
     match outcome {

@@ -89,6 +89,7 @@ async fn chat_over(
         class: metaforge_ports::CallerClass::Local,
         session: None,
         input_channel: metaforge_ports::InputChannel::None,
+        identity: None,
     };
     let agent = Agent::new(AgentPorts {
         model: Arc::new(ProviderModels::new(roles)),

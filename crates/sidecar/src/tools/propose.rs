@@ -150,6 +150,7 @@ impl<B: FlowBindings + ?Sized> FlowPropose<B> {
                 .map_err(|e| ArgError::new("context", e.to_string()))?,
             requirements: args.requirements.clone(),
             caller: caller.class.as_str().to_owned(),
+            requested_by: caller.identity.clone(),
         };
         match self.bindings.propose(proposal).await {
             Ok(ProposalAnswer::Held(held)) => {

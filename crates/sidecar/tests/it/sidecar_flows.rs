@@ -57,6 +57,7 @@ fn caller(class: CallerClass) -> CallerContext {
         class,
         session: None,
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 
@@ -644,7 +645,10 @@ impl metaforge_app::flow_generator::ProposalGenerator for ScriptedGenerator {
                     fell_back_from: None,
                 },
                 Some(&request.intent),
-                &request.caller,
+                metaforge_app::flows::Requester {
+                    caller: &request.caller,
+                    identity: request.requested_by.as_deref(),
+                },
             )
             .await?;
         Ok(Generated::Proposed {

@@ -172,17 +172,28 @@ fn caller(class: CallerClass, session: Option<&str>, channel: InputChannel) -> C
         class,
         session: session.map(str::to_owned),
         input_channel: channel,
+        identity: None,
     }
 }
 
 /// A person's chat session: remote, asking by elicitation, session `s-ana`.
 fn ana() -> CallerContext {
-    caller(CallerClass::Remote, Some("s-ana"), InputChannel::Elicitation)
+    as_identity(
+        caller(CallerClass::Remote, Some("s-ana"), InputChannel::Elicitation),
+        "ana",
+    )
+}
+
+/// `caller` as authenticated by `identity`'s key.
+fn as_identity(caller: CallerContext, identity: &str) -> CallerContext {
+    CallerContext {
+        identity: Some(identity.to_owned()),
+        ..caller
+    }
 }
 
 fn as_ana() -> CallFacts {
     CallFacts {
-        identity: Some("ana".into()),
         answers: None,
         approved_hold: None,
     }
@@ -190,7 +201,6 @@ fn as_ana() -> CallFacts {
 
 fn answered(answers: Value) -> CallFacts {
     CallFacts {
-        identity: Some("ana".into()),
         answers: Some(answers.as_object().cloned().unwrap()),
         approved_hold: None,
     }
@@ -290,7 +300,10 @@ impl Rig {
         );
         assert_eq!(claimed["status"], "claimed", "{claimed}");
         approver.await.unwrap();
-        let worker = caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::Elicitation);
+        let worker = as_identity(
+            caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::Elicitation),
+            "ana",
+        );
         for artifact in task["brief"]["required_deliverables"].as_array().unwrap() {
             let artifact = artifact.as_str().unwrap();
             let written = structured(
@@ -578,8 +591,8 @@ async fn a_claim_is_held_until_a_person_approves_it_and_records_the_sessions_gra
         .unwrap();
     let claimed = structured(claiming.await.unwrap().unwrap());
     assert_eq!(claimed["status"], "claimed");
-    // In process the task store records the session, which the twin's run scopes look for.
-    assert_eq!(claimed["task"]["claimed_by"], "s-ana");
+    // The task store records the authenticated identity, never the session a client names.
+    assert_eq!(claimed["task"]["claimed_by"], "ana");
     let grant = rig.grants.get("s-ana").unwrap();
     assert_eq!(
         (grant.task_id.as_str(), grant.identity.as_deref()),
@@ -596,7 +609,10 @@ async fn a_claim_is_held_until_a_person_approves_it_and_records_the_sessions_gra
     );
     assert!(rig.approvals.list_pending().await.unwrap().is_empty());
     // A client-task session holding a claim cannot take another without a person.
-    let worker = caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None);
+    let worker = as_identity(
+        caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None),
+        "ana",
+    );
     let second = structured(
         rig.call(&worker, &as_ana(), "phase.claim", json!({"task_id": task_id}))
             .await,
@@ -622,7 +638,10 @@ async fn a_claimed_phases_twin_writes_land_on_the_runs_branch_and_only_the_claim
             .await,
     );
     approver.await.unwrap();
-    let worker = caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None);
+    let worker = as_identity(
+        caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None),
+        "ana",
+    );
     let written = structured(
         rig.call(
             &worker,
@@ -666,6 +685,43 @@ async fn a_claimed_phases_twin_writes_land_on_the_runs_branch_and_only_the_claim
         .await,
     );
     assert_eq!(refused["status"], "conflict", "{refused}");
+    // Issue 38 item 2: another key sending ana's session header is not ana. It cannot hand the
+    // phase back, and its twin writes do not land on the run's branch.
+    let spoofer = as_identity(
+        caller(CallerClass::Remote, Some("s-ana"), InputChannel::None),
+        "bob",
+    );
+    let spoofed = structured(
+        rig.call(
+            &spoofer,
+            &CallFacts::default(),
+            "phase.submit",
+            json!({"task_id": task_id, "summary": "in ana's name"}),
+        )
+        .await,
+    );
+    assert_eq!(spoofed["status"], "conflict", "{spoofed}");
+    assert!(
+        spoofed["message"].as_str().unwrap().contains("submitted by bob"),
+        "{spoofed}"
+    );
+    let scopes = BindingsRunScopes::new(rig.bindings.clone(), rig.grants.clone());
+    assert_eq!(
+        scopes.scope_of(&spoofer).await.unwrap(),
+        None,
+        "ana's grant is not bob's"
+    );
+    assert!(
+        scopes
+            .scope_of(&as_identity(
+                caller(CallerClass::Remote, Some("s-ana"), InputChannel::None),
+                "ana"
+            ))
+            .await
+            .unwrap()
+            .is_some(),
+        "ana's own session keeps its scope"
+    );
     // An empty summary is the service's refusal, naming the field; nothing is handed back.
     let empty = structured(
         rig.call(
@@ -761,7 +817,10 @@ async fn nothing_is_decided_without_the_persons_form_or_for_a_gate_that_moved_on
     rig.work_until_gate(&run).await;
     // A client with no elicitation gets the details; the same call with the decision in its
     // arguments (the agent answering for the person) decides nothing either.
-    let blind = caller(CallerClass::Remote, Some("s-ana"), InputChannel::None);
+    let blind = as_identity(
+        caller(CallerClass::Remote, Some("s-ana"), InputChannel::None),
+        "ana",
+    );
     for arguments in [
         json!({"run_id": run}),
         json!({"run_id": run, "answers": {"decision": "approve"}, "decision": "approve", "approve": true}),
@@ -1054,10 +1113,9 @@ async fn a_client_task_grant_is_confirmed_only_while_its_claim_holds_and_only_wh
     // The twin scopes the session's writes by the same grant while the phase is in flight.
     let scopes = BindingsRunScopes::new(rig.bindings.clone(), rig.grants.clone());
     let scope = scopes
-        .scope_of(&caller(
-            CallerClass::ClientTask,
-            Some("s-ana"),
-            InputChannel::None,
+        .scope_of(&as_identity(
+            caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None),
+            "ana",
         ))
         .await
         .unwrap()
@@ -1078,10 +1136,9 @@ async fn a_client_task_grant_is_confirmed_only_while_its_claim_holds_and_only_wh
     );
     assert!(
         scopes
-            .scope_of(&caller(
-                CallerClass::ClientTask,
-                Some("s-ana"),
-                InputChannel::None
+            .scope_of(&as_identity(
+                caller(CallerClass::ClientTask, Some("s-ana"), InputChannel::None),
+                "ana"
             ))
             .await
             .unwrap()

@@ -90,6 +90,7 @@ fn caller(class: CallerClass, session: Option<&str>) -> CallerContext {
         class,
         session: session.map(str::to_owned),
         input_channel: InputChannel::None,
+        identity: None,
     }
 }
 
@@ -617,7 +618,6 @@ async fn agents_hold(w: &World, id: &str, arguments: Value, approve: Option<bool
 
 async fn call_on_hold(w: &World, hold: &str, arguments: Value) -> ToolOutput {
     let facts = metaforge_ports::CallFacts {
-        identity: None,
         answers: None,
         approved_hold: Some(hold.to_owned()),
     };

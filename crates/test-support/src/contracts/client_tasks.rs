@@ -39,13 +39,18 @@ pub async fn client_task_store_contract(tasks: &dyn ClientTaskStore, runs: &dyn 
     assert_eq!(tasks.get("run-c:design:1").await.expect("get"), posted);
 
     let claimed = tasks
-        .claim("run-c:design:1", "claude-code", t(2))
+        .claim("run-c:design:1", &who("claude-code", Some(" s-1 ")), t(2))
         .await
         .expect("claim");
     assert_eq!(claimed.status, ClientTaskStatus::Claimed);
     assert_eq!(claimed.claimed_by.as_deref(), Some("claude-code"));
     assert_eq!(
-        kind_of(&tasks.claim("run-c:design:1", "codex", t(3)).await),
+        claimed.claim_session.as_deref(),
+        Some("s-1"),
+        "the session is kept beside the identity, trimmed"
+    );
+    assert_eq!(
+        kind_of(&tasks.claim("run-c:design:1", &who("codex", None), t(3)).await),
         Some(PortErrorKind::Conflict),
         "a claimed task cannot be claimed again"
     );
@@ -90,7 +95,7 @@ pub async fn client_task_store_contract(tasks: &dyn ClientTaskStore, runs: &dyn 
         .await
         .expect("post verify");
     tasks
-        .claim("run-c:verify:1", "claude-code", t(7))
+        .claim("run-c:verify:1", &who("claude-code", None), t(7))
         .await
         .expect("claim verify");
     let withdrawn = tasks.withdraw("run-c:verify:1", t(8)).await.expect("withdraw");
@@ -105,7 +110,7 @@ pub async fn client_task_store_contract(tasks: &dyn ClientTaskStore, runs: &dyn 
         "withdraw is idempotent"
     );
     assert_eq!(
-        kind_of(&tasks.claim("run-c:verify:1", "codex", t(9)).await),
+        kind_of(&tasks.claim("run-c:verify:1", &who("codex", None), t(9)).await),
         Some(PortErrorKind::Conflict)
     );
     let reopened = tasks
@@ -118,6 +123,7 @@ pub async fn client_task_store_contract(tasks: &dyn ClientTaskStore, runs: &dyn 
         "the retry reopens a withdrawn task"
     );
     assert_eq!(reopened.claimed_by, None);
+    assert_eq!(reopened.claim_session, None);
 
     let open: Vec<String> = tasks
         .list(Some("run-c"), Some(ClientTaskStatus::Open))
@@ -132,4 +138,12 @@ pub async fn client_task_store_contract(tasks: &dyn ClientTaskStore, runs: &dyn 
         kind_of(&tasks.get("run-c:design:9").await),
         Some(PortErrorKind::NotFound)
     );
+}
+
+/// A claimant: `identity`, working in `session`.
+fn who(identity: &str, session: Option<&str>) -> metaforge_ports::Claimant {
+    metaforge_ports::Claimant {
+        identity: identity.to_owned(),
+        session: session.map(str::to_owned),
+    }
 }

@@ -87,7 +87,12 @@ impl ClientTaskStore for MemoryClientTaskStore {
         Ok(v)
     }
 
-    async fn claim(&self, id: &str, claimant: &str, at: Timestamp) -> Result<ClientTask, PortError> {
+    async fn claim(
+        &self,
+        id: &str,
+        claimant: &metaforge_ports::Claimant,
+        at: Timestamp,
+    ) -> Result<ClientTask, PortError> {
         self.transition(id, |t| t.claimed(claimant, at).map(Some))
     }
 

@@ -68,13 +68,11 @@ pub struct AwaitGate {
     asked: Mutex<HashMap<String, AskedGate>>,
 }
 
-/// Who was asked: the session, else the identity (one key per person's chat and run).
-fn asked_key(caller: &CallerContext, facts: &CallFacts, run_id: &str) -> String {
-    let who = caller
-        .session
-        .clone()
-        .unwrap_or_else(|| format!("identity:{}", identity(facts)));
-    format!("{who}\u{1f}{run_id}")
+/// Who was asked: the authenticated identity in its session (one key per person's chat and
+/// run; a session id another key sends is another key's question).
+fn asked_key(caller: &CallerContext, run_id: &str) -> String {
+    let session = caller.session.as_deref().unwrap_or_default();
+    format!("{}\u{1f}{session}\u{1f}{run_id}", identity(caller))
 }
 
 /// Whether a caller of this class is a person's client whose answer can be recorded as theirs.
@@ -127,11 +125,9 @@ impl AwaitGate {
             return Ok(refused(TOOL, &verdict.reason));
         }
         let args: AwaitGateArgs = parse(arguments)?;
-        let key = asked_key(caller, facts, &args.run_id);
+        let key = asked_key(caller, &args.run_id);
         match &facts.answers {
-            Some(answers) if asks_a_person(caller.class) => {
-                self.record(caller, facts, &args, &key, answers).await
-            }
+            Some(answers) if asks_a_person(caller.class) => self.record(caller, &args, &key, answers).await,
             Some(_) | None => self.wait(caller, &args, key).await,
         }
     }
@@ -263,7 +259,6 @@ impl AwaitGate {
     async fn record(
         &self,
         caller: &CallerContext,
-        facts: &CallFacts,
         args: &AwaitGateArgs,
         key: &str,
         answers: &Map<String, Value>,
@@ -289,7 +284,7 @@ impl AwaitGate {
             }))));
         }
         let decision = answers.decision;
-        let approver = identity(facts);
+        let approver = identity(caller);
         let answer = GateAnswerInput {
             decision,
             reason: answers.reason,

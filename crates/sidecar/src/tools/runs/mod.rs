@@ -25,17 +25,14 @@ use std::time::Duration;
 
 use metaforge_domain::tool_gating::{Annotation, ToolSpec};
 use metaforge_ports::{
-    CallFacts, HostCallOutcome, PortError, PortErrorKind, RunBindings, ToolDescriptor, ToolHints, ToolOutput,
+    CallerContext, HostCallOutcome, PortError, PortErrorKind, RunBindings, ToolDescriptor, ToolHints,
+    ToolOutput,
 };
 use serde::Serialize;
 
 use crate::envelope::{not_found, port_failure};
 use crate::grants::ClientTaskGrants;
 use crate::host::{SidecarPrompt, SidecarResource, SidecarTool};
-
-/// The identity recorded when the transport authenticated nobody (stdio, an HTTP listener
-/// without keys): the local user, as the gateway calls an open loopback caller.
-pub const LOCAL_IDENTITY: &str = "local";
 
 /// How `flow.await_gate` waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,14 +111,8 @@ impl SidecarRuns {
 }
 
 /// The identity a call acts as: the one the transport authenticated, else `local`.
-pub(crate) fn identity(facts: &CallFacts) -> String {
-    facts
-        .identity
-        .as_deref()
-        .map(str::trim)
-        .filter(|i| !i.is_empty())
-        .unwrap_or(LOCAL_IDENTITY)
-        .to_owned()
+pub(crate) fn identity(caller: &CallerContext) -> String {
+    metaforge_app::twin::caller_identity(caller).to_owned()
 }
 
 /// A port failure as the tool's answer: an unknown record names its id; a conflict, an

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
-    CallFacts, CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, PortError, RunReply,
+    CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, PortError, RunReply,
     TaskSubmission, ToolDescriptor, ToolOutput,
 };
 use serde_json::{Map, Value, json};
@@ -36,9 +36,9 @@ pub const CLAIM_TOOL: &str = "phase.claim";
 pub const SUBMIT_TOOL: &str = "phase.submit";
 
 /// Who takes or hands back a task in this call.
-fn claimant(caller: &CallerContext, facts: &CallFacts) -> Claimant {
+fn claimant(caller: &CallerContext) -> Claimant {
     Claimant {
-        identity: identity(facts),
+        identity: identity(caller),
         session: caller
             .session
             .as_deref()
@@ -62,20 +62,16 @@ impl Claim {
     async fn claim(
         &self,
         caller: &CallerContext,
-        facts: &CallFacts,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, ToolError> {
         let args: ClaimArgs = parse(arguments)?;
-        let who = claimant(caller, facts);
+        let who = claimant(caller);
         let task = match self.runs.bindings.claim_client_task(&args.task_id, &who).await {
             Ok(RunReply::Done(task)) => task,
             Ok(RunReply::Refused(refusal)) => return Ok(run_refusal(&refusal)),
             Err(e) => return Ok(failure(CLAIM_TOOL, &args.task_id, e)?),
         };
-        let recorded = task
-            .claimed_by
-            .clone()
-            .unwrap_or_else(|| who.recorded().to_owned());
+        let recorded = task.claimed_by.clone().unwrap_or_else(|| who.identity.clone());
         if let Some(session) = &who.session {
             self.runs.grants.record(
                 session,
@@ -84,7 +80,7 @@ impl Claim {
                     task.run_id.clone(),
                     task.phase.clone(),
                     recorded,
-                    facts.identity.clone(),
+                    caller.identity.clone(),
                 ),
             );
         }
@@ -160,16 +156,7 @@ impl SidecarTool for Claim {
         caller: &CallerContext,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        self.call_with(caller, &CallFacts::default(), arguments).await
-    }
-
-    async fn call_with(
-        &self,
-        caller: &CallerContext,
-        facts: &CallFacts,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(CLAIM_TOOL, self.claim(caller, facts, arguments).await)
+        at_boundary(CLAIM_TOOL, self.claim(caller, arguments).await)
     }
 }
 
@@ -187,7 +174,6 @@ impl Submit {
     async fn submit(
         &self,
         caller: &CallerContext,
-        facts: &CallFacts,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, ToolError> {
         let verdict = decide(
@@ -201,7 +187,7 @@ impl Submit {
         // Stored sizes are capped as at the HTTP route, before anything is sent.
         check_tool_arguments(SUBMIT_TOOL, &arguments).map_err(ArgError::from)?;
         let args: SubmitArgs = parse(arguments)?;
-        let who = claimant(caller, facts);
+        let who = claimant(caller);
         let submission = TaskSubmission {
             summary: args.summary,
             details: args.details,
@@ -260,15 +246,6 @@ impl SidecarTool for Submit {
         caller: &CallerContext,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        self.call_with(caller, &CallFacts::default(), arguments).await
-    }
-
-    async fn call_with(
-        &self,
-        caller: &CallerContext,
-        facts: &CallFacts,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(SUBMIT_TOOL, self.submit(caller, facts, arguments).await)
+        at_boundary(SUBMIT_TOOL, self.submit(caller, arguments).await)
     }
 }
