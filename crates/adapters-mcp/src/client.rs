@@ -41,6 +41,17 @@ struct ToolCache {
     list_changed: AtomicU64,
     /// How many times the list was fetched from the server.
     fetches: AtomicU64,
+    /// Told when a session opens and when a changed list was fetched, so whoever keeps the
+    /// servers' statuses re-lists at once instead of at its next timed refresh.
+    changed: Option<Arc<tokio::sync::Notify>>,
+}
+
+impl ToolCache {
+    fn signal_change(&self) {
+        if let Some(changed) = &self.changed {
+            changed.notify_one();
+        }
+    }
 }
 
 /// The rmcp client handler: our identity, and the `tools/list_changed` reaction.
@@ -80,8 +91,9 @@ async fn on_list_changed(
     let filters = Arc::clone(filters);
     let server = server.to_owned();
     tokio::spawn(async move {
-        if let Err(e) = fetch_tools(&peer, &cache, &filters).await {
-            tracing::warn!(event = "mcp_tools_refresh_failed", server, error = %e);
+        match fetch_tools(&peer, &cache, &filters).await {
+            Ok(_) => cache.signal_change(),
+            Err(e) => tracing::warn!(event = "mcp_tools_refresh_failed", server, error = %e),
         }
     });
 }
@@ -161,6 +173,18 @@ impl McpToolServer {
             reinitialisations: AtomicU64::new(0),
             transport_reinitialisations: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// Tells `changed` whenever a session opens or a changed tool list was fetched (a server
+    /// whose first start outlasted the handshake timeout, then connected on a later use, is
+    /// listed at once rather than at the next timed refresh).
+    #[must_use]
+    pub fn with_change_signal(mut self, changed: Arc<tokio::sync::Notify>) -> Self {
+        self.cache = Arc::new(ToolCache {
+            changed: Some(changed),
+            ..ToolCache::default()
+        });
+        self
     }
 
     /// Connects now (instead of on first use), so a bad server fails at start-up.
@@ -333,6 +357,7 @@ impl McpToolServer {
             protocol = version.as_ref().map(|v| v.as_str()).unwrap_or("unknown"),
             generation,
         );
+        self.cache.signal_change();
         let listener = if version.as_ref().is_some_and(|v| !v.has_initialize()) {
             Some(self.spawn_list_changed_listener(service.peer().clone()))
         } else {

@@ -8,7 +8,9 @@
 //! server is started and listed concurrently (each within twice its connect timeout); one
 //! that fails is logged at ERROR (`mcp_server_unavailable`, with server and reason), reported
 //! `unavailable` in `/health`, and skipped — never silently. A refresh every
-//! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists. A stdio
+//! [`REFRESH_EVERY`] retries servers that never listed and picks up changed tool lists, and a
+//! server whose session opens late (a slow first `npx` start outlasting the handshake timeout)
+//! or whose list changed is re-listed at once, so `/health` and chat turns follow it. A stdio
 //! server starts with a cleared environment (`metaforge_adapters_mcp::StdioLaunch`): `PATH`,
 //! the locale, a directory of its own under `$METAFORGE_HOME/tool-servers/`, and its entry's
 //! `env` — no provider key, service key or other secret of this process.
@@ -197,6 +199,9 @@ pub(crate) async fn compose_tools(
         host_enforced: natives.holds.clone(),
     };
     let (shelf, skills_reload) = crate::skills::shelf(home, skills_dirs)?;
+    // One signal for every server: a session that opens (or a list that changed) re-lists at
+    // once, so `/health` and chat turns see a late server as soon as it answers (issue 38 item 14).
+    let changed = Arc::new(tokio::sync::Notify::new());
     let mut builder = ToolRegistry::builder()
         .natives(Arc::clone(&natives.host))
         .skills(Arc::clone(&shelf));
@@ -215,7 +220,9 @@ pub(crate) async fn compose_tools(
         // tools/list), so one hanging server cannot hold the gateway's start for a call timeout.
         let list_within = config.connect_timeout * 2;
         builder = builder.server(
-            Arc::new(McpToolServer::new(config, Arc::clone(&launch))),
+            Arc::new(
+                McpToolServer::new(config, Arc::clone(&launch)).with_change_signal(Arc::clone(&changed)),
+            ),
             list_within,
         );
     }
@@ -255,7 +262,10 @@ pub(crate) async fn compose_tools(
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             every.tick().await;
             loop {
-                every.tick().await;
+                tokio::select! {
+                    _ = every.tick() => {}
+                    () = changed.notified() => {}
+                }
                 registry.refresh().await;
             }
         }))

@@ -4,17 +4,18 @@
 //! a routing role (`chat`, `phase_brain`, …); or a model name as OpenAI SDK users send it —
 //! `vendor/model` when `vendor` is a provider configured here (`openai/gpt-4o-mini`), else the bare
 //! name served by its vendor's first-party provider when that one is configured (`gpt-4o-mini` →
-//! `openai`), else by the provider the `chat` role routes to when its family can serve it and it
-//! is not another vendor's own API (a `claude-*` name never goes to OpenAI's API). Anything else
-//! is a 400 naming the accepted forms. `GET /v1/models` lists exactly what resolves,
-//! by resolving it with the same function.
+//! `openai`), else by the provider of a configured route that names exactly that model. Anything
+//! else — `gpt-9-ultra`, or `gpt-4o-mini` with no OpenAI key — is a 400 naming the accepted
+//! forms: a bare name is never handed to a local runtime that would answer any name under the
+//! name requested. `GET /v1/models` lists exactly what resolves, by resolving it with the same
+//! function.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use metaforge_domain::providers::{
-    first_party_provider, is_first_party, model_family_mismatch, parse_route, resolve_provider,
+    first_party_provider, model_family_mismatch, parse_route, resolve_provider,
 };
 use metaforge_domain::routing::{ROLES, RouteCall, resolve_route};
 use serde::Serialize;
@@ -24,9 +25,6 @@ use super::GatewayState;
 use super::error::{ApiError, OpenAiErrorBody};
 use metaforge_app::pipeline::Candidate;
 use metaforge_app::routing::RouteResolver;
-
-/// The role whose route serves a bare model name no vendor claims.
-const DEFAULT_ROLE: &str = "chat";
 
 /// What a request's `model` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,16 +91,14 @@ pub(crate) fn resolve_model(
         {
             return family_checked(info.id, model);
         }
-        let call = RouteCall {
-            role: DEFAULT_ROLE.to_owned(),
-            ..RouteCall::default()
-        };
-        if let Ok(route) = resolve_route(&harness.inputs(selection), &call)
-            && let Ok(info) = resolve_provider(&route.provider)
-            && model_family_mismatch(info, model).is_none()
-            && vendor.is_none_or(|v| v.id == info.id || !is_first_party(info))
+        // A name a configured route names on purpose is served by that route's provider (and
+        // the answer names that model); any other bare name is never handed to a runtime that
+        // would answer it under the requested name (issue 38 item 15).
+        if let Some(route) = routed_models(harness, selection)
+            .into_iter()
+            .find(|route| route.model == model)
         {
-            return family_checked(info.id, model);
+            return family_checked(&route.provider, model);
         }
     }
     let mut configured: Vec<&str> = harness.credentialed.iter().map(String::as_str).collect();
@@ -125,6 +121,28 @@ pub(crate) fn resolve_model(
             configured.join(", ")
         ),
     ))
+}
+
+/// The `provider:model` every role with a route resolves to now, each once, in role order.
+fn routed_models(harness: &RouteResolver, selection: Option<&str>) -> Vec<Candidate> {
+    let inputs = harness.inputs(selection);
+    let mut routes: Vec<Candidate> = Vec::new();
+    for role in harness.role_names() {
+        let call = RouteCall {
+            role,
+            ..RouteCall::default()
+        };
+        if let Ok(route) = resolve_route(&inputs, &call) {
+            let candidate = Candidate {
+                provider: route.provider,
+                model: route.model,
+            };
+            if !routes.contains(&candidate) {
+                routes.push(candidate);
+            }
+        }
+    }
+    routes
 }
 
 /// One thing `model` may name.
@@ -160,24 +178,19 @@ fn entry(id: String, owned_by: &str) -> ModelEntry {
 /// model name where it resolves back to that route.
 pub(crate) fn model_list(harness: &RouteResolver, selection: Option<&str>) -> Vec<ModelEntry> {
     let inputs = harness.inputs(selection);
-    let mut roles = Vec::new();
-    let mut routes: Vec<Candidate> = Vec::new();
-    for role in harness.role_names() {
-        let call = RouteCall {
-            role: role.clone(),
-            ..RouteCall::default()
-        };
-        if let Ok(route) = resolve_route(&inputs, &call) {
-            roles.push(entry(role, "metaforge"));
-            let candidate = Candidate {
-                provider: route.provider,
-                model: route.model,
+    let roles: Vec<ModelEntry> = harness
+        .role_names()
+        .into_iter()
+        .filter(|role| {
+            let call = RouteCall {
+                role: role.clone(),
+                ..RouteCall::default()
             };
-            if !routes.contains(&candidate) {
-                routes.push(candidate);
-            }
-        }
-    }
+            resolve_route(&inputs, &call).is_ok()
+        })
+        .map(|role| entry(role, "metaforge"))
+        .collect();
+    let routes = routed_models(harness, selection);
     let mut data = roles;
     for route in &routes {
         data.push(entry(

@@ -446,3 +446,52 @@ fn skills_served_by_a_second_sidecar_are_discovered_under_its_name_and_activated
     assert!(err.contains("references/loads.md"), "{err}");
     assert!(out.contains("bracket-check skill is active"), "{out}");
 }
+
+/// Issue 38 item 14: a server whose first start outlasts its handshake timeout (a slow first
+/// `npx`), and which answers on the next use, is `ok` in `/health` within seconds — not at the
+/// next timed refresh a minute later, and never only after a restart.
+#[test]
+fn a_server_that_answers_after_its_first_handshake_timed_out_becomes_available_at_once() {
+    let Some(everything) = peers::require(Peer::ServerEverything) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let script = home.path().join("slow-first-start.sh");
+    let marker = home.path().join("started-once");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ ! -f '{marker}' ]; then touch '{marker}'; sleep 5; fi\nexec node '{everything}' stdio\n",
+            marker = marker.display(),
+            everything = everything.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let servers = json!({"mcpServers": {"slow": {
+        "command": script.display().to_string(), "args": [], "connect_timeout_secs": 2
+    }}});
+    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+    let started = Instant::now();
+    let (_gateway, addr) = start_gateway(home.path(), &[]);
+    let mut seen = Vec::new();
+    loop {
+        let (_, health) = http(&addr, "GET", "/health", None);
+        let status = health["mcp_servers"]["servers"]["slow"]["status"].clone();
+        seen.push(status.clone());
+        if status == "ok" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still not available after {:?} (statuses seen: {seen:?}): {health}",
+            started.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(marker.exists(), "the slow first start did happen");
+    println!(
+        "available {:?} after start; statuses seen: {seen:?}",
+        started.elapsed()
+    );
+}

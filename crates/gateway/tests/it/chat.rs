@@ -831,16 +831,44 @@ async fn a_bare_or_vendor_prefixed_model_name_as_openai_sdks_send_it_is_served_b
     assert_eq!(recorded(&usage, 3).await.len(), 3);
 }
 
+/// Issue 38 item 15: a bare name no vendor claims and no route names is a 400 — it is never
+/// handed to the `chat` route's provider to be answered under the name asked for; the route's own
+/// model name, and the explicit forms, are served and named in the answer.
 #[tokio::test]
-async fn a_model_name_no_vendor_claims_is_served_by_the_chat_routes_provider() {
+async fn a_bare_model_name_is_served_only_by_its_vendor_or_a_route_that_names_it() {
     let upstream = upstream(Mode::Ok).await;
     let (state, _) = state_with_pipeline(&upstream.url);
     let app = app_over(state);
-    let (status, headers, json) =
-        send(&app, post("/v1/chat/completions", &body("llama3.2", false), None)).await;
-    assert_eq!(status, StatusCode::OK, "{json}");
-    assert_eq!(headers["x-metaforge-served-by"], "openai:llama3.2");
-    assert_eq!(upstream.received()[0]["model"], "llama3.2");
+    for model in ["llama3.2", "gpt-9-ultra-preview-x"] {
+        let (status, _, json) = send(&app, post("/v1/chat/completions", &body(model, false), None)).await;
+        if model == "llama3.2" {
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{json}");
+            assert_eq!(json["error"]["param"], "model", "{json}");
+            assert!(
+                json["error"]["message"].as_str().unwrap().contains("/v1/models"),
+                "{json}"
+            );
+        } else {
+            // An OpenAI-family name goes to OpenAI's own API (configured here), named as asked.
+            assert_eq!(status, StatusCode::OK, "{json}");
+        }
+    }
+    assert_eq!(
+        upstream.received().len(),
+        1,
+        "only the vendor's own name went upstream"
+    );
+    // The chat route's model by its bare name, and any model by an explicit form.
+    for (model, served) in [
+        ("gpt-4o-mini", "openai:gpt-4o-mini"),
+        ("openai/llama3.2", "openai:llama3.2"),
+        ("openai:llama3.2", "openai:llama3.2"),
+    ] {
+        let (status, headers, json) =
+            send(&app, post("/v1/chat/completions", &body(model, false), None)).await;
+        assert_eq!(status, StatusCode::OK, "{model}: {json}");
+        assert_eq!(headers["x-metaforge-served-by"], served, "{model}");
+    }
     // Another vendor's model never goes to OpenAI's own API: its provider is named instead.
     let (status, _, json) = send(
         &app,
@@ -855,7 +883,7 @@ async fn a_model_name_no_vendor_claims_is_served_by_the_chat_routes_provider() {
             .contains("'anthropic' is not configured"),
         "{json}"
     );
-    assert_eq!(upstream.received().len(), 1, "nothing more went upstream");
+    assert_eq!(upstream.received().len(), 4, "nothing more went upstream");
 }
 
 #[tokio::test]
