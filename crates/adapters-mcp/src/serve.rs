@@ -151,7 +151,8 @@ pub async fn bind_http(
         .nest_service(MCP_PATH, service)
         .layer(axum::middleware::from_fn(crate::json_reply::json_when_done))
         .layer(axum::middleware::from_fn(validate_envelope))
-        .layer(axum::middleware::map_response(session_ended_is_no_content));
+        .layer(axum::middleware::map_response(session_ended_is_no_content))
+        .layer(axum::middleware::map_response(errors_as_json_rpc));
     Ok(HttpSidecar {
         local_addr,
         listener,
@@ -175,6 +176,49 @@ async fn session_ended_is_no_content(
         return axum::http::StatusCode::NO_CONTENT.into_response();
     }
     response
+}
+
+/// Internal error (JSON-RPC 2.0).
+const INTERNAL_ERROR: i64 = -32_603;
+
+/// The longest plain-text error body the transport writes that is carried into the JSON one.
+const TRANSPORT_ERROR_TEXT: usize = 4 * 1024;
+
+/// Every error the sidecar answers has a JSON-RPC body: the transport's own plain-text refusals
+/// (406 without the right `Accept`, 400 without a session, 404 for an unknown session or path,
+/// 405) keep their status and headers and carry their text as the error message.
+async fn errors_as_json_rpc(response: axum::response::Response) -> axum::response::Response {
+    let status = response.status();
+    let is_json_or_stream = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json_or_stream {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, TRANSPORT_ERROR_TEXT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let code = if status.is_server_error() {
+        INTERNAL_ERROR
+    } else {
+        INVALID_REQUEST
+    };
+    let json = rpc_error(status, serde_json::Value::Null, code, message);
+    let (json_parts, json_body) = json.into_parts();
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    for (name, value) in &json_parts.headers {
+        parts.headers.insert(name.clone(), value.clone());
+    }
+    axum::response::Response::from_parts(parts, json_body)
 }
 
 /// The largest JSON-RPC message the sidecar reads (a tool call's arguments included).

@@ -334,6 +334,90 @@ fn with_gateway_keys_configured_the_sidecar_requires_a_key() {
     }
 }
 
+/// Issue 38 item 12: every refusal of the MCP transport has a JSON-RPC body (the status and
+/// its headers kept), and an oversized header section is a 431 with a JSON body on both doors.
+#[test]
+fn mcp_transport_refusals_and_oversized_headers_answer_json() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (_sidecar, url) = start_sidecar(home.path(), |sidecar| {
+        sidecar
+            .env_remove("METAFORGE_GATEWAY_API_KEY")
+            .stderr(Stdio::null());
+    });
+    let sidecar = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_owned();
+    let both = "application/json, text/event-stream";
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let cases: [(&str, &str, Vec<(&str, &str)>, &str, u16, &str); 6] = [
+        ("GET", "/mcp", vec![], "", 406, "text/event-stream"),
+        (
+            "POST",
+            "/mcp",
+            vec![("content-type", "application/json")],
+            ping,
+            406,
+            "application/json and text/event-stream",
+        ),
+        ("DELETE", "/mcp", vec![], "", 400, "Session ID is required"),
+        (
+            "POST",
+            "/mcp",
+            vec![
+                ("content-type", "application/json"),
+                ("accept", both),
+                ("mcp-session-id", "no-such-session"),
+            ],
+            ping,
+            404,
+            "Session not found",
+        ),
+        ("PUT", "/mcp", vec![], "", 405, "Method Not Allowed"),
+        ("GET", "/no-such-path", vec![], "", 404, "Not Found"),
+    ];
+    for (method, path, head, body, status, says) in cases {
+        let (got, response_head, text) = raw(&sidecar, method, path, &head, body);
+        assert_eq!(got, status, "{method} {path}: {response_head}\n{text}");
+        assert!(
+            response_head
+                .to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{method} {path}: {response_head}"
+        );
+        let error = json_of(&text);
+        assert_eq!(error["jsonrpc"], "2.0", "{method} {path}: {text}");
+        assert_eq!(error["error"]["code"], -32600, "{method} {path}: {text}");
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(says),
+            "{method} {path}: {text}"
+        );
+    }
+    let gateway_home = tempfile::tempdir().expect("tempdir");
+    let (_gateway, gateway) = crate::common::start_gateway(gateway_home.path(), &[]);
+    let big = "a".repeat(70_000);
+    let many: Vec<(String, String)> = (0..150).map(|i| (format!("x-h{i}"), "v".to_owned())).collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    for authority in [&sidecar, &gateway] {
+        for head in [vec![("x-big", big.as_str())], many.clone()] {
+            let (status, response_head, text) = raw(authority, "GET", "/health", &head, "");
+            assert_eq!(status, 431, "{authority}: {response_head}");
+            let error = json_of(&text);
+            assert_eq!(error["error"], "request_header_fields_too_large", "{text}");
+            assert!(
+                error["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("65536 bytes and 100 lines"),
+                "{text}"
+            );
+        }
+    }
+}
+
 /// Item 10: malformed JSON-RPC gets JSON-RPC errors, not a transport 415.
 #[test]
 fn malformed_mcp_messages_get_json_rpc_error_codes() {
