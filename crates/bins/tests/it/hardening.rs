@@ -334,6 +334,9 @@ fn with_gateway_keys_configured_the_sidecar_requires_a_key() {
     }
 }
 
+/// method, path, headers, body, expected status, what the message says.
+type TransportCase<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>, &'a str, u16, &'a str);
+
 /// Issue 38 item 12: every refusal of the MCP transport has a JSON-RPC body (the status and
 /// its headers kept), and an oversized header section is a 431 with a JSON body on both doors.
 #[test]
@@ -350,7 +353,7 @@ fn mcp_transport_refusals_and_oversized_headers_answer_json() {
         .to_owned();
     let both = "application/json, text/event-stream";
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-    let cases: [(&str, &str, Vec<(&str, &str)>, &str, u16, &str); 6] = [
+    let cases: [TransportCase; 6] = [
         ("GET", "/mcp", vec![], "", 406, "text/event-stream"),
         (
             "POST",
