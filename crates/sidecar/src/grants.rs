@@ -162,6 +162,17 @@ impl SidecarCallerGrants {
                 run.status.as_str()
             )));
         }
+        // The service caller is the server's own phase worker (issue 38 item 11): a client-mode
+        // run's phases are done by a person's client through claimed tasks, never by the key.
+        match run.intelligence {
+            IntelligenceMode::Server => {}
+            IntelligenceMode::Client => {
+                return Ok(Some(format!(
+                    "run {} is in client mode: its phases are claimed by a person's client (phase.claim), not done by the service key",
+                    run.id
+                )));
+            }
+        }
         if run.project_id != claim.project {
             return Ok(Some(project_mismatch(&run.project_id, &claim.project)));
         }

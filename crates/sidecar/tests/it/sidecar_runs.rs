@@ -1147,9 +1147,21 @@ async fn a_client_task_grant_is_confirmed_only_while_its_claim_holds_and_only_wh
 }
 
 #[tokio::test]
-async fn a_service_key_call_is_confirmed_only_on_a_running_run_of_an_approved_version_in_its_project() {
+async fn a_service_key_call_is_confirmed_only_on_a_running_server_mode_run_of_an_approved_version_in_its_project()
+ {
     let rig = rig().await;
-    let run = rig.start_client_run().await;
+    let client_run = rig.start_client_run().await;
+    let started = structured(
+        rig.call(
+            &ana(),
+            &as_ana(),
+            "flow.start_run",
+            json!({"template_id": "mech_v1", "intelligence": "server", "project_id": "p-shelf"}),
+        )
+        .await,
+    );
+    assert_eq!(started["status"], "started", "{started}");
+    let run = started["run"]["id"].as_str().unwrap().to_owned();
     let flows: Arc<dyn FlowBindings> = rig.flows.clone();
     let grants = SidecarCallerGrants::new(rig.bindings.clone(), flows, rig.grants.clone(), false);
     let service = |session: &str, project: Option<&str>| ClassClaim {
@@ -1160,6 +1172,11 @@ async fn a_service_key_call_is_confirmed_only_on_a_running_run_of_an_approved_ve
         tool: Some("twin.commit_work_product".into()),
     };
     assert!(grants.confirm(&service(&run, Some("p-shelf"))).await);
+    // Issue 38 item 11: a client-mode run's phases are a person's client's, never the key's.
+    assert!(
+        !grants.confirm(&service(&client_run, Some("p-shelf"))).await,
+        "a client-mode run is not the service worker's"
+    );
     assert!(
         !grants.confirm(&service(&run, None)).await,
         "the call names no project"
