@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use metaforge_api::{ApprovalList, ParkBody, Resolution, ResolveRequest, ResolveResponse};
 use metaforge_ports::{
-    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, GoneParkers, PortError,
-    PortErrorKind, ResolveOutcome, WaiterResolution,
+    ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, GoneParkers, MAX_PENDING_PAGE,
+    PendingCursor, PendingPage, PortError, PortErrorKind, ResolveOutcome, WaiterResolution,
 };
 use reqwest::Method;
 
@@ -63,12 +63,46 @@ impl ApprovalLedger for RemoteApprovalLedger {
         )
     }
 
+    /// Every page of the gateway's queue, followed to its end.
     async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, PortError> {
-        let answer = self
-            .client
-            .send(Method::GET, "/v1/chat/tool_approvals", None)
-            .await?;
-        Ok(decode::<ApprovalList>(answer, "approval list")?.approvals)
+        let mut all = Vec::new();
+        let mut after: Option<PendingCursor> = None;
+        loop {
+            let page = self.pending_page(after.as_ref(), MAX_PENDING_PAGE).await?;
+            all.extend(page.holds);
+            match page.next {
+                Some(next) => after = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    async fn pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, PortError> {
+        let mut path = format!("/v1/chat/tool_approvals?limit={limit}");
+        if let Some(cursor) = after {
+            path.push_str("&after=");
+            path.push_str(&segment(&cursor.encode()));
+        }
+        let list =
+            decode::<ApprovalList>(self.client.send(Method::GET, &path, None).await?, "approval list")?;
+        let next = match list.next_cursor.as_deref() {
+            None => None,
+            Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {
+                PortError::new(
+                    PortErrorKind::Corrupt,
+                    format!("the gateway's next_cursor {token:?} is not a queue cursor"),
+                )
+            })?),
+        };
+        Ok(PendingPage {
+            total: list.total.unwrap_or(list.approvals.len()),
+            holds: list.approvals,
+            next,
+        })
     }
 
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
-    GoneParkers, ORPHANED_APPROVAL_REASON, PortError, PortErrorKind, ResolveOutcome, Timestamp,
-    WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, PendingCursor, PendingPage, PortError, PortErrorKind,
+    ResolveOutcome, Timestamp, WaiterResolution,
 };
 use sqlx::{Sqlite, SqlitePool, Transaction};
 
@@ -309,6 +309,43 @@ impl ApprovalLedger for SqliteApprovalLedger {
         .await
         .map_err(|e| db_error("list pending approvals", e))?;
         rows.into_iter().map(ApprovalRow::into_record).collect()
+    }
+
+    async fn pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, PortError> {
+        self.expire_overdue().await?;
+        let (after_at, after_id) =
+            after.map_or((None, None), |c| (Some(ts(c.created_at)), Some(c.id.clone())));
+        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals \
+             WHERE status = 'awaiting_approval' AND (?1 IS NULL OR (created_at, id) > (?1, ?2)) \
+             ORDER BY created_at, id LIMIT ?3"
+        ))
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit_i64(limit.saturating_add(1)))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db_error("list a page of pending approvals", e))?;
+        let total: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM approvals WHERE status = 'awaiting_approval'")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| db_error("count pending approvals", e))?;
+        let rows = rows
+            .into_iter()
+            .map(ApprovalRow::into_record)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PendingPage::from_rows(
+            rows,
+            limit,
+            usize::try_from(total).unwrap_or(0),
+        ))
     }
 
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {

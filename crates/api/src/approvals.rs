@@ -15,11 +15,17 @@ pub enum ListStatus {
     All,
 }
 
-/// A list of holds (`{approvals: [...]}`).
+/// A list of holds (`{approvals: [...]}`); the pending queue comes a page at a time.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ApprovalList {
     /// The holds, oldest first for pending, newest first for all.
     pub approvals: Vec<ApprovalRecord>,
+    /// Pending only: every hold awaiting a person now, on every page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<usize>,
+    /// Pending only: send as `after` for the next page; absent on the last page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// A person's answer. There is deliberately no approver field: it is the authenticated caller.

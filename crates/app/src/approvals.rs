@@ -8,7 +8,10 @@ use crate::processes::Presence;
 use metaforge_domain::approvals::{
     ApprovalError, ApproverPolicy, check_approver, check_waiter_identity, check_waiter_may_resolve,
 };
-use metaforge_ports::approval_ledger::{ApprovalDecision, ApprovalLedger, ResolveOutcome, WaiterResolution};
+use metaforge_ports::approval_ledger::{
+    ApprovalDecision, ApprovalLedger, MAX_PENDING_PAGE, PendingCursor, PendingPage, ResolveOutcome,
+    WaiterResolution,
+};
 use metaforge_ports::flow_version_store::{FlowVersionDecision, FlowVersionStore};
 use metaforge_ports::{
     ApprovalKind, ApprovalRecord, ApprovalStatus, Clock, FlowVersionStatus, IdGen, PortError, PortErrorKind,
@@ -125,6 +128,17 @@ impl ApprovalService {
     /// One hold.
     pub async fn get(&self, id: &str) -> Result<ApprovalRecord, PortError> {
         self.ledger.get(id).await
+    }
+
+    /// One page of the pending queue, oldest first (`limit` held to 1..=[`MAX_PENDING_PAGE`]).
+    pub async fn pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, PortError> {
+        self.ledger
+            .pending_page(after, limit.clamp(1, MAX_PENDING_PAGE))
+            .await
     }
 
     /// Pending holds (oldest first), or every recent hold.

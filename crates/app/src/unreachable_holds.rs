@@ -53,6 +53,14 @@ impl ApprovalLedger for UnreachableApproverLedger {
         self.inner.list_pending().await
     }
 
+    async fn pending_page(
+        &self,
+        after: Option<&metaforge_ports::PendingCursor>,
+        limit: usize,
+    ) -> Result<metaforge_ports::PendingPage, PortError> {
+        self.inner.pending_page(after, limit).await
+    }
+
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         self.inner.list_recent(limit).await
     }

@@ -21,6 +21,7 @@ use metaforge_api::{
     ResolveResponse,
 };
 use metaforge_app::approvals::ParkRequest;
+use metaforge_ports::{DEFAULT_PENDING_PAGE, MAX_PENDING_PAGE, PendingCursor};
 
 /// Which holds to list.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -30,12 +31,46 @@ pub(crate) struct ListQuery {
     #[serde(default)]
     #[param(inline)]
     status: Option<ListStatus>,
+    /// Pending: holds per page, 1 to 500 (default 100).
+    #[serde(default)]
+    limit: Option<usize>,
+    /// Pending: the `next_cursor` of the previous page.
+    #[serde(default)]
+    after: Option<String>,
 }
 
 async fn list(state: &GatewayState, query: &ListQuery) -> Result<Json<ApprovalList>, ApiError> {
-    let all = query.status == Some(ListStatus::All);
+    if query.status == Some(ListStatus::All) {
+        return Ok(Json(ApprovalList {
+            approvals: state.approvals.list(true).await?,
+            total: None,
+            next_cursor: None,
+        }));
+    }
+    let limit = match query.limit {
+        None => DEFAULT_PENDING_PAGE,
+        Some(n @ 1..=MAX_PENDING_PAGE) => n,
+        Some(n) => {
+            return Err(ApiError::bad_request(
+                "limit",
+                format!("limit {n}: send 1 to {MAX_PENDING_PAGE} holds per page"),
+            ));
+        }
+    };
+    let after = match query.after.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        None => None,
+        Some(token) => Some(PendingCursor::parse(token).ok_or_else(|| {
+            ApiError::bad_request(
+                "after",
+                "after: send the next_cursor of the previous page unchanged",
+            )
+        })?),
+    };
+    let page = state.approvals.pending_page(after.as_ref(), limit).await?;
     Ok(Json(ApprovalList {
-        approvals: state.approvals.list(all).await?,
+        approvals: page.holds,
+        total: Some(page.total),
+        next_cursor: page.next.map(|c| c.encode()),
     }))
 }
 

@@ -17,6 +17,84 @@ pub const ORPHANED_APPROVAL_REASON: &str = "orphaned: gateway restarted while th
 /// The grace added to a waiter's timeout to form a hold's deadline (seconds), per FORGE-466.
 pub const APPROVAL_DEADLINE_GRACE_SECONDS: i64 = 30;
 
+/// Holds one page of the pending queue carries when the caller names no size.
+pub const DEFAULT_PENDING_PAGE: usize = 100;
+
+/// The most holds one page of the pending queue carries.
+pub const MAX_PENDING_PAGE: usize = 500;
+
+/// Where a page of the pending queue (oldest first) resumes: after this hold. Sent to clients as
+/// an opaque `<created_at>|<id>` token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingCursor {
+    /// The last hold's park time.
+    pub created_at: Timestamp,
+    /// The last hold's id (orders holds parked at the same instant).
+    pub id: String,
+}
+
+impl PendingCursor {
+    /// The cursor resuming after `record`.
+    pub fn after(record: &ApprovalRecord) -> Self {
+        Self {
+            created_at: record.created_at,
+            id: record.id.clone(),
+        }
+    }
+
+    /// The token a client sends back.
+    pub fn encode(&self) -> String {
+        format!(
+            "{}|{}",
+            self.created_at
+                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            self.id
+        )
+    }
+
+    /// Reads a token [`encode`](Self::encode) wrote; `None` for anything else.
+    pub fn parse(token: &str) -> Option<Self> {
+        let (at, id) = token.trim().split_once('|')?;
+        let created_at = chrono::DateTime::parse_from_rfc3339(at)
+            .ok()?
+            .with_timezone(&chrono::Utc);
+        (!id.is_empty()).then(|| Self {
+            created_at,
+            id: id.to_owned(),
+        })
+    }
+}
+
+/// One page of the pending queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingPage {
+    /// The holds, oldest first.
+    pub holds: Vec<ApprovalRecord>,
+    /// Every hold awaiting a person now, on every page.
+    pub total: usize,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<PendingCursor>,
+}
+
+impl PendingPage {
+    /// The page of `limit` holds from `rows`, which an engine read as up to `limit + 1` pending
+    /// holds in queue order (one more than the page, to know whether another page follows).
+    pub fn from_rows(mut rows: Vec<ApprovalRecord>, limit: usize, total: usize) -> Self {
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more {
+            rows.last().map(PendingCursor::after)
+        } else {
+            None
+        };
+        Self {
+            holds: rows,
+            total,
+            next,
+        }
+    }
+}
+
 /// What moved a hold out of `awaiting_approval`; the `trigger` label of
 /// `metaforge_tool_approval_resolution_total` and the audit trail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -204,6 +282,15 @@ pub trait ApprovalLedger: Send + Sync {
 
     /// Every hold, newest first, at most `limit`.
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError>;
+
+    /// At most `limit` holds awaiting a person, oldest first, after `after` (from the start
+    /// when `None`), with the queue's total and the cursor of the next page: a queue of
+    /// thousands is read a page at a time, never whole.
+    async fn pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, PortError>;
 
     /// A person's decision. Only an open hold can be decided: any other state is a `Conflict`
     /// whose message names the state and its reason. Exactly one of two racing deciders wins.

@@ -38,7 +38,8 @@ pub mod usage_store;
 pub use approval::{ApprovalKind, ApprovalRecord, ApprovalStatus};
 pub use approval_ledger::{
     APPROVAL_DEADLINE_GRACE_SECONDS, ApprovalDecision, ApprovalLedger, ApprovalTransition, ApprovalTrigger,
-    GoneParkers, ORPHANED_APPROVAL_REASON, ResolveOutcome, WaiterResolution,
+    DEFAULT_PENDING_PAGE, GoneParkers, MAX_PENDING_PAGE, ORPHANED_APPROVAL_REASON, PendingCursor,
+    PendingPage, ResolveOutcome, WaiterResolution,
 };
 pub use approval_rules::{
     DEADLINE_REASON, GATE_DECISION_REFUSED_CODE, GateDecisionRefused, MAX_HOLD_TIMEOUT_SECONDS, hold_deadline,

@@ -118,6 +118,13 @@ impl ApprovalLedger for FlakyApprovals {
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         self.inner.list_recent(limit).await
     }
+    async fn pending_page(
+        &self,
+        after: Option<&metaforge_ports::PendingCursor>,
+        limit: usize,
+    ) -> Result<metaforge_ports::PendingPage, PortError> {
+        self.inner.pending_page(after, limit).await
+    }
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
         self.inner.decide(id, decision).await
     }

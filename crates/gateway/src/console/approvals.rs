@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
 use maud::{Markup, html};
 use metaforge_domain::flow::is_relaxation;
-use metaforge_ports::{ApprovalKind, ApprovalRecord, ApprovalStatus};
+use metaforge_ports::{ApprovalKind, ApprovalRecord, ApprovalStatus, DEFAULT_PENDING_PAGE};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -194,12 +194,24 @@ fn gate_body(user: &ConsoleUser, hold: &ApprovalRecord, detail: Option<&GateDeta
     }
 }
 
-fn queue(user: &ConsoleUser, pending: &[ApprovalRecord], gates: &HashMap<String, GateDetail>) -> Markup {
+fn queue(
+    user: &ConsoleUser,
+    pending: &[ApprovalRecord],
+    total: usize,
+    gates: &HashMap<String, GateDetail>,
+) -> Markup {
     html! {
         @if pending.is_empty() {
             p #queue-empty { "Nothing is waiting for a person." }
         } @else {
-            p.small { (pending.len()) " waiting." }
+            @if total > pending.len() {
+                p.small #queue-count {
+                    (total) " waiting; the oldest " (pending.len()) " are shown. Each one decided brings in the next "
+                    "(GET /v1/approvals?after=… pages through them all)."
+                }
+            } @else {
+                p.small #queue-count { (pending.len()) " waiting." }
+            }
             ol.queue {
                 @for hold in pending {
                     li.item id={ "a-" (hold.id) } data-kind=(hold.kind.as_str()) {
@@ -254,8 +266,15 @@ pub(crate) async fn page(
     State(console): State<Arc<ConsoleState>>,
     Extension(user): Extension<ConsoleUser>,
 ) -> Response {
-    let pending = match console.gateway.approvals.list(false).await {
-        Ok(pending) => pending,
+    // The queue is read a page at a time: thousands of holds never make one page (issue 38
+    // item 10), and the live queue re-fetches only this page.
+    let (pending, total) = match console
+        .gateway
+        .approvals
+        .pending_page(None, DEFAULT_PENDING_PAGE)
+        .await
+    {
+        Ok(page) => (page.holds, page.total),
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
     };
     let recent: Vec<ApprovalRecord> = match console.gateway.approvals.list(true).await {
@@ -267,12 +286,13 @@ pub(crate) async fn page(
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
     };
     let gates = gate_details(&console, &pending).await;
-    page::html(StatusCode::OK, render(&user, &pending, &gates, &recent))
+    page::html(StatusCode::OK, render(&user, &pending, total, &gates, &recent))
 }
 
 fn render(
     user: &ConsoleUser,
     pending: &[ApprovalRecord],
+    total: usize,
     gates: &HashMap<String, GateDetail>,
     recent: &[ApprovalRecord],
 ) -> Markup {
@@ -283,7 +303,7 @@ fn render(
         html! {
             section aria-labelledby="waiting" {
                 h2 #waiting { "Waiting for a person" }
-                div #queue data-live="/approvals/queue" aria-live="polite" { (queue(user, pending, gates)) }
+                div #queue data-live="/approvals/queue" aria-live="polite" { (queue(user, pending, total, gates)) }
             }
             section aria-labelledby="recent" {
                 h2 #recent { "Decided" }
@@ -295,7 +315,14 @@ fn render(
 
 /// The page as the route renders it for `items` pending holds (the page-weight bench).
 pub(crate) fn render_for_bench(items: &[ApprovalRecord]) -> String {
-    render(&ConsoleUser::for_bench(), items, &HashMap::new(), &[]).into_string()
+    render(
+        &ConsoleUser::for_bench(),
+        items,
+        items.len(),
+        &HashMap::new(),
+        &[],
+    )
+    .into_string()
 }
 
 /// `GET /approvals/queue`: the queue alone, which the page's script swaps in as holds arrive.
@@ -303,10 +330,15 @@ pub(crate) async fn queue_fragment(
     State(console): State<Arc<ConsoleState>>,
     Extension(user): Extension<ConsoleUser>,
 ) -> Response {
-    match console.gateway.approvals.list(false).await {
-        Ok(pending) => {
-            let gates = gate_details(&console, &pending).await;
-            page::fragment(queue(&user, &pending, &gates))
+    match console
+        .gateway
+        .approvals
+        .pending_page(None, DEFAULT_PENDING_PAGE)
+        .await
+    {
+        Ok(page) => {
+            let gates = gate_details(&console, &page.holds).await;
+            page::fragment(queue(&user, &page.holds, page.total, &gates))
         }
         Err(e) => page::api_problem(&user, &ApiError::from(e)),
     }

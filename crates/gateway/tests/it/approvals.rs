@@ -352,3 +352,62 @@ async fn an_absurd_timeout_is_refused_not_overflowed() {
             .contains("timeout_seconds")
     );
 }
+
+/// Issue 38 item 10: the pending queue comes a page at a time (default 100, at most 500) with
+/// its total and a cursor, over both list routes; a bad page size or cursor is a 400 naming it.
+#[tokio::test]
+async fn the_pending_queue_is_paged_with_a_total_and_a_cursor() {
+    let app = app();
+    for n in 0..5 {
+        let (status, _, hold) = send(
+            &app,
+            post(
+                "/v1/chat/tool_approvals",
+                &json!({"tool": "twin.write", "arguments": {"n": n}}),
+                Some(KEY),
+            ),
+        )
+        .await;
+        assert_eq!(status, StatusCode::CREATED, "{hold}");
+    }
+    for route in ["/v1/approvals", "/v1/chat/tool_approvals"] {
+        let (_, _, whole) = send(&app, get(route, Some(KEY))).await;
+        assert_eq!(whole["total"], 5, "{whole}");
+        assert!(whole.get("next_cursor").is_none(), "one page: {whole}");
+        let mut seen = Vec::new();
+        let mut path = format!("{route}?limit=2");
+        loop {
+            let (status, _, page) = send(&app, get(&path, Some(KEY))).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            assert_eq!(page["total"], 5);
+            seen.extend(
+                page["approvals"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|h| h["arguments"]["n"].clone()),
+            );
+            match page["next_cursor"].as_str() {
+                Some(cursor) => {
+                    let encoded = cursor.replace('|', "%7C").replace(':', "%3A").replace('+', "%2B");
+                    path = format!("{route}?limit=2&after={encoded}");
+                }
+                None => break,
+            }
+        }
+        assert_eq!(
+            seen,
+            [0, 1, 2, 3, 4].map(|n| json!(n)),
+            "every hold once, oldest first"
+        );
+    }
+    for (query, field) in [
+        ("limit=0", "limit"),
+        ("limit=501", "limit"),
+        ("after=not-a-cursor", "after"),
+    ] {
+        let (status, _, body) = send(&app, get(&format!("/v1/approvals?{query}"), Some(KEY))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert_eq!(body["details"]["field"], field, "{query}: {body}");
+    }
+}

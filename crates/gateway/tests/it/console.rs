@@ -257,3 +257,44 @@ async fn a_gateway_without_runs_or_chat_says_so_on_those_pages() {
         "{page}"
     );
 }
+
+/// Issue 38 item 10: the live queue is one page (the oldest 100) with the queue's total, however
+/// many holds wait; the page weight no longer grows with the queue.
+#[tokio::test]
+async fn the_console_queue_shows_the_oldest_page_and_the_whole_count() {
+    let app = app("", ConsoleSettings::default());
+    for n in 0..105 {
+        let request = Request::builder()
+            .method("POST")
+            .uri("/v1/chat/tool_approvals")
+            .header(header::HOST, "127.0.0.1:8787")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(
+                serde_json::json!({"tool": "twin.write", "arguments": {"n": n}}).to_string(),
+            ))
+            .unwrap();
+        let (status, _, body) = fetch(&app, request).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+    let (status, _, queue) = fetch(&app, page_get("/approvals/queue", None)).await;
+    assert_eq!(status, StatusCode::OK, "{queue}");
+    assert!(
+        queue.contains("105 waiting; the oldest 100 are shown."),
+        "{}",
+        &queue[..queue.len().min(600)]
+    );
+    assert_eq!(
+        queue.matches("<li class=\"item\"").count(),
+        100,
+        "{}",
+        &queue[..queue.len().min(1500)]
+    );
+    assert!(
+        queue.contains("&quot;n&quot;: 0") || queue.contains("\"n\": 0"),
+        "the oldest first"
+    );
+    assert!(
+        !queue.contains("&quot;n&quot;: 104") && !queue.contains("\"n\": 104"),
+        "the newest waits"
+    );
+}

@@ -330,6 +330,66 @@ pub async fn approval_ledger_contract(ledger: &dyn ApprovalLedger, clock: &Manua
         .expect("the engine records a gate's decision");
     assert_eq!(decided.status, ApprovalStatus::Approved);
     assert_eq!(decided.approver.as_deref(), Some("ana"));
+
+    pending_pages_contract(ledger, clock).await;
+}
+
+/// The pending queue a page at a time: every pending hold exactly once, in queue order, across
+/// pages of any size, with the queue's total on each page; holds parked at the same instant are
+/// ordered by id and never skipped at a page boundary.
+async fn pending_pages_contract(ledger: &dyn ApprovalLedger, clock: &ManualClock) {
+    clock.advance(chrono::Duration::seconds(1));
+    for id in ["p-3", "p-1", "p-2"] {
+        ledger.park(hold(id, clock)).await.expect("park at one instant");
+    }
+    clock.advance(chrono::Duration::seconds(1));
+    for id in ["p-5", "p-4"] {
+        ledger.park(hold(id, clock)).await.expect("park");
+        clock.advance(chrono::Duration::milliseconds(1));
+    }
+    let whole: Vec<String> = ledger
+        .list_pending()
+        .await
+        .expect("pending")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(whole.len() >= 5, "{whole:?}");
+    assert_eq!(
+        whole[whole.len() - 5..],
+        ["p-1", "p-2", "p-3", "p-5", "p-4"],
+        "oldest first, then by id"
+    );
+    for size in [1, 2, 3, whole.len(), whole.len() + 10] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        let mut pages = 0;
+        loop {
+            let page = ledger.pending_page(after.as_ref(), size).await.expect("a page");
+            pages += 1;
+            assert!(page.holds.len() <= size, "page size {size}");
+            assert_eq!(page.total, whole.len(), "the total is the whole queue's");
+            seen.extend(page.holds.iter().map(|r| r.id.clone()));
+            match page.next {
+                Some(next) => {
+                    assert_eq!(page.holds.len(), size, "only the last page is short");
+                    let token = next.encode();
+                    after =
+                        Some(metaforge_ports::PendingCursor::parse(&token).expect("the token reads back"));
+                }
+                None => break,
+            }
+            assert!(pages <= whole.len() + 1, "pages of {size} never end");
+        }
+        assert_eq!(
+            seen, whole,
+            "pages of {size} list every pending hold once, in order"
+        );
+    }
+    let decided = ledger.decide("p-2", approve("ana")).await.expect("decide p-2");
+    assert_eq!(decided.status, ApprovalStatus::Approved);
+    let first = ledger.pending_page(None, 1).await.expect("a page");
+    assert_eq!(first.total, whole.len() - 1, "a decided hold leaves the queue");
 }
 
 /// Two processes on one ledger: `first` and `second` are two handles on the same store, opened

@@ -124,6 +124,21 @@ impl ApprovalLedger for MemoryApprovalLedger {
         Ok(out)
     }
 
+    async fn pending_page(
+        &self,
+        after: Option<&metaforge_ports::PendingCursor>,
+        limit: usize,
+    ) -> Result<metaforge_ports::PendingPage, PortError> {
+        let pending = self.list_pending().await?;
+        let total = pending.len();
+        let rows = pending
+            .into_iter()
+            .filter(|r| after.is_none_or(|c| (r.created_at, &r.id) > (c.created_at, &c.id)))
+            .take(limit.saturating_add(1))
+            .collect();
+        Ok(metaforge_ports::PendingPage::from_rows(rows, limit, total))
+    }
+
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         let mut s = lock(&self.state);
         self.expire(&mut s);
