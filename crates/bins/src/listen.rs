@@ -7,9 +7,11 @@
 //! waits in the kernel's accept queue). Handler time is not capped here: a held write legitimately
 //! waits for a person, and a model call has its own deadlines.
 //!
-//! Header sections over [`MAX_HEADER_BYTES`] or [`MAX_HEADER_COUNT`] are answered `431` with a
-//! JSON body here; hyper's own bodiless `431` only answers what is far past those (4×), where the
-//! connection is cut before a request exists.
+//! A request target or header section over the gateway's limits (`gateway::limits`) is answered
+//! `414`/`431` with a JSON body on every listener, the MCP sidecar's included
+//! (`gateway::error::request_size_limits`); hyper's own bodiless `431` only answers four times
+//! the header lines or a header block past its ~400 KiB buffer, where the connection is cut before
+//! a request exists.
 //!
 //! `axum::serve` has no header-read timeout, so this is hyper-util's `auto::Builder` with a timer.
 
@@ -36,12 +38,6 @@ use tokio::time::{Instant, Sleep};
 use metaforge_gateway::SHUTDOWN_GRACE;
 
 use crate::settings::Environment;
-
-/// The largest header section (names and values) a request may carry.
-pub(crate) const MAX_HEADER_BYTES: usize = 64 * 1024;
-
-/// The most header lines a request may carry.
-pub(crate) const MAX_HEADER_COUNT: usize = 100;
 
 /// The slow-client limits of one listener; [`Limits::parse`] reads the operator's overrides.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,14 +113,15 @@ pub(crate) async fn serve(
         .layer(axum::middleware::from_fn(
             move |request: Request, next: axum::middleware::Next| read_within(limits, request, next),
         ))
-        .layer(axum::middleware::from_fn(headers_within_limits));
+        .layer(axum::middleware::from_fn(
+            metaforge_gateway::error::request_size_limits,
+        ));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read)
-        .max_headers(MAX_HEADER_COUNT * 4)
-        .max_buf_size(MAX_HEADER_BYTES * 4);
+        .max_headers(metaforge_gateway::limits::MAX_HEADER_COUNT * 4);
     builder.http2().timer(TokioTimer::new());
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
@@ -181,37 +178,6 @@ pub(crate) async fn serve(
         );
     }
     Ok(())
-}
-
-/// `431` with a JSON body naming the limit for a header section over [`MAX_HEADER_BYTES`] or
-/// [`MAX_HEADER_COUNT`]; nothing else is read.
-async fn headers_within_limits(request: Request, next: axum::middleware::Next) -> Response {
-    let headers = request.headers();
-    let bytes: usize = headers
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    if bytes <= MAX_HEADER_BYTES && headers.len() <= MAX_HEADER_COUNT {
-        return next.run(request).await;
-    }
-    tracing::info!(
-        event = "http_request_headers_too_large",
-        bytes,
-        count = headers.len(),
-        "a request's header section is over the limit"
-    );
-    let body = serde_json::json!({
-        "error": "request_header_fields_too_large",
-        "message": format!(
-            "the request's headers are {bytes} bytes in {} lines; at most {MAX_HEADER_BYTES} bytes and {MAX_HEADER_COUNT} lines are read",
-            headers.len()
-        ),
-    });
-    let mut response = (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, axum::Json(body)).into_response();
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
 }
 
 /// Holds the request body to `limits` and answers `408` (and closes the connection) when the

@@ -379,7 +379,7 @@ pub async fn json_errors(request: axum::extract::Request, next: axum::middleware
 /// more, more than 100 headers, a header block past its ~400 KiB read buffer) are refused by
 /// hyper before any router runs, with an empty body; `axum::serve` exposes no hook to shape them.
 pub async fn request_size_limits(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    use super::limits::{MAX_HEADER_BYTES, MAX_URI_BYTES};
+    use super::limits::{MAX_HEADER_BYTES, MAX_HEADER_COUNT, MAX_URI_BYTES};
     let uri_len = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if uri_len > MAX_URI_BYTES {
         return ApiError::new(
@@ -404,6 +404,16 @@ pub async fn request_size_limits(request: axum::extract::Request, next: axum::mi
         .with_details(
             serde_json::json!({ "field": "headers", "size": header_bytes, "limit": MAX_HEADER_BYTES }),
         )
+        .into_response();
+    }
+    let lines = request.headers().len();
+    if lines > MAX_HEADER_COUNT {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "header_fields_too_large",
+            format!("the request has {lines} header lines; the limit is {MAX_HEADER_COUNT}"),
+        )
+        .with_details(serde_json::json!({ "field": "headers", "count": lines, "limit": MAX_HEADER_COUNT }))
         .into_response();
     }
     next.run(request).await

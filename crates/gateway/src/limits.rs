@@ -13,6 +13,10 @@ pub const MAX_URI_BYTES: usize = 8_192;
 /// All request headers together (name + value + 4 per header), in bytes; larger is a JSON 431.
 pub const MAX_HEADER_BYTES: usize = 32_768;
 
+/// The most header lines a request may carry (answered 431 in the JSON shape past it; the HTTP
+/// parser's own bodiless 431 only answers four times as many).
+pub const MAX_HEADER_COUNT: usize = 100;
+
 /// Checks a request body against the limits of the route it was sent to: the first field over
 /// its limit is a 422 `too_large` naming the field, its size and the limit (never its value).
 pub(crate) fn check_body(path: &str, body: &Value) -> Result<(), ApiError> {

@@ -401,7 +401,7 @@ fn mcp_transport_refusals_and_oversized_headers_answer_json() {
     }
     let gateway_home = tempfile::tempdir().expect("tempdir");
     let (_gateway, gateway) = crate::common::start_gateway(gateway_home.path(), &[]);
-    let big = "a".repeat(70_000);
+    let big = "a".repeat(40_000);
     let many: Vec<(String, String)> = (0..150).map(|i| (format!("x-h{i}"), "v".to_owned())).collect();
     let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     for authority in [&sidecar, &gateway] {
@@ -409,14 +409,8 @@ fn mcp_transport_refusals_and_oversized_headers_answer_json() {
             let (status, response_head, text) = raw(authority, "GET", "/health", &head, "");
             assert_eq!(status, 431, "{authority}: {response_head}");
             let error = json_of(&text);
-            assert_eq!(error["error"], "request_header_fields_too_large", "{text}");
-            assert!(
-                error["message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("65536 bytes and 100 lines"),
-                "{text}"
-            );
+            assert_eq!(error["error"], "header_fields_too_large", "{text}");
+            assert_eq!(error["details"]["field"], "headers", "{text}");
         }
     }
 }
