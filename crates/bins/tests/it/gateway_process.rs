@@ -170,32 +170,16 @@ fn up_serves_the_gateway_and_the_mcp_sidecar_in_one_process() {
         .next()
         .expect("authority")
         .to_owned();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "metaforge-up-test", "version": "0"}}});
-    let payload = init.to_string();
-    let mut stream = TcpStream::connect(&authority).expect("connect mcp");
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {authority}\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-        crate::common::KEY,
-        payload.len()
-    );
-    stream.write_all(request.as_bytes()).expect("write");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw);
+    let raw = mcp_initialize(&authority, crate::common::KEY);
     assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
     assert!(raw.contains("serverInfo"), "{raw}");
 }
 
-/// One MCP POST with `key` as `X-API-Key`: the status line and the whole response.
-fn mcp_post(authority: &str, key: &str) -> String {
+/// One MCP `initialize` POST with `key` as `X-API-Key`: the whole raw response.
+fn mcp_initialize(authority: &str, key: &str) -> String {
     let payload = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "metaforge-throttle-test", "version": "0"}}})
+        "clientInfo": {"name": "metaforge-up-test", "version": "0"}}})
     .to_string();
     let mut stream = TcpStream::connect(authority).expect("connect mcp");
     let request = format!(
@@ -227,14 +211,14 @@ fn wrong_keys_share_one_count_across_both_doors_and_never_lock_out_a_valid_key()
         .expect("authority")
         .to_owned();
     for _ in 0..3 {
-        let raw = mcp_post(&authority, "sk-guess-0001");
+        let raw = mcp_initialize(&authority, "sk-guess-0001");
         assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
     }
-    let raw = mcp_post(&authority, "sk-guess-0002");
+    let raw = mcp_initialize(&authority, "sk-guess-0002");
     assert!(raw.starts_with("HTTP/1.1 429"), "{raw}");
     assert!(raw.to_ascii_lowercase().contains("retry-after:"), "{raw}");
     assert!(raw.contains("\"code\":-32002"), "a JSON-RPC error body: {raw}");
-    let raw = mcp_post(&authority, crate::common::KEY);
+    let raw = mcp_initialize(&authority, crate::common::KEY);
     assert!(
         raw.starts_with("HTTP/1.1 200"),
         "a valid key on the sidecar: {raw}"
