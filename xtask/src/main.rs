@@ -17,6 +17,39 @@
 //! - `cluster [N]` — the scripted cluster run: PostgreSQL, Temporal, tansu, FalkorDB, two
 //!   gateways, a sidecar and a worker; the walk-through, N raced proposals under SIGKILLs, the
 //!   audit (`ci` runs it with 300 proposals and a kill every 10 s).
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## `xtask`
+//!
+//! `cargo xtask ci` and its tiers (`xtask/src/ci.rs`; CONTRIBUTING.md says which to use when):
+//! `--quick` (fmt, layering, doc-check, clippy and nextest on the default members, peers optional),
+//! `--changed`/`-p` (the quick tier's tests narrowed to the touched crates and their dependents,
+//! `xtask/src/changed.rs`), and the full gate `.ci/run` calls (cheapest first; peers installed in a
+//! background thread while clippy runs; three feature sets — `workspace`, `STORE_ENGINES`,
+//! `ALL_ENGINES` — each compiled once for clippy and once for tests, and the cluster run, api-fuzz
+//! and readme-check reuse those builds). Every step runs under `xtask/src/gate.rs`: timed, budgeted,
+//! a watchdog that names the running step every 60 s and kills what the gate started past a budget,
+//! and a timing table at the end; `.config/nextest.toml` ends any test past five minutes. The
+//! listener check counts only the gate's processes (its descendants, or those carrying
+//! `METAFORGE_GATE_PID`), and a gate's end kills any of them still running. Every cargo that xtask
+//! starts goes without the variables `cargo run` set for xtask (`without_cargo_run_vars`): ring's
+//! build script tracks `CARGO_MANIFEST_DIR`, so they made each checkout rebuild ring and all above it. Also `cargo xtask layering`, `alerts`, `api-fuzz`; `cargo xtask bench stores`, `cargo xtask bench pipeline`, `cargo xtask bench gateway` (the
+//! light fixed-response upstream `bench upstream` and aimock, each direct vs release gateway vs
+//! LiteLLM proxy), `cargo xtask bench mcp` (sidecar `flow.list` vs the Python MCP SDK serving the
+//! same text, both protocol eras; every request carries a fresh JSON-RPC id, `write_rpc_script`,
+//! since one session's concurrent calls must) — shared kit `xtask/src/bench_kit.rs`: servers on core 1, wrk and
+//! upstreams on core 0 (`taskset`), c = 1/8/64/256, `METAFORGE_BENCH_SECONDS` (3) per cell,
+//! `METAFORGE_BENCH_BINARY` to bench another build; req/s, p50/p99, added latency over direct, RSS
+//! idle and under load, ratios to the peer — `cargo xtask bench runs [N]` (`crates/app/benches/runs.rs`:
+//! the embedded engine in one process on file-backed SQLite — run starts/s, transitions persisted/s,
+//! a 20-phase auto-gated flow with an instant brain, the ledger's own append rate for the same
+//! transitions), `cargo xtask e2e --real-model` (LLM) and `cargo xtask cluster [N]`
+//! (`xtask/src/cluster.rs`: builds the workspace with `ALL_ENGINES` and runs
+//! `crates/bins/tests/cluster.rs` with every peer required; `ci` runs it with 300 proposals and a
+//! kill every 10 s).
 
 #![expect(
     clippy::disallowed_methods,

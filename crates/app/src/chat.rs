@@ -16,6 +16,39 @@
 //! - every turn has an iteration cap and may have a token budget (the thread's own limits, else
 //!   the deployment's), and hitting one ends the turn with `notify_error` naming the limit;
 //! - nothing is written for a bad post (empty content, unknown thread).
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## Chat threads (issue 15) — `app::chat`, `gateway::threads`, `adapters-gateway::ChatClient`, `metaforge chat`
+//!
+//! - `app::chat::ChatService` — a thread is a session of the session ledger (`SessionStore`,
+//!   `$METAFORGE_HOME/sessions.db`, FTS5). `post(thread, content, poster)` stores the person's
+//!   message, builds the turn (`TurnConfig::chat`: caller class from the transport, the poster's
+//!   identity as `requested_by` on every hold, the thread's own `TurnLimits` over the deployment's
+//!   `ChatSettings`), takes the turn's tools from `ToolBoxes::for_turn`, runs `Agent::run_turn` in
+//!   its own task and forwards every `TurnEvent` to the poster's channel and to the thread's
+//!   broadcast (subscribers of `GET …/stream`; a lagging one gets `stream.lagged`). The calls are
+//!   stored as `tool` messages (JSON) and the reply (or a note naming why the turn failed) as the
+//!   assistant's, BEFORE `agent.done` is forwarded. `cancel(thread)` cancels every turn running or
+//!   waiting on the session lock. A post is refused with nothing stored when the content is empty
+//!   or too long (`limits::MAX_MESSAGE_CHARS`), the thread is unknown, or no model serves `chat`
+//!   (`ChatError::NoModel`, 503 naming what to set).
+//! - `gateway::threads` — `POST/GET /v1/chat/threads`, `GET /v1/chat/threads/{id}` (messages,
+//!   `turn_running`), `POST /v1/chat/threads/{id}/messages` (the stored turn as JSON; with
+//!   `Accept: text/event-stream` the turn's events as SSE), `GET /v1/chat/threads/{id}/stream`,
+//!   `POST /v1/chat/threads/{id}/cancel` (202; 409 `no_turn_running`), `GET /v1/chat/sessions/search`.
+//! - `metaforge chat` / `metaforge sessions search` (`bins/src/cmd/chat.rs`) speak HTTP to a gateway
+//!   through `metaforge_adapters_gateway::ChatClient`: the reply to stdout, tool activity and holds to
+//!   stderr, a held call answered inline (y/n → `POST /v1/approvals/{id}/decision`, the approver is
+//!   the client's key) or, without a terminal, left for a person elsewhere; Ctrl-C cancels the turn.
+//!   Chat settings come from the environment once (`bins/src/chat_config.rs`).
+//!
+//! **Invariants:** a turn outlives its poster's connection (only cancel or the process ends it);
+//! `agent.done` is sent after the reply is stored; two turns of a thread never write at once (the
+//! agent's session lock, shared by `Agent::with_tools`); the approver of a chat hold is whoever
+//! decides it, never the model or the poster's claim.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

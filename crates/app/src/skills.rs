@@ -6,6 +6,56 @@
 //! offered.
 //!
 //! Reading directories is the binary's (`bins/src/skills.rs`): this module sees files as text.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## Skills (issue 19) — `domain::skill`, `app::skills`, `app::tools::skill_tools`, `adapters-mcp` skills, `bins/src/skills.rs`, `metaforge skills`
+//!
+//! - **The rule** `metaforge_domain::skill::parse_skill(directory, text)`: the Agent Skills
+//!   frontmatter (`name` matching the directory, lowercase letters/digits/single hyphens, ≤ 64;
+//!   `description` ≤ 1024; `compatibility` ≤ 500; `metadata` string → string; `allowed-tools`
+//!   space-delimited; no other field) — the skill, or every problem with its line, never a half.
+//!   MetaForge's own keys live under `metadata` (`metaforge-commits`, `metaforge-disciplines`).
+//!   One case table (`fixtures/rules/skill_format.json` over the directories of
+//!   `fixtures/skills/cases`) drives the domain test and the comparison with the reference validator
+//!   (`crates/bins/tests/it/skills_cli.rs`, npm `skills-ref`: the same verdict on every case).
+//! - **The catalogue** `app::skills::SkillCatalog::layer`: bundled skills (`crates/app/skills/{flow-proposal-review,gate-review-prep,design-decision-record}/SKILL.md`,
+//!   embedded by `include_str!`), then `$METAFORGE_HOME/skills/`, then `METAFORGE_SKILLS_DIRS`;
+//!   later replaces earlier (recorded, logged `skill_overridden`); refused skills are listed with
+//!   their problems (`skill_refused`) and never offered. `SkillShelf` holds the current catalogue;
+//!   the binary re-reads the directories when a file in them changes (`bins/src/skills.rs`,
+//!   polled every 2 s, `skills_reloaded`) and swaps it whole.
+//! - **In the agent loop** (`app::tools::skill_tools`, composed by `ToolRegistryBuilder::skills` in
+//!   `bins/src/tool_servers.rs`, so chat threads and phase turns both get it): progressive
+//!   disclosure — only names and descriptions, in the descriptions of two native tools (native, so
+//!   the tool cap keeps them): `skills.activate` for skills that do not commit, and
+//!   `skills.activate_committing`, declared in the ask tier, so every activation of a committing
+//!   skill is held for a person (FORGE-97). The activation answers the body and the skill's file
+//!   list; `skills.read` (offered when some skill has files) reads one of them on demand (text, cut
+//!   at 64 K characters, said so); from the next step the turn's tools are narrowed to the skill's
+//!   `allowed-tools` plus the skill tools (a call outside is the loop's `unknown_tool`).
+//! - **Over MCP, both ways.** Serving: the port's `ToolHost::skills` (`ServedSkill`: frontmatter and
+//!   every file's bytes, `SKILL.md` first) is answered by `SidecarHost::with_skills` from the shelf;
+//!   `crates/adapters-mcp/src/skills.rs` declares `io.modelcontextprotocol/skills` when there are
+//!   skills, answers `skills/list`, `skills/get` (`skill://<name>/SKILL.md`; `-32602` otherwise) with
+//!   a sha256 digest per file, lists each `SKILL.md` in `resources/list`, and serves
+//!   `skill://<name>/<path>` through `resources/read` (text files only, so every listed digest can
+//!   be checked). `up` and `mcp serve` (in-process mode) serve the process's catalogue.
+//!   Consuming: `ToolSource::list_skills` (`McpToolServer`: only when the server declares the
+//!   extension; every file read and checked with `SkillResource::verify`, a mismatch refuses the
+//!   server's listing) — the registry lists them on every refresh and offers them as
+//!   `<server>.<name>` after the same `parse_skill` (`SkillCatalog::from_server`), beside the local
+//!   catalogue (`skill_catalog_of`), so a server's skill never replaces a local one.
+//! - **Differs from the issue:** the committing activation is `requires_approval` but does not carry
+//!   the `twin_write` gate: the grounding rule counts every successful `twin_write`-gated call as a
+//!   commit, and an activation commits nothing itself (the writes its steps prescribe are twin tools,
+//!   gated and grounded themselves). `gate-review-prep` names the run tools, which the sidecar serves
+//!   to MCP clients but chat turns are not offered: in a chat turn only its twin steps run. Not built
+//!   yet: binary skill files (listed, never served or
+//!   read), skills in the sidecar's remote mode (`METAFORGE_GATEWAY_URL`), and a console page for
+//!   skills.
 
 use std::collections::BTreeMap;
 

@@ -4,6 +4,45 @@
 //! `metaforge-<role>`, and the W3C trace context is the process's propagator, so a `traceparent`
 //! a caller sends (an HTTP header, an MCP request's `_meta`) parents the spans of its work and the
 //! hops this process makes carry it on. Unset, nothing is exported and nothing is propagated.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! - **Traces** (issue 20, item 4, partly). With `OTEL_EXPORTER_OTLP_ENDPOINT` every process
+//!   exports its `tracing` spans over OTLP/HTTP (`<url>/v1/traces`) as `metaforge-<role>`
+//!   (`gateway`, `mcp`, `worker`, `up`, `llm`; `crates/bins/src/telemetry.rs`, installed by
+//!   `system::init_logging` with its own level, `DEFAULT_LOG_FILTER`'s, whatever stderr shows), and
+//!   the W3C trace context is the process's propagator; unset, there is no layer and the propagator
+//!   is a no-op, so nothing below reads or adds anything. Hops that carry the context: an HTTP
+//!   request into the gateway (`gateway::trace_context::join_callers_trace` parents the request
+//!   span on `traceparent`), the gateway requests the sidecar and `metaforge chat` make
+//!   (`adapters-gateway` `with_trace_context`), and MCP `tools/call` both ways (SEP-414 `_meta`:
+//!   `adapters-mcp::trace_meta` — the served call's span `tools/call <tool>` is parented on the
+//!   request's `_meta`, and the project's MCP client puts the current context in its requests').
+//!   Kafka: every persisted event is sent from a producer span `publish metaforge.<kind>`
+//!   (parented on `BusEvent::traceparent` when the publisher gives one, else on the current span)
+//!   whose context goes in the record's `traceparent`/`tracestate` headers; a replay reads it back
+//!   into `BusEvent::traceparent` (`adapters-store/src/kafka_bus.rs`). Temporal
+//!   (`adapters-temporal/src/trace_context.rs`): a run's start puts the current context in the
+//!   workflow's start header `_tracer-data` (a JSON map, the key and encoding of Temporal's own
+//!   OpenTelemetry interceptors); the workflow interceptor `hand_on_trace_context` copies it into
+//!   every activity it schedules and into a continue-as-new (it only copies a header that history
+//!   holds, so replay is unchanged); `run_phase`/`complete_run` run in spans `<activity> <run>`
+//!   parented on it, so the worker's phase work and the calls it makes join the request's trace;
+//!   the workflow keeps the start `traceparent` (`DesignFlowSnapshot::traceparent`) and the
+//!   gateway's follower publishes that run's notices under it. The embedded engine's run task runs
+//!   in a span `design_flow_run` child of the request that started it. Twin commits: both twins
+//!   write a commit in a span `commit <branch>` and keep that span's context as the commit's
+//!   `traceparent` (`TwinCommit::traceparent`, in `GET /v1/twin/log`; SQLite `twin/0002`, a
+//!   property of FalkorDB's commit node), so a deliverable can be traced to the phase and the
+//!   request that wrote it. The store-side helpers are one module, `adapters-store/src/trace.rs`
+//!   (the Kafka headers and the commits use it). Pinned by `crates/bins/tests/it/traces_process.rs`
+//!   (gateway and sidecar), `adapters-store` `kafka_contract` and `traces` (a Kafka header and a
+//!   commit on each twin, read back, in the caller's trace), and the cluster run (one run started
+//!   with a `traceparent`: the gateway's request span, the worker's activity spans, the producer
+//!   spans of its notices and their Kafka headers, its twin commits on FalkorDB and a sidecar
+//!   `tools/call` in one trace).
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig as _};

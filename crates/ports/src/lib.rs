@@ -3,6 +3,17 @@
 //! This is the innermost crate: the domain and every adapter depend on it, and it depends on
 //! nothing that does IO. A record a ledger stores, a request a provider takes, the clock and the
 //! id generator all live here, so the domain stays deterministic and adapters stay swappable.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## `crates/ports` — `metaforge-ports`
+//!
+//! The innermost crate. Port traits and the records that cross them: `FlowVersionRecord`,
+//! `ApprovalRecord`/`ApprovalStatus`, `UsageEvent`/`Billing`, `ApiFamily`, `Clock`, `IdGen`,
+//! and `PortError { kind, message, source }` so callers branch on a kind.
+//! **Invariant:** no IO crate in its normal dependency tree (checked by `cargo xtask layering`).
 
 pub mod approval;
 pub mod approval_ledger;

@@ -11,6 +11,51 @@
 //! read (`SELECT … FOR UPDATE`) and then update it on its expected state: the second writer waits
 //! for the first to commit, reads the closed row and answers a conflict. Nothing is retried
 //! silently.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## PostgreSQL ledgers (issue 20, item 1) — `adapters-store/src/postgres/`, feature `postgres`
+//!
+//! `PgApprovalLedger`, `PgFlowVersionStore`, `PgRunLedger`, `PgClientTaskStore`, `PgUsageStore`,
+//! `PgSessionStore`: all six ledger ports on one PostgreSQL server, for several gateways and workers
+//! sharing one ledger each. Runs keep the SQLite ledger's transition log (primary key on
+//! `(run_id, seq)`, terminal runs final and the log append-only by triggers) and read a list's
+//! histories in one `ANY($1)` statement. Sessions searchSessions search with a stored `tsvector` (punctuation split as SQLite's
+//! `unicode61` splits it) under a GIN index, queried with `plainto_tsquery` (user text is never
+//! read as query syntax); usage batches are one `INSERT … SELECT FROM UNNEST(…)`. Selected in the binary by `METAFORGE_DATABASE_URL=postgres://…`
+//! (`bins/src/ledger_engine.rs`, the one place; the bins' `postgres` feature is on by default, a
+//! build without it refuses the URL saying how to get it); SQLite stays the default.
+//! `postgres::open_pool(url, schema, migrator)` gives each ledger its own schema (`metaforge_approvals`,
+//! `metaforge_runs`, …) with its own migration history (`migrations/postgres/<ledger>/`), exactly as
+//! each SQLite ledger has its own file; every pooled connection's `search_path` is that schema.
+//! Engine-neutral encodings (enum labels, JSON text, the `Corrupt`/`NotFound` errors) live in
+//! `src/codec.rs`, shared by both engines. **Invariants:**
+//! - Timestamps are `timestamptz` (microseconds, like the SQLite text); JSON columns keep the exact
+//!   text SQLite keeps (frozen flow versions hash the same on both engines).
+//! - A write that races another process is one transaction that locks the rows it reads
+//!   (`SELECT … FOR UPDATE`) and updates them on their expected state: two gateways deciding one
+//!   hold serialise, the second reads the closed hold and answers `Conflict` (409); two processes
+//!   appending one run's next transition, or claiming one client task, the same. Deadline expiry
+//!   runs in every gateway and is idempotent (rows locked, updated only while still open, audited
+//!   once). Nothing is retried silently: a serialization failure, deadlock, lost connection or a
+//!   server shutting down is `Unavailable` (`postgres::db_error`, by SQLSTATE).
+//! - An unreachable or malformed URL fails start-up (`Unavailable`/`Invalid` naming
+//!   `METAFORGE_DATABASE_URL`); there is no fallback to the files.
+//! - How to run the parts as a cluster, and its known gaps: `deploy/cluster.md`. The scripted
+//!   cluster run, `cargo xtask cluster` (`crates/bins/tests/cluster.rs`, a harness-less test target
+//!   behind the bins' `kafka` and `temporal` features), starts every engine and two gateways, a
+//!   worker and a remote sidecar as processes, drives the walk-through through both gateways, races
+//!   decisions under SIGKILLs and audits the promises below; `cargo xtask ci` runs it smaller.
+//! - A gateway's start or sweep orphans only the holds of gateways that are gone (see "A hold is
+//!   orphaned only when its parker is gone"), never those another live gateway waits on.
+//!
+//! Tests: `tests/it/postgres_*.rs` run every contract suite on a real server each test starts
+//! (`test_support::postgres::PostgresServer`: `initdb` + `postgres` on a temporary directory and a
+//! free loopback port, as the Debian `postgres` account under root), and race decisions across two
+//! ledger instances; `bins/tests/it/postgres_gateways.rs` does the same through two `metaforge
+//! gateway` processes.
 
 use std::str::FromStr;
 use std::time::Duration;

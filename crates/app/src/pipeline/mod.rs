@@ -5,6 +5,105 @@
 //!
 //! Streams retry or fall back only before the first event reached the caller; after that a cut
 //! stream ends with the adapter's typed error, because the caller has already acted on output.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## LLM: ports `llm`/`credentials`, `crates/adapters-llm`, `app::pipeline` (issue 4)
+//!
+//! - `metaforge_ports::llm` — `LlmProvider { family, complete, stream }`, the normalised
+//!   `LlmRequest` (system = stable prefix + volatile suffix, messages with tool calls/results, tools,
+//!   tool_choice, max tokens, temperature, stop, prompt_cache_key), `LlmResponse`, `StreamEvent`
+//!   (text delta, tool-call start / argument delta / end, usage, finish) and the typed
+//!   `ProviderError { kind, status, retry_after, provider_message }`. `credentials` —
+//!   `CredentialStore` (list/healthy/add/mark_dead/mark_healthy), secrets redacted in `Debug`.
+//! - `adapters-llm` — one module per family (each family's typed request and response structs in
+//!   `<family>/wire.rs`, what they share in `wire`; `tests/it/wire_fixtures.rs` pins every request's
+//!   bytes): `openai` (chat completions, `stream_options.include_usage`,
+//!   `prompt_cache_key` only when built for OpenAI/OpenRouter), `anthropic` (Messages; cache_control
+//!   on the last tool, the stable system block and the last message block), `gemini`
+//!   (generateContent / `streamGenerateContent?alt=sse`), `bedrock` (Converse/ConverseStream; SigV4 by
+//!   `aws-sigv4`, event-stream framing by `aws-smithy-eventstream`), `codex` (Responses API,
+//!   Codex-CLI `auth.json`; streamed calls with tools declined as `CapabilityUnsupported`).
+//!   `frames` turns SSE / event-stream frames into events through a per-family `StreamDecoder`;
+//!   `http` holds the rustls(ring) client, error classification and Retry-After parsing;
+//!   `credentials_file` is the 0600 JSON credential store.
+//! - `app::pipeline` — `ProviderPipeline` (`complete`/`stream` → `Served<T>` with provenance),
+//!   `RetryPolicy`, `RoleModelSlots` (family-mismatch candidates dropped at config time),
+//!   `CredentialRotor` (pin per session, rotate on 401/403/429), `FallbackAlarm`
+//!   (`harness_provider_fallback` log, `metaforge_harness_provider_fallback_total` counter,
+//!   `last_fallback`/`fallback_count`; reasons are `metaforge_domain::routing::FallbackReason`),
+//!   `usage` (tokio task-local `UsageScope`, `UsageSink`; counts filled by
+//!   `metaforge_domain::usage::normalize_usage`, cost by `price_event` when a `PriceTable` is set),
+//!   `caching` (sorted tools with sorted keys + stable system = cached prefix, `prompt_cache_key`).
+//! - `bins` `providers_config` — the ONE provider composition shared by `metaforge llm`,
+//!   `metaforge providers list` and `metaforge gateway`: the only place that reads
+//!   `HARNESS_<ID>_BASE_URL` (an explicit override even for fixed-URL providers),
+//!   `METAFORGE_CREDENTIALS_PATH`, `*_API_KEY`, AWS and Codex env and `METAFORGE_FALLBACK_PROVIDERS`
+//!   (ordered `provider:model` fallbacks behind the routed primary); layers file over env
+//!   credentials, one adapter per family, `provider_rows()` (the providers view's rows),
+//!   `credentialed()`, `build_pipeline(chains, required, optional, sink)`. `cmd::llm` keeps only
+//!   argument parsing, `METAFORGE_ROUTE_<ROLE>`/`METAFORGE_MODEL_ROUTES_PATH` resolution and output.
+//! - `metaforge_gateway::chat` — `POST /v1/chat/completions` (OpenAI shapes, JSON and SSE ending with
+//!   `data: [DONE]`); `model` = a routing role (resolved per request with the domain rules over
+//!   `app::routing::RouteResolver`, durable selection included, and passed as the primary so the role's chain
+//!   follows) or an explicit family-checked `provider:model`. Provenance headers
+//!   `x-metaforge-served-by` / `x-metaforge-fell-back-from`. `app::pipeline::StoreSink` stamps `at` from the
+//!   clock and records into the gateway's `UsageStore` (role from the request, caller = identity,
+//!   run from the `x-metaforge-run-id` header — a present but unusable one is a 400 naming it); with
+//!   `with_metrics` each event also feeds `app::usage_metrics::UsageMetrics`:
+//!   `metaforge_llm_calls_total{role,provider,model,usage_reported}`,
+//!   `metaforge_llm_tokens_total{…,kind}` (reported counts only), `metaforge_llm_cost_usd_total`
+//!   (priced calls; a Prometheus counter of fractional dollars kept by
+//!   `usage_metrics::FloatCounterFamily`, because `metrics` counters are integral) and, once per run crossing
+//!   `METAFORGE_RUN_SPEND_ALERT_USD` (default 5; a bad value refuses start),
+//!   `metaforge_llm_run_spend_exceeded_total{role}` + the `llm_run_spend_exceeded` log.
+//!   **Usage durability (issue 13):** `record` only queues the event; one writer task gathers, from
+//!   the first event queued, for `USAGE_COMMIT_WINDOW` = 10 ms (or until `USAGE_BATCH_MAX` = 1024
+//!   events or a flush arrive) and commits them in one `synchronous=FULL` transaction
+//!   (`UsageStore::record_batch`, all or nothing), never on the response path: at most one fsync per
+//!   window at any rate of calls (a commit per call was a sixth of a busy gateway's CPU). SQLite writes a batch as one multi-row `INSERT` (256 rows a statement; a
+//!   larger batch is one transaction of them), so a batch crosses to sqlx's connection thread once
+//!   instead of once per event plus BEGIN and COMMIT. A graceful stop (SIGTERM/Ctrl-C) drains the listener, then
+//!   `StoreSink::flush` commits everything queued: nothing acknowledged is lost. On kill -9 at
+//!   most the events of the last commit window are lost (the window being gathered, the batch being
+//!   committed and those queued behind it, ≤ one batch): `bins/tests/it/usage_durability.rs` kills a gateway ten times under load
+//!   and counts. The credential file is read from memory and re-parsed when its mtime, size or inode
+//!   changes (`adapters-llm::credentials_file`; permissions still checked by a `stat` per read).
+//!   No pipeline / no route → 503 naming why; all attempts rate limited → 429 + Retry-After; all
+//!   failed → 503 with `details.attempts`. `gateway::chat_request` — the request wire types and
+//!   their strict mapping onto `LlmRequest`: function `tools` → `ToolSpec` (name `^[a-zA-Z0-9_-]{1,64}$`,
+//!   unique; `parameters` an object, `{type:object,properties:{}}` when absent), `tool_choice`
+//!   (`auto|none|required|{type:function,function:{name}}`; `required`/named need tools, the name
+//!   must be declared), assistant `tool_calls` → `ContentPart::ToolCall` (arguments must be JSON
+//!   text; ids unique), `tool` messages → `ContentPart::ToolResult` (needs `tool_call_id` answering
+//!   an earlier call, whose name it takes; consecutive tool messages become ONE user turn), content
+//!   = string or `{type:text}` parts only. Every refusal is a 400 with `details.field` as a path
+//!   (`messages[2].tool_calls[0].function.arguments`) and nothing goes upstream. Responses: JSON
+//!   `tool_calls` with arguments as JSON text (`content` null when only calls); SSE maps
+//!   `ToolCallStart`/`ToolCallArgumentsDelta` to OpenAI `delta.tool_calls[{index,id,type,function}]`
+//!   chunks, renumbering call indices 0.. in start order (families count blocks differently),
+//!   `finish_reason: tool_calls`; `stream_options.include_usage` (only with `stream: true`) adds
+//!   OpenAI's last chunk with empty `choices` and `usage` (null counts when unknown).
+//!   `gateway::providers` — `GET /v1/harness/providers`:
+//!   rows computed by the binary at start plus the alarm's `last_fallback`/`fallback_count`
+//!   (`null` count when no pipeline runs: unknown is not 0). The binary builds the pipeline at start
+//!   (`cmd::serve::gateway_pipeline`: each role's start-time route + fallbacks; every configured
+//!   provider wired for explicit calls); no configured provider → `pipeline: None`, gateway starts.
+//!
+//! **Invariants.** Usage crosses the port raw (family + the provider's own usage object) and is never
+//! turned into a 0: unknown counts stay `None`. A stream is retried or falls back only before its
+//! first event reached the caller; after that a cut stream ends with a typed `Transport` error, and
+//! one usage event is recorded per served call (a stream's at its end, error or drop; failed
+//! attempts record none). Every decoder detects a missing terminal marker (`[DONE]`/finish, `message_stop`,
+//! `finishReason`, `messageStop`, `response.completed`). Retryable: 429, 500/502/503/504/529,
+//! timeouts, transport; everything else falls to the next candidate at once. 401/403 blacklist the
+//! credential in the store, 429 rotates without blacklisting. A credentials file readable by group
+//! or others is refused, never read. No OpenSSL: reqwest runs rustls with the ring provider.
+//! Tests: `adapters-llm/tests/wire_recorded.rs` (every recorded stream, insta), `contracts.rs`
+//! (Steady + botocore), `aimock_families.rs`, `cache_usage_fixtures.rs`, `app/tests/it/fault_injection.rs`;
+//! `cargo xtask bench pipeline`, `cargo xtask e2e --real-model` (opt-in).
 
 pub mod alarm;
 pub mod caching;

@@ -16,6 +16,86 @@
 //! Code map: [`service`] (the [`TwinService`] both doors call, its inputs and results) ·
 //! [`scope`] (where a caller's writes go: [`WriteTarget`], [`RunScope`], the [`RunScopes`]
 //! resolver and its engine-backed implementation).
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## The twin as the record of work (issue 16, item 5) — `app::twin`, `crates/sidecar/src/tools/twin`, `gateway::twin`
+//!
+//! - **Service** `app::twin::TwinService` over the `TwinStore` port (SQLite `SqliteTwinStore`,
+//!   `FalkorTwinStore` behind its feature, `MemoryTwinStore` in tests), time and ids from their ports.
+//!   Writes, each one commit: `commit_work_product` (a `WorkProduct` node: `artifact` — the deliverable
+//!   name a gate requires, `cad_model`, `simulation_result`, `test_plan`, `bom` … — `title`,
+//!   `content_hash` = SHA-256 of the content (from `content`, kept with the node, or given for a file
+//!   at `uri`; both given must agree), optional `uri`, `node_id` to replace a work product with a new
+//!   version; for a run's work `run_id` and `phase`), `record_decision` (a `Decision` node: `decision`,
+//!   `rationale` required, `alternatives`, `about` node ids that must exist), `link` (a typed edge
+//!   between two existing nodes; self-links and duplicates refused). Each has a `check_*` twin that
+//!   validates in full and writes nothing. Reads: `branches`, `node`, `find` (`NodeFilter`: type, every
+//!   property equal, limit ≤ `MAX_QUERY_LIMIT`), `edges`, `diff`, `log`. `TwinError` names the field
+//!   (`Invalid`, `UnknownBranch`, `UnknownNode`), `MainMoved` for a refused merge, `Store` otherwise.
+//! - **Where a write goes** (`app::twin::scope`): `WriteTarget::Main` or `WriteTarget::Run(RunScope
+//!   {run_id, phase})`, decided by `RunScopes::scope_of(caller)` at every call — never by an argument.
+//!   `EngineRunScopes` asks the `FlowEngine`: a `service` caller's session names its run (the
+//!   engine's server brain sets `CallerContext::session` to the run id) and the scope is that run's
+//!   phase in flight while it is `running`; any other caller is scoped by the client task it claimed
+//!   in this session (`claimed_by` = its authenticated identity, `claim_session` = its session; a
+//!   session id alone proves nothing) while the engine still runs that phase. Unconfirmable
+//!   (`live: false`, unknown run, parked run) = no scope. `NoRunScopes` for a process with no engine;
+//!   `LateRunScopes` for a composition that builds the tools before the engine (no scope until set).
+//! - **Tools** (`crates/sidecar/src/tools/twin`, `SidecarTwin { service, scopes }`, registered by
+//!   `metaforge_sidecar::with_twin` / `host_in_process_with_twin`): writes `twin.commit_work_product`,
+//!   `twin.commit_geometry` (the same commit, `artifact` defaulting to `cad_model`),
+//!   `twin.record_decision`, `twin.link` — hints additive (not read-only, not destructive), gate spec
+//!   `required_gates: ["twin_write"]` + `requires_approval` (the seed's gate declarations): the host
+//!   holds a local/remote/untrusted caller's write in the one ledger and runs a service/client_task
+//!   caller's; a service/client_task caller with no confirmed run phase is refused. Each write's
+//!   `preflight` checks sizes (`app::limits` table), the typed parse and the service's `check_*`
+//!   against the branch it will write, so bad arguments are refused before any hold; the write
+//!   re-checks after approval. A commit answers `node_id`, `branch`, `commit_id` (and `run_id`,
+//!   `phase`), which the grounding guard checks node ids against. Reads `twin.query` (text content
+//!   left out), `twin.get_node` (with its edges), `twin.diff` (base `main`, head the caller's run
+//!   branch by default) — read-only, never held; with no branch named they read the caller's branch.
+//!   `SidecarHost::declared_gates()` lists each tool's static gates for the composition's
+//!   `ToolPolicy::required_gates`, and `declared_holds()` its ask-tier tools (not those that hold
+//!   their own effect, like `flow.propose`) for `ToolPolicy::requires_approval`: in a chat turn the
+//!   agent loop holds a twin write itself — `tool.approval_requested` on the turn's stream, the
+//!   terminal's `approve this call? [y/n]` — and once a person approves, calls the host with
+//!   `CallFacts::approved_hold`; the host runs the call without a second hold only when its ledger
+//!   reads that hold approved for this tool and exactly these arguments (`HeldWrites::approved_for`;
+//!   anything else is held as usual). Transports never set `approved_hold`. Pinned by
+//!   `sidecar/tests/it/sidecar_twin.rs` and `bins/tests/it/chat_process.rs` (one hold per write).
+//! - **Routes** `gateway::twin` (`GatewayState::twin: Option<Arc<TwinService>>`, `None` → 503):
+//!   `GET /v1/twin/branches`, `GET /v1/twin/nodes?branch=&type=&artifact=&phase=&run_id=&property=&value=&limit=`
+//!   (text content left out), `GET /v1/twin/nodes/{id}?branch=`, `GET /v1/twin/nodes/{id}/edges?branch=&direction=&type=`,
+//!   `GET /v1/twin/diff?base=&head=` (head required), `GET /v1/twin/log?branch=&limit=`; branch
+//!   defaults to `main`; a bad or unknown parameter is a 400 and an unknown branch or node a 404, each
+//!   naming it in `details.field`. No write route: the twin is written through the tools only.
+//!
+//! **Invariants (the run convention; the run engine and the gate's deliverable check rely on it):**
+//! - A run's writes go to branch `run/<run_id>` (`metaforge_ports::run_branch`), created from
+//!   `main` on the run's first write; they carry the run's `run_id` and `phase`
+//!   (`WORK_PRODUCT_RUN`, `WORK_PRODUCT_PHASE`) from its `RunScope`; a caller's `properties` may
+//!   repeat them only with those same values and may never set them otherwise (nor any other of
+//!   `RESERVED_PROPERTIES`). A write by anyone working for no run goes
+//!   to `main`.
+//! - `app::twin::recorded_deliverables(store, run_id, phase)` lists, sorted and once each, the
+//!   `artifact` of every `WorkProduct` on `run/<run_id>` whose `phase` is the phase and whose
+//!   `run_id` is the run (an earlier run's merged work on the branch is not this run's); a run with no
+//!   branch has recorded nothing. It is what a gate's deliverable check reads, never the model's prose.
+//! - `app::twin::merge_run_branch(store, run_id)` fast-forwards `main` to the run's branch when the
+//!   release gate is approved (`RunMerge::Merged`; again = no change), answers
+//!   `RunMerge::NothingRecorded` for a run that wrote nothing, and refuses with
+//!   `TwinError::MainMoved` (naming `main`'s head), changing nothing, when `main` moved since the run
+//!   branched.
+//! - Bad input writes nothing: no branch is created and no commit made for a refused write.
+//!
+//! Tests: `crates/app/tests/it/twin_service.rs` (every case over SQLite and the double; engine scopes),
+//! `crates/app/tests/it/twin_runs.rs` (a run on the embedded engine whose worker writes through the
+//! scopes completes with its deliverables recorded and its branch in `main`),
+//! `crates/sidecar/tests/it/sidecar_twin.rs` (each caller class through `SidecarHost::call`),
+//! `crates/gateway/tests/it/twin.rs` (the routes over the router).
 
 pub mod scope;
 pub mod service;

@@ -12,6 +12,59 @@
 //! Access ([`session`]): on an open loopback gateway (no keys) the person is `local`; with keys a
 //! sign-in form exchanges a key for a session cookie. Every form post carries the session's CSRF
 //! token, checked before any handler runs.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## The web console (issue 18) — `crates/gateway/src/console`
+//!
+//! - **Why server-rendered.** The console is pages a person reads and forms a person posts, over the
+//!   services the API already calls; the expected shape (one process, offline, no Node) is met most
+//!   simply by rendering HTML in the handler. Templates are `maud` macros: checked at compile time,
+//!   escaped by default, nothing to ship beside the binary. One script of our own
+//!   (`crates/gateway/src/console/assets/console.js`, embedded with the stylesheet by
+//!   `include_str!`) adds only what HTML cannot do: the queue re-reads `/approvals/queue` every 2 s
+//!   (a new hold shows up; skipped while the person types), a run page follows
+//!   `/runs/{id}/live` (the run's notices as SSE) and redraws `/runs/{id}/graph`, and a chat
+//!   message is posted with `x-console-stream` so the turn's own events come back on the post's
+//!   answer (no race with a separate subscription) and held calls are answered inline. Every page
+//!   reads and decides without it (the browser test runs one person with JavaScript off).
+//! - **Composition.** `gateway::build_with_console` merges `console::router` (its own guard) with the
+//!   API router (its key check, JSON errors, OpenAI error shapes), then wraps both in the shared
+//!   layers (body limit, request id, tracing). Console answers are gzip-compressed
+//!   (`CompressionLayer`, never SSE). `ConsoleSettings::secure_cookies` is set by the binary when
+//!   the gateway binds off loopback.
+//! - **Access** (`console::session`). A session is a random 256-bit token in an `HttpOnly`,
+//!   `SameSite=Strict` cookie (`Secure` off loopback) mapped in memory to an identity and its own
+//!   CSRF token. Open loopback gateway: every visitor is `local` (a session is made on the first
+//!   page, so posts are CSRF-checked there too). With keys: a session starts anonymous, sign-in
+//!   exchanges a key (`AuthState::sign_in`, the API's per-address wrong-key throttle) for a new
+//!   token as the key's identity; sign-out forgets it. The `guard` middleware refuses, before any
+//!   handler, a post whose `csrf` field is not the session's (403), one from another origin
+//!   (`Origin` or `Sec-Fetch-Site: cross-site`, 403), and sends an anonymous page request to
+//!   `/sign-in?next=…` (a local path only). Sessions live in memory: a restart signs people out
+//!   and loses nothing else (at most 10 000; expired, then anonymous ones go first).
+//! - **Pages.** `approvals` (one queue: tool calls with arguments, caller and deadline; proposals
+//!   and edits with the prose diff, relaxations marked by `flow::is_relaxation`, the rationale per
+//!   operation and who proposed; gates with the run's check summary and deliverables found and
+//!   missing, answered through the run; the recent decisions with who and when; a 409 re-reads the
+//!   hold and says "Already decided by …"), `runs` (list; a run's flow-state graph — a node per
+//!   phase in execution order, status as class and word, the gate card on its node with one button
+//!   per decision the gate allows; `live: false` as a banner with every status unknown; the
+//!   activity lane names what the run ledger does not record), `flows` (catalogue, a template or
+//!   version as phases and gates, validation of a pasted YAML/JSON edit listing every violation or
+//!   the line and column that does not parse, the propose form), `chat`, `usage` (by role, model
+//!   and run; unknown stays unknown).
+//! - **Invariant:** the console calls the same services with the signed-in identity as approver and
+//!   re-implements no rule: gate decisions go through `RunService::answer_gate`, approvals through
+//!   `ApprovalService::decide`, per-run usage through `UsageTotals::from_events`.
+//! - **Tests:** `crates/gateway/tests/it/console.rs` (cookies, sign-in, CSRF and origin refusals,
+//!   the API's own key check) and the run page in `crates/gateway/tests/it/runs.rs` (the gate card;
+//!   the outage banner); `crates/bins/tests/it/console_browser.rs` runs
+//!   `crates/bins/tests/browser/console.cjs` — Playwright driving headless Chromium against
+//!   `metaforge up`, axe-core on every page, screenshots kept under `CARGO_TARGET_TMPDIR`.
+//!   `cargo xtask bench console` measures the 500-hold approvals page.
 
 mod approvals;
 mod assets;

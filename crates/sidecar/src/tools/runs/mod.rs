@@ -12,6 +12,62 @@
 //! - `phase.claim` is a held write (the person lets the client take the phase, once); a claim
 //!   records the session's grant ([`ClientTaskGrants`]), which `phase.submit` ends;
 //! - resource `metaforge://flow/run/{id}` (the run as markdown) and prompt `metaforge:flow`.
+//!
+//! # Design notes
+//!
+//! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
+//!
+//! ## MCP run tools (issue 16, item 7) — `ports::run_bindings`, `crates/sidecar/src/tools/runs`, `bins`
+//!
+//! - **Port** `ports::run_bindings::RunBindings` (`start`, `list`, `get`, `flow_state`,
+//!   `answer_gate(run, GateAnswerInput, approver)`, `client_tasks`, `client_task`,
+//!   `claim_client_task(id, Claimant)`, `submit_client_task`): a refusal crosses it typed
+//!   (`RunReply::Refused(RunRefused {kind, code, message, details})`). In process
+//!   `crates/sidecar/src/run_bindings.rs` (`InProcessRunBindings` over `app::runs::RunService`, each
+//!   view passed through its wire shape so both modes answer byte for byte alike; `LateRunBindings`
+//!   for a composition that builds the tools first — `Unavailable` until set); remote
+//!   `crates/adapters-gateway/src/runs.rs` (`RemoteRunBindings` over `/v1/runs` and
+//!   `/v1/client-tasks`; a gate answer is sent with the approver's own `identity:key`, refused
+//!   unsent when the sidecar holds none).
+//! - **Tools** `crates/sidecar/src/tools/runs` (`SidecarRuns {bindings, grants, settings}`,
+//!   registered by `metaforge_sidecar::with_runs`): `start` (`flow.start_run`, 409-style refusal of
+//!   an unapproved version, never held), `read` (`flow.status`, `run.list`, `run.get`,
+//!   `phase.list_tasks`, never held; resource `metaforge://flow/run/{id}`), `gate`
+//!   (`flow.await_gate`), `phase` (`phase.claim` — a held write; records the session's grant —
+//!   and `phase.submit`, which ends it), `prompt` (`metaforge:flow`), `args` (their argument types).
+//!   `flow.await_gate` waits for the run's gate and asks the person by elicitation with only the
+//!   gate's allowed decisions; the answer comes from the person's form (`CallFacts::answers`), never
+//!   from the arguments, is matched to the gate asked (phase, opening time and attempt) and recorded
+//!   as the authenticated identity with `surface: "chat"`; a dismissed form, a caller that is no
+//!   person's client or a gate that moved on decides nothing.
+//! - **Grants** `crates/sidecar/src/grants.rs`: `ClientTaskGrants` (which session holds which
+//!   claim), `SidecarCallerGrants` (the transport's `CallerGrants`: a service-key call's run — its
+//!   `X-MetaForge-Session` — running in server mode on an approved version in the call's project
+//!   (a client-mode run's phases are a person's client's, never the key's); with
+//!   `METAFORGE_CLIENT_TASK_WRITES=on`, a session holding a grant is `client_task` while its task
+//!   is still its claim, its run running in client mode and in the call's project — asked before
+//!   every call, anything unconfirmed `false`), `BindingsRunScopes` (twin run scopes through the
+//!   bindings).
+//! - **Composition** `bins/src/cmd/serve.rs` `compose_mcp`: `metaforge up`'s sidecar serves
+//!   `tool_servers::sidecar_mcp_host` (the agent loop's natives plus the run tools over
+//!   `InProcessRunBindings` on the app's `RunService`) with `SidecarCallerGrants` over the same
+//!   service; the agent loop's registry is not offered the run tools. `bins/src/cmd/mcp.rs`: with
+//!   `METAFORGE_GATEWAY_URL` the run tools and the caller grants go through `RemoteRunBindings`
+//!   (every `identity:key` of `METAFORGE_GATEWAY_API_KEY` held for acting as that person); without
+//!   it no run tools are offered, and `METAFORGE_CLIENT_TASK_WRITES=on` refuses start (exit 2), as
+//!   does a value other than `on`/`off`. HTTP client keys authenticate their gateway identity
+//!   (`ClientKey {identity, key}`), which a gate decision records as approver. Remote mode composes
+//!   no twin, so a client phase's deliverables are recorded through `up`'s sidecar only.
+//! - **Tests** `crates/sidecar/tests/it/sidecar_runs.rs` (every tool through `SidecarHost::call_with`
+//!   over the real service and embedded engine, a mech_v1 run to completion) and
+//!   `bins/tests/it/runs_mcp_client.rs` (the Python MCP client, `tests/peers/mcp_run_driver.py`,
+//!   drives a client-mode mech_v1 run against `metaforge up` to completion: claims approved at
+//!   `/v1/approvals`, deliverables written as `client_task` on the run's branch and merged into
+//!   `main`, four gates answered by elicitation and recorded as `ops` with `surface: chat`; a
+//!   standalone sidecar pointed at the gateway starts and follows a run there writing nothing
+//!   locally).
+//! - **Invariant:** no MCP tool approves anything: `flow.await_gate` asks the person and records
+//!   their own answer; `phase.claim` is itself held for a person.
 
 pub mod args;
 pub mod gate;
