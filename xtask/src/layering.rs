@@ -13,7 +13,12 @@
 //!    the ports and the wire contracts only: never on an adapter and never on the other door.
 //! 5. The wire contracts ([`CONTRACT_CRATE`]) are pure (rule 1) and depend on the domain and the
 //!    ports only, so the gateway that serves them and the clients that call it share them
-//!    without either one's machinery.
+//!    without either one's machinery. Services may depend on them too (their default build holds
+//!    no utoipa: the schemas are behind the contracts' `openapi` feature).
+//! 6. A public type name (`pub struct`, `pub enum`, `pub trait` in a crate's `src/`) is defined in
+//!    one workspace crate only (the test doubles aside), so a shape has one home. The names
+//!    defined twice today are listed in [`KNOWN_DUPLICATE_TYPES`]; a new one fails, and so does a
+//!    listed one that is no longer defined twice (the list only shrinks).
 
 use std::process::Command;
 
@@ -42,6 +47,24 @@ const CONTRACT_CRATE: &str = "metaforge-api";
 /// (never on a service, a door or another adapter): the Temporal workflow is a second driver of
 /// the run reducer, and calling it is how the two engines cannot drift ("one rule, one place").
 const ADAPTERS_ON_DOMAIN: &[&str] = &["metaforge-adapters-temporal"];
+
+/// Public type names defined in two crates today, each to get one home (the run views and the
+/// run-start request move into the wire contracts; the rest are renamed or merged).
+const KNOWN_DUPLICATE_TYPES: &[&str] = &[
+    "FlowStateView",
+    "GateView",
+    "PhaseView",
+    "RunDetail",
+    "RunStatusEntry",
+    "RunSummary",
+    "StartRun",
+    "ToolSpec",
+    "TwinDiff",
+    "UsageScope",
+];
+
+/// Crates whose public types may repeat a name (test doubles stand in for the real thing).
+const TYPE_NAME_EXEMPT: &[&str] = &["test-support"];
 
 /// Service crates: the use cases over the rules and the ports, composed by the binary.
 const SERVICE_CRATES: &[&str] = &["metaforge-agent", "metaforge-app"];
@@ -96,14 +119,16 @@ pub(crate) fn check() -> Result<()> {
         }
     }
     breaches.extend(adapter_breaches()?);
+    breaches.extend(type_name_breaches(std::path::Path::new("crates"))?);
     breaches.sort();
     breaches.dedup();
     if breaches.is_empty() {
         eprintln!(
-            "xtask: layering ok ({} pure crates; adapters on ports and the wire contracts only; {} service crates on domain, ports and services, no HTTP framework; {} door crates on services, never an adapter or each other; the wire contracts on domain and ports only)",
+            "xtask: layering ok ({} pure crates; adapters on ports and the wire contracts only; {} service crates on domain, ports, the wire contracts and services, no HTTP framework; {} door crates on services, never an adapter or each other; the wire contracts on domain and ports only; one home per public type name, {} known duplicates left)",
             PURE_CRATES.len(),
             SERVICE_CRATES.len(),
-            DOOR_CRATES.len()
+            DOOR_CRATES.len(),
+            KNOWN_DUPLICATE_TYPES.len()
         );
         return Ok(());
     }
@@ -166,11 +191,12 @@ fn adapter_breaches() -> Result<Vec<String>> {
             continue;
         }
         for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str())
+            let allowed = ["metaforge-domain", "metaforge-ports", CONTRACT_CRATE]
+                .contains(&dep.name.as_str())
                 || SERVICE_CRATES.contains(&dep.name.as_str());
             if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
                 breaches.push(format!(
-                    "{} depends on `{}`: a service crate may depend on metaforge-domain, metaforge-ports and other service crates only",
+                    "{} depends on `{}`: a service crate may depend on metaforge-domain, metaforge-ports, metaforge-api and other service crates only",
                     package.name, dep.name
                 ));
             }
@@ -209,4 +235,145 @@ fn adapter_breaches() -> Result<Vec<String>> {
         }
     }
     Ok(breaches)
+}
+
+/// Rule 6: public type names defined in more than one crate under `crates_dir`, against
+/// [`KNOWN_DUPLICATE_TYPES`].
+fn type_name_breaches(crates_dir: &std::path::Path) -> Result<Vec<String>> {
+    let mut homes: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(crates_dir).context("cannot list crates/")? {
+        let krate = entry.context("cannot list crates/")?.path();
+        let name = krate
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if TYPE_NAME_EXEMPT.contains(&name.as_str()) {
+            continue;
+        }
+        for file in rust_files(&krate.join("src"))? {
+            let text =
+                std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            for type_name in public_type_names(&text) {
+                homes.entry(type_name).or_default().insert(name.clone());
+            }
+        }
+    }
+    Ok(duplicate_breaches(&homes))
+}
+
+/// The breaches of rule 6 given each public type name's crates.
+fn duplicate_breaches(
+    homes: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+) -> Vec<String> {
+    let mut breaches = Vec::new();
+    for (type_name, crates) in homes {
+        let known = KNOWN_DUPLICATE_TYPES.contains(&type_name.as_str());
+        if crates.len() > 1 && !known {
+            breaches.push(format!(
+                "`{type_name}` is defined in {}: a public type has one home (use the one, or name the other for what it is)",
+                crates.iter().cloned().collect::<Vec<_>>().join(" and ")
+            ));
+        }
+    }
+    for known in KNOWN_DUPLICATE_TYPES {
+        if homes.get(*known).is_none_or(|crates| crates.len() < 2) {
+            breaches.push(format!(
+                "`{known}` has one home now: remove it from KNOWN_DUPLICATE_TYPES in xtask/src/layering.rs"
+            ));
+        }
+    }
+    breaches
+}
+
+/// The names after `pub struct`, `pub enum` and `pub trait` at the start of a line.
+fn public_type_names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.trim_start();
+            ["pub struct ", "pub enum ", "pub trait "]
+                .iter()
+                .find_map(|kw| rest.strip_prefix(kw))
+        })
+        .filter_map(|rest| {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// Every `.rs` file under `dir` except unit-test modules (`tests.rs`, `tests/`).
+fn rust_files(dir: &std::path::Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(out);
+    };
+    for entry in entries {
+        let path = entry
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path.is_dir() {
+            if name != "tests" {
+                out.extend(rust_files(&path)?);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" {
+            out.push(path);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod type_name_tests {
+    use super::*;
+
+    fn homes(
+        pairs: &[(&str, &[&str])],
+    ) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+        pairs
+            .iter()
+            .map(|(name, crates)| {
+                (
+                    (*name).to_owned(),
+                    crates.iter().map(|c| (*c).to_owned()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_public_type_name_in_two_crates_is_a_breach_and_a_settled_known_one_too() {
+        let mut pairs: Vec<(&str, &[&str])> = KNOWN_DUPLICATE_TYPES
+            .iter()
+            .map(|n| (*n, &["app", "ports"][..]))
+            .collect();
+        assert!(duplicate_breaches(&homes(&pairs)).is_empty());
+        pairs.push(("ApprovalView", &["api", "gateway"][..]));
+        pairs[0].1 = &["api"][..];
+        let breaches = duplicate_breaches(&homes(&pairs));
+        assert_eq!(breaches.len(), 2, "{breaches:?}");
+        assert!(
+            breaches
+                .iter()
+                .any(|b| b.contains("`ApprovalView` is defined in api and gateway"))
+        );
+        assert!(
+            breaches
+                .iter()
+                .any(|b| b.contains(&format!("`{}` has one home now", KNOWN_DUPLICATE_TYPES[0])))
+        );
+    }
+
+    #[test]
+    fn public_type_names_are_read_from_the_start_of_a_line() {
+        let text = "pub struct A {\n    pub enum_field: u8,\n}\n  pub enum B<T> {}\npub(crate) struct C;\npub trait D: Send {}\n// pub struct E";
+        assert_eq!(public_type_names(text), ["A", "B", "D"]);
+    }
 }

@@ -3,10 +3,10 @@
 
 use metaforge_ports::ApprovalRecord;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// Which holds to list: `pending` (the default) or `all`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ListStatus {
     /// Holds awaiting a person.
@@ -16,7 +16,8 @@ pub enum ListStatus {
 }
 
 /// A list of holds (`{approvals: [...]}`); the pending queue comes a page at a time.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApprovalList {
     /// The holds, oldest first for pending, newest first for all.
     pub approvals: Vec<ApprovalRecord>,
@@ -29,7 +30,8 @@ pub struct ApprovalList {
 }
 
 /// A person's answer. There is deliberately no approver field: it is the authenticated caller.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// `approve` or `reject`.
@@ -40,7 +42,8 @@ pub struct DecisionRequest {
 }
 
 /// approve or reject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionKind {
     /// Let it proceed.
@@ -50,7 +53,8 @@ pub enum DecisionKind {
 }
 
 /// How a waiter closes its hold.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ResolveRequest {
     /// `timed_out` or `canceled`.
@@ -61,7 +65,8 @@ pub struct ResolveRequest {
 }
 
 /// timed_out or canceled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     /// The waiter's window closed.
@@ -71,7 +76,8 @@ pub enum Resolution {
 }
 
 /// The result of a resolve: what the hold is now and whether this call changed it.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ResolveResponse {
     /// `resolved` or `already_closed`.
     pub outcome: String,
@@ -81,11 +87,12 @@ pub struct ResolveResponse {
 
 /// A hold a waiter parks over HTTP. The caller class is not the body's to set: it comes from the
 /// authenticated transport (`local` on an open loopback gateway, `remote` with a key).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ParkBody {
     /// The held tool.
-    #[schema(min_length = 1)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub tool: String,
     /// Its arguments, shown to the person deciding.
     #[serde(default)]
@@ -96,6 +103,6 @@ pub struct ParkBody {
     pub caller: Option<String>,
     /// How long the waiter waits (at most a week); the deadline is this plus 30 s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(maximum = 604_800)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 604_800))]
     pub timeout_seconds: Option<u64>,
 }

@@ -1,11 +1,11 @@
 //! The one error body of every gateway route.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// The JSON body of every error the gateway returns, so clients branch on `error` and show
 /// `message`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     /// A stable machine-readable code (e.g. `unauthorized`, `invalid_request`, `conflict`).
     pub error: String,

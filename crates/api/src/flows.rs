@@ -5,10 +5,10 @@ use metaforge_domain::flow::{
     AskedQuestion, GeneratedBy, ManufacturingContext, Operation, ProposedBy, TailorResult, TargetMaturity,
 };
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// The caller who wrote the operations (provenance only).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposeCaller {
     /// Client name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,7 +20,8 @@ pub struct ProposeCaller {
 
 /// A tailoring request: the intent and context; `template` + `operations` for caller tailoring.
 /// snake_case, with the camelCase names and the MCP tool's `template_id` accepted as aliases.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposeRequest {
     /// What the person wants made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,7 +60,8 @@ pub struct ProposeRequest {
 /// A proposal, or the questions to answer first. The gateway sends it with the whole
 /// [`TailorResult`] and [`AskedQuestion`]s; a client reads it with the parts it needs
 /// (`ProposeResponse<ProposalView, serde_json::Value>`).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposeResponse<P = TailorResult, Q = AskedQuestion> {
     /// `proposed` or `needs_input`.
     pub status: String,
@@ -71,7 +73,7 @@ pub struct ProposeResponse<P = TailorResult, Q = AskedQuestion> {
     pub version_id: Option<String>,
     /// The same id under its first, snake_case name; kept so existing clients keep working.
     #[serde(rename = "version_id", default)]
-    #[schema(deprecated)]
+    #[cfg_attr(feature = "openapi", schema(deprecated))]
     pub legacy_version_id: Option<String>,
     /// The tailoring: applied and skipped operations, diff, hash, the flow.
     pub proposal: P,
@@ -106,7 +108,8 @@ impl<P, Q> ProposeResponse<P, Q> {
 
 /// The part of a proposal a client relays to its caller: what changed, as the gateway computed
 /// it (a view of [`TailorResult`], read as JSON so the client carries it unchanged).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposalView {
     /// The prose diff against the template.
     #[serde(default)]

@@ -3,10 +3,10 @@
 
 use metaforge_ports::{DecisionSurface, GateDecisionKind};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// A run to start: on a stored, approved flow version, or on a shipped template run as it is.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StartRunBody {
     /// The approved flow version to run (what `flow.start_run` sends). It must be approved and
@@ -29,7 +29,8 @@ pub struct StartRunBody {
 
 /// A decision on a run's open gate. There is deliberately no approver field: it is the
 /// authenticated caller.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct GateDecisionBody {
     /// One of the decisions the open gate allows (`GET …/flow-state` lists them).
@@ -51,7 +52,8 @@ pub struct GateDecisionBody {
 }
 
 /// Where a gate decision was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SurfaceBody {
     /// This API (a dashboard, a script).
@@ -79,7 +81,8 @@ impl From<DecisionSurface> for SurfaceBody {
 }
 
 /// approve, reject, retry or rework.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum GateChoice {
     /// Accept the phase; the run moves on (only when the gate is ready).
@@ -115,7 +118,8 @@ impl From<GateDecisionKind> for GateChoice {
 }
 
 /// Why a run is canceled.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelBody {
     /// Kept as the run's reason.
@@ -124,12 +128,13 @@ pub struct CancelBody {
 }
 
 /// A client hands a phase back.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBody {
     /// What the phase did and what is open: the summary the gate's reviewer reads. The
     /// deliverables are what the twin records on the run's branch, not what this says.
-    #[schema(min_length = 1)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub summary: String,
     /// Anything else the client reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]

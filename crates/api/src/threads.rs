@@ -1,10 +1,10 @@
 //! The chat-thread routes' request bodies.
 
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// A new thread.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateThread {
     /// A title for lists.
@@ -18,19 +18,20 @@ pub struct CreateThread {
     pub parent_session_id: Option<String>,
     /// Most model calls in one turn of this thread (default: the deployment's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1000)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1000))]
     pub max_iterations: Option<u32>,
     /// Most prompt + completion tokens one turn of this thread may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000_000))]
     pub token_budget: Option<u64>,
 }
 
 /// A person's message: one agent turn.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PostMessage {
     /// The text.
-    #[schema(min_length = 1)]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub content: String,
 }
