@@ -17,11 +17,11 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use metaforge_ports::run_bindings::{FlowStateView, RunDetail, RunSummary};
-use metaforge_ports::{
-    Claimant, ClientTask, ClientTaskStatus, GateAnswerInput, PortError, PortErrorKind, RefusalKind,
-    RunBindings, RunQuery, RunRefused, RunReply, StartRunInput, TaskSubmission,
+use metaforge_api::{ClientTaskView, FlowStateView, RunDetail, RunSummary};
+use metaforge_api::{
+    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunInput, TaskSubmission,
 };
+use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -242,7 +242,7 @@ impl RunBindings for RemoteRunBindings {
         &self,
         run_id: Option<&str>,
         status: Option<ClientTaskStatus>,
-    ) -> Result<Vec<ClientTask>, PortError> {
+    ) -> Result<Vec<ClientTaskView>, PortError> {
         let path = format!(
             "/v1/client-tasks{}",
             query(&[("run_id", run_id), ("status", status.map(|s| s.as_str()))])
@@ -254,7 +254,7 @@ impl RunBindings for RemoteRunBindings {
         )
     }
 
-    async fn client_task(&self, id: &str) -> Result<ClientTask, PortError> {
+    async fn client_task(&self, id: &str) -> Result<ClientTaskView, PortError> {
         self.get_json(&format!("/v1/client-tasks/{}", segment(id)), "client task")
             .await
     }
@@ -263,7 +263,7 @@ impl RunBindings for RemoteRunBindings {
         &self,
         id: &str,
         claimant: &Claimant,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         self.refusable(
             Method::POST,
             &format!("/v1/client-tasks/{}/claim", segment(id)),
@@ -279,7 +279,7 @@ impl RunBindings for RemoteRunBindings {
         id: &str,
         claimant: &Claimant,
         submission: TaskSubmission,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         let body = encode(
             &metaforge_api::SubmitBody {
                 summary: submission.summary,

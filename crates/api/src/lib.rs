@@ -1,7 +1,9 @@
-//! The gateway's public wire contracts: each request and response body a client sends or reads,
-//! written once. The gateway serves these types (and documents them in its OpenAPI, through
-//! `utoipa`); `adapters-gateway` (the sidecar's remote mode, `metaforge chat`) sends and reads the
-//! same types, so the two sides cannot drift apart field by field.
+//! The wire contracts: each request and response body a client sends or reads, written once, and
+//! the run service's views with the sidecar's run client port over them. The gateway serves these
+//! types (and documents them in its OpenAPI, through `utoipa` behind the `openapi` feature); the
+//! run service returns the views; the sidecar's run tools read them in process through
+//! [`RunBindings`]; `adapters-gateway` (the sidecar's remote mode, `metaforge chat`) sends and
+//! reads the same types, so no two sides can drift apart field by field.
 //!
 //! **Casing.** The seed names the fields of the public API, and it mixes two casings: the
 //! propose answer is camelCase (`approvalId`, `generatedBy`, `requirementsPending`,
@@ -15,6 +17,8 @@
 pub mod approvals;
 pub mod error;
 pub mod flows;
+pub mod run_bindings;
+pub mod run_views;
 pub mod runs;
 pub mod threads;
 
@@ -24,5 +28,11 @@ pub use approvals::{
 };
 pub use error::ErrorBody;
 pub use flows::{ProposalView, ProposeCaller, ProposeRequest, ProposeResponse};
+pub use run_bindings::{
+    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunInput, TaskSubmission,
+};
+pub use run_views::{
+    ClientTaskView, FlowStateView, GateView, PhaseView, RunDetail, RunStatusEntry, RunSummary, UNKNOWN_STATUS,
+};
 pub use runs::{CancelBody, GateChoice, GateDecisionBody, StartRunBody, SubmitBody, SurfaceBody};
 pub use threads::{CreateThread, PostMessage};

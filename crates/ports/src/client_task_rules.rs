@@ -5,10 +5,10 @@
 //! submit. Every store (SQLite, the test double) computes the next record here and only
 //! persists it, guarded by compare-and-set on the status it read.
 
+use crate::client_task_store::Claimant;
 use crate::client_task_store::{ClientTask, ClientTaskStatus, client_task_id};
 use crate::clock::Timestamp;
 use crate::error::{PortError, PortErrorKind};
-use crate::run_bindings::Claimant;
 use crate::run_ledger::{IntelligenceMode, RunRecord};
 
 /// The task id for `run:phase:attempt`, refusing a run or phase that is empty or holds `:`

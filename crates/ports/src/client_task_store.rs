@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
 use crate::error::PortError;
-use crate::run_bindings::Claimant;
 
 /// Where a client task is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -122,4 +121,16 @@ pub trait ClientTaskStore: Send + Sync {
     /// The worker stops waiting: an open or claimed task is withdrawn (idempotent for a
     /// withdrawn one; `Conflict` for a submitted one).
     async fn withdraw(&self, id: &str, at: Timestamp) -> Result<ClientTask, PortError>;
+}
+
+/// Who takes or hands back a client task: the authenticated identity (what the task store
+/// records as the claimant, and the only one that may submit) and the MCP session it works in
+/// (kept beside the claim, so the twin's run scopes find which of the identity's sessions
+/// writes for the task).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimant {
+    /// The authenticated identity (`local` when the transport authenticated nobody).
+    pub identity: String,
+    /// The MCP session (`X-MetaForge-Session`, else the transport's session id).
+    pub session: Option<String>,
 }

@@ -34,7 +34,6 @@ pub mod lease;
 pub mod llm;
 pub mod phase_brain;
 pub mod provider;
-pub mod run_bindings;
 pub mod run_ledger;
 pub mod run_ledger_rules;
 pub mod run_state;
@@ -57,7 +56,7 @@ pub use approval_rules::{
 };
 pub use canonical::{canonical_json, canonical_sha256, sha256_hex};
 pub use client_task_rules::client_task_key;
-pub use client_task_store::{ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
+pub use client_task_store::{Claimant, ClientTask, ClientTaskStatus, ClientTaskStore, client_task_id};
 pub use clock::{Clock, IdGen, Timestamp};
 pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};
 pub use error::{PortError, PortErrorKind};
@@ -73,10 +72,6 @@ pub use llm::{
 };
 pub use phase_brain::{EarlierSummary, PhaseBrain, PhaseBrief, PhaseFailure, PhaseOutcome};
 pub use provider::ApiFamily;
-pub use run_bindings::{
-    Claimant, GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunInput,
-    TaskSubmission,
-};
 pub use run_ledger::{
     FlowEngineKind, IntelligenceMode, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition,
 };

@@ -2,10 +2,8 @@
 //! proposal, a run refusal, and the questions of a needs-input answer. Leaf functions over port types only, so
 //! every tool (and both deployment modes) answers the same thing in the same shape.
 
-use metaforge_ports::{
-    HeldProposal, HostCallOutcome, InputQuestion, PortError, PortErrorKind, RefusalKind, RunRefused,
-    ToolOutput,
-};
+use metaforge_api::{RefusalKind, RunRefused};
+use metaforge_ports::{HeldProposal, HostCallOutcome, InputQuestion, PortError, PortErrorKind, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::args::ArgError;

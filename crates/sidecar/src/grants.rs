@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use metaforge_api::RunBindings;
 use metaforge_app::twin::{RunScope, RunScopes};
 use metaforge_ports::{
     CallerClass, CallerContext, CallerGrants, ClassClaim, ClientTaskStatus, FlowBindings, FlowVersionStatus,
-    IntelligenceMode, PortError, PortErrorKind, RunBindings, RunStatus,
+    IntelligenceMode, PortError, PortErrorKind, RunStatus,
 };
 
 /// At most this many sessions hold a grant at once (a bound on the sidecar's memory; the oldest

@@ -12,7 +12,7 @@
 //! [`host`] (the [`ToolHost`](metaforge_ports::ToolHost) and its gating) · [`held`] (where a held
 //! write waits) · [`tools::twin`] (the `twin.*` tools, registered by [`with_twin`] when a twin is
 //! composed) · [`tools::runs`] (the run tools, resource and prompt over the
-//! [`RunBindings`](metaforge_ports::RunBindings) port, registered by [`with_runs`]) ·
+//! [`RunBindings`](metaforge_api::RunBindings) port, registered by [`with_runs`]) ·
 //! [`run_bindings`] (the in-process and late-set run bindings) · [`grants`] (who a call works for
 //! beyond its connection: client-task grants, the transport's caller grants, the remote twin's run
 //! scopes).

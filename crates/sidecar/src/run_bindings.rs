@@ -3,44 +3,26 @@
 //! `/v1/runs` and `/v1/client-tasks` routes call. The sidecar's run tools go through this port in
 //! both deployment modes, so there is one code path and one answer shape, refusals included.
 //!
-//! The service's views become the port's copies through the same serialisation the gateway's
-//! routes answer with (serialise the view, read it back as the port type): the in-process value
-//! is, byte for byte, what a remote sidecar would decode from the gateway, so the two modes cannot
-//! drift apart.
+//! The service answers with the run views of `metaforge_api::run_views`, the very types a remote
+//! sidecar decodes from the gateway, so the values are handed over as they are: no serialisation
+//! round trip, and no copy that could drop a field.
 
 use std::sync::{Arc, OnceLock};
 
+use metaforge_api::{
+    ClientTaskView, FlowStateView, GateAnswerInput, RefusalKind, RunBindings, RunDetail, RunQuery,
+    RunRefused, RunReply, RunSummary, StartRunInput, TaskSubmission,
+};
 use metaforge_app::runs::{
     ClientTaskSubmission, GateAnswerRequest, RunFilter, RunService, RunServiceError, StartRunRequest,
 };
-use metaforge_ports::run_bindings::{FlowStateView, RunDetail, RunSummary};
-use metaforge_ports::{
-    Claimant, ClientTask, ClientTaskStatus, GateAnswerInput, PortError, PortErrorKind, RefusalKind,
-    RunBindings, RunQuery, RunRefused, RunReply, StartRunInput, TaskSubmission,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
-/// The service's view as the port's copy, through the wire shape.
-fn wire<T: Serialize, U: DeserializeOwned>(value: &T) -> Result<U, PortError> {
-    serde_json::to_value(value)
-        .and_then(serde_json::from_value)
-        .map_err(|e| {
-            PortError::with_source(
-                PortErrorKind::Internal,
-                "a run view does not fit its port copy",
-                e,
-            )
-        })
-}
+use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 
 /// A service answer as the port carries it: the view, the refusal typed with its code (its class
 /// as the gateway answers it: `Invalid` 422, everything else 409), or the port failure.
-fn reply<T: Serialize, U: DeserializeOwned>(
-    result: Result<T, RunServiceError>,
-) -> Result<RunReply<U>, PortError> {
+fn reply<T>(result: Result<T, RunServiceError>) -> Result<RunReply<T>, PortError> {
     match result {
-        Ok(value) => Ok(RunReply::Done(wire(&value)?)),
+        Ok(value) => Ok(RunReply::Done(value)),
         Err(RunServiceError::Port(e)) => Err(e),
         Err(refused) => Ok(RunReply::Refused(RunRefused {
             kind: match refused.kind() {
@@ -59,9 +41,9 @@ fn reply<T: Serialize, U: DeserializeOwned>(
 }
 
 /// A service answer that is never a refusal (reads): the view, or the port failure.
-fn read<T: Serialize, U: DeserializeOwned>(result: Result<T, RunServiceError>) -> Result<U, PortError> {
+fn read<T>(result: Result<T, RunServiceError>) -> Result<T, PortError> {
     match result {
-        Ok(value) => wire(&value),
+        Ok(value) => Ok(value),
         Err(RunServiceError::Port(e)) => Err(e),
         Err(other) => Err(PortError::new(other.kind(), other.to_string())),
     }
@@ -135,11 +117,11 @@ impl RunBindings for InProcessRunBindings {
         &self,
         run_id: Option<&str>,
         status: Option<ClientTaskStatus>,
-    ) -> Result<Vec<ClientTask>, PortError> {
+    ) -> Result<Vec<ClientTaskView>, PortError> {
         read(self.service.client_tasks(run_id, status).await)
     }
 
-    async fn client_task(&self, id: &str) -> Result<ClientTask, PortError> {
+    async fn client_task(&self, id: &str) -> Result<ClientTaskView, PortError> {
         read(self.service.client_task(id).await)
     }
 
@@ -147,7 +129,7 @@ impl RunBindings for InProcessRunBindings {
         &self,
         id: &str,
         claimant: &Claimant,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         reply(self.service.claim_client_task(id, claimant).await)
     }
 
@@ -156,7 +138,7 @@ impl RunBindings for InProcessRunBindings {
         id: &str,
         claimant: &Claimant,
         submission: TaskSubmission,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         let submission = ClientTaskSubmission {
             summary: submission.summary,
             details: submission.details,
@@ -231,11 +213,11 @@ impl RunBindings for LateRunBindings {
         &self,
         run_id: Option<&str>,
         status: Option<ClientTaskStatus>,
-    ) -> Result<Vec<ClientTask>, PortError> {
+    ) -> Result<Vec<ClientTaskView>, PortError> {
         self.get()?.client_tasks(run_id, status).await
     }
 
-    async fn client_task(&self, id: &str) -> Result<ClientTask, PortError> {
+    async fn client_task(&self, id: &str) -> Result<ClientTaskView, PortError> {
         self.get()?.client_task(id).await
     }
 
@@ -243,7 +225,7 @@ impl RunBindings for LateRunBindings {
         &self,
         id: &str,
         claimant: &Claimant,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         self.get()?.claim_client_task(id, claimant).await
     }
 
@@ -252,7 +234,7 @@ impl RunBindings for LateRunBindings {
         id: &str,
         claimant: &Claimant,
         submission: TaskSubmission,
-    ) -> Result<RunReply<ClientTask>, PortError> {
+    ) -> Result<RunReply<ClientTaskView>, PortError> {
         self.get()?.submit_client_task(id, claimant, submission).await
     }
 }

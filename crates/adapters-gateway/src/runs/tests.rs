@@ -8,10 +8,8 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use metaforge_ports::{
-    Claimant, DecisionSurface, GateAnswerInput, GateDecisionKind, PortErrorKind, RefusalKind, RunBindings,
-    RunReply,
-};
+use metaforge_api::{GateAnswerInput, RefusalKind, RunBindings, RunReply};
+use metaforge_ports::{Claimant, DecisionSurface, GateDecisionKind, PortErrorKind};
 use serde_json::{Value, json};
 
 use super::RemoteRunBindings;

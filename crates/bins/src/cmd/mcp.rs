@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use crate::settings::Settings;
 use clap::{Args, Subcommand};
+use metaforge_api::RunBindings;
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
-use metaforge_ports::{CallerGrants, Clock, FlowBindings, RunBindings, ToolHost};
+use metaforge_ports::{CallerGrants, Clock, FlowBindings, ToolHost};
 use metaforge_sidecar::{
     ClientTaskGrants, FlowStores, HeldWrites, HoldPolicy, SidecarCallerGrants, SidecarRuns,
     host_with_bindings, host_with_stores, with_runs,

@@ -352,7 +352,7 @@ struct McpInputs<'a> {
 /// `client_task`.
 fn compose_mcp(inputs: McpInputs<'_>) -> Result<ComposedMcp, StartError> {
     let client_task_writes = inputs.client_task_writes;
-    let bindings: Arc<dyn metaforge_ports::RunBindings> = Arc::new(
+    let bindings: Arc<dyn metaforge_api::RunBindings> = Arc::new(
         metaforge_sidecar::InProcessRunBindings::new(Arc::clone(&inputs.runs.service)),
     );
     let claims = Arc::new(metaforge_sidecar::ClientTaskGrants::new());

@@ -621,3 +621,75 @@ async fn a_plugins_flow_propose_without_operations_is_tailored_by_the_gateways_g
         "{pending}"
     );
 }
+
+/// The run tools answer byte-identical JSON in process (`metaforge up`'s own sidecar, over the
+/// run service) and through the gateway (a remote sidecar, over `/v1/runs`): the run views have
+/// one home, `metaforge_api::run_views`, and no copy between the two that could drop a field.
+#[tokio::test]
+async fn the_run_tools_answer_byte_identical_json_in_process_and_through_the_gateway() {
+    let up_home = tempfile::tempdir().unwrap();
+    let mut up = crate::common::spawn(
+        &mut crate::common::server_command(
+            &["up", "--bind", "127.0.0.1:0", "--mcp-bind", "127.0.0.1:0"],
+            up_home.path(),
+        ),
+        "up",
+    );
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(up.child_mut().stdout.take().unwrap()));
+    let gateway = crate::common::banner_address(&lines.next().unwrap().unwrap());
+    let in_process_url = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    let sidecar_home = tempfile::tempdir().unwrap();
+    let log = sidecar_home.path().join("sidecar.log");
+    let (_remote, remote_url) = start_remote_sidecar(sidecar_home.path(), &gateway, &log);
+    let in_process = mcp_client(in_process_url);
+    let remote = mcp_client(remote_url);
+    let started = in_process
+        .call_tool(
+            "flow.start_run",
+            args(json!({"template_id": "mech_v1", "intelligence": "client", "project_id": "p-shelf"})),
+        )
+        .await
+        .unwrap()
+        .structured
+        .unwrap();
+    assert_eq!(started["status"], "started", "{started}");
+    let run_id = started["run"]["id"].as_str().unwrap().to_owned();
+    // Wait until the run has posted its first task, so both reads see one settled state.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, tasks) = http(
+            &gateway,
+            "GET",
+            &format!("/v1/client-tasks?run_id={run_id}"),
+            None,
+        );
+        if tasks["tasks"].as_array().is_some_and(|t| !t.is_empty()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no task posted: {tasks}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (tool, arguments) in [
+        ("run.get", json!({"run_id": run_id})),
+        ("flow.status", json!({"run_id": run_id})),
+        ("run.list", json!({"project_id": "p-shelf"})),
+        ("phase.list_tasks", json!({"run_id": run_id})),
+    ] {
+        let here = in_process.call_tool(tool, args(arguments.clone())).await.unwrap();
+        let there = remote.call_tool(tool, args(arguments)).await.unwrap();
+        let (here, there) = (here.structured.unwrap(), there.structured.unwrap());
+        assert_eq!(
+            serde_json::to_string(&here).unwrap(),
+            serde_json::to_string(&there).unwrap(),
+            "{tool}: in process vs through the gateway"
+        );
+        assert!(here.as_object().is_some_and(|o| !o.is_empty()), "{tool}: {here}");
+    }
+}

@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
+use metaforge_api::{FlowStateView, GateView};
+use metaforge_api::{GateAnswerInput, RunReply};
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
-use metaforge_ports::run_bindings::{FlowStateView, GateView};
 use metaforge_ports::{
-    CallFacts, CallerClass, CallerContext, DecisionSurface, GateAnswerInput, GateDecisionKind,
-    HostCallOutcome, InputQuestion, PortError, PortErrorKind, RunReply, RunStatus, Timestamp, ToolDescriptor,
-    ToolOutput,
+    CallFacts, CallerClass, CallerContext, DecisionSurface, GateDecisionKind, HostCallOutcome, InputQuestion,
+    PortError, PortErrorKind, RunStatus, Timestamp, ToolDescriptor, ToolOutput,
 };
 use serde_json::{Map, Value, json};
 

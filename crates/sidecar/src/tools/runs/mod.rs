@@ -17,14 +17,15 @@
 //!
 //! (Moved here from `docs/ARCHITECTURE.md`, which is now a code map.)
 //!
-//! ## MCP run tools (issue 16, item 7) — `ports::run_bindings`, `crates/sidecar/src/tools/runs`, `bins`
+//! ## MCP run tools (issue 16, item 7) — `metaforge_api::run_bindings`, `crates/sidecar/src/tools/runs`, `bins`
 //!
-//! - **Port** `ports::run_bindings::RunBindings` (`start`, `list`, `get`, `flow_state`,
+//! - **Port** `metaforge_api::run_bindings::RunBindings` (`start`, `list`, `get`, `flow_state`,
 //!   `answer_gate(run, GateAnswerInput, approver)`, `client_tasks`, `client_task`,
 //!   `claim_client_task(id, Claimant)`, `submit_client_task`): a refusal crosses it typed
 //!   (`RunReply::Refused(RunRefused {kind, code, message, details})`). In process
-//!   `crates/sidecar/src/run_bindings.rs` (`InProcessRunBindings` over `app::runs::RunService`, each
-//!   view passed through its wire shape so both modes answer byte for byte alike; `LateRunBindings`
+//!   `crates/sidecar/src/run_bindings.rs` (`InProcessRunBindings` over `app::runs::RunService`, whose
+//!   views are the wire contracts' own `metaforge_api::run_views`, handed over as they are, so both
+//!   modes answer byte for byte alike; `LateRunBindings`
 //!   for a composition that builds the tools first — `Unavailable` until set); remote
 //!   `crates/adapters-gateway/src/runs.rs` (`RemoteRunBindings` over `/v1/runs` and
 //!   `/v1/client-tasks`; a gate answer is sent with the approver's own `identity:key`, refused
@@ -79,10 +80,10 @@ pub mod start;
 use std::sync::Arc;
 use std::time::Duration;
 
+use metaforge_api::RunBindings;
 use metaforge_domain::tool_gating::{Annotation, ToolSpec};
 use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, PortErrorKind, RunBindings, ToolDescriptor, ToolHints,
-    ToolOutput,
+    CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput,
 };
 use serde::Serialize;
 

@@ -14,11 +14,12 @@
 
 use std::sync::OnceLock;
 
+use metaforge_api::{RunReply, TaskSubmission};
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
-    CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, PortError, RunReply,
-    TaskSubmission, ToolDescriptor, ToolOutput,
+    CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, PortError, ToolDescriptor,
+    ToolOutput,
 };
 use serde_json::{Map, Value, json};
 

@@ -5,10 +5,10 @@
 
 use std::sync::OnceLock;
 
-use metaforge_ports::run_bindings::{FlowStateView, RunDetail};
+use metaforge_api::RunQuery;
+use metaforge_api::{FlowStateView, RunDetail};
 use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, ResourceTemplateDescriptor, ResourceText, RunQuery,
-    ToolDescriptor,
+    CallerContext, HostCallOutcome, PortError, ResourceTemplateDescriptor, ResourceText, ToolDescriptor,
 };
 use serde_json::{Map, Value, json};
 

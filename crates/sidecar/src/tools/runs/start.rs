@@ -5,9 +5,10 @@
 
 use std::sync::OnceLock;
 
+use metaforge_api::{RunReply, StartRunInput};
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
-use metaforge_ports::{CallerContext, HostCallOutcome, PortError, RunReply, StartRunInput, ToolDescriptor};
+use metaforge_ports::{CallerContext, HostCallOutcome, PortError, ToolDescriptor};
 use serde_json::{Map, Value, json};
 
 use super::args::StartRunArgs;
