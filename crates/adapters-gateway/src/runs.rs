@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use metaforge_api::{ClientTaskView, FlowStateView, RunDetail, RunSummary};
 use metaforge_api::{
-    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunInput, TaskSubmission,
+    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunBody, TaskSubmission,
 };
 use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 use reqwest::{Method, StatusCode};
@@ -166,16 +166,8 @@ fn listed<T: DeserializeOwned>(mut value: Value, key: &str, what: &str) -> Resul
 
 #[async_trait]
 impl RunBindings for RemoteRunBindings {
-    async fn start(&self, request: StartRunInput) -> Result<RunReply<RunDetail>, PortError> {
-        let body = encode(
-            &metaforge_api::StartRunBody {
-                flow_version_id: request.flow_version_id,
-                template_id: request.template_id,
-                project_id: request.project_id,
-                intelligence: request.intelligence,
-            },
-            "run request",
-        )?;
+    async fn start(&self, request: StartRunBody) -> Result<RunReply<RunDetail>, PortError> {
+        let body = encode(&request, "run request")?;
         self.refusable(
             Method::POST,
             "/v1/runs",

@@ -20,23 +20,7 @@ use serde_json::Value;
 use metaforge_ports::{Claimant, ClientTaskStatus, DecisionSurface, GateDecisionKind, PortError, RunStatus};
 
 use crate::run_views::{ClientTaskView, FlowStateView, RunDetail, RunSummary};
-
-/// A request to start a run: on a stored approved version, or on a shipped template.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StartRunInput {
-    /// The approved version to run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub flow_version_id: Option<String>,
-    /// A shipped template to run as it is (default `design_v1`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub template_id: Option<String>,
-    /// The project the run belongs to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub project_id: Option<String>,
-    /// `server` or `client`; absent: the deployment default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intelligence: Option<String>,
-}
+use crate::runs::StartRunBody;
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -114,7 +98,7 @@ pub enum RunReply<T> {
 pub trait RunBindings: Send + Sync {
     /// Starts a run (an unapproved, corrupt or unreproducible version is refused; nothing is
     /// recorded then).
-    async fn start(&self, request: StartRunInput) -> Result<RunReply<RunDetail>, PortError>;
+    async fn start(&self, request: StartRunBody) -> Result<RunReply<RunDetail>, PortError>;
 
     /// Runs, oldest first.
     async fn list(&self, query: RunQuery) -> Result<Vec<RunSummary>, PortError>;

@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use metaforge_api::{
     ClientTaskView, FlowStateView, GateAnswerInput, RefusalKind, RunBindings, RunDetail, RunQuery,
-    RunRefused, RunReply, RunSummary, StartRunInput, TaskSubmission,
+    RunRefused, RunReply, RunSummary, StartRunBody, TaskSubmission,
 };
 use metaforge_app::runs::{
     ClientTaskSubmission, GateAnswerRequest, RunFilter, RunService, RunServiceError, StartRunRequest,
@@ -65,7 +65,7 @@ impl InProcessRunBindings {
 
 #[async_trait::async_trait]
 impl RunBindings for InProcessRunBindings {
-    async fn start(&self, request: StartRunInput) -> Result<RunReply<RunDetail>, PortError> {
+    async fn start(&self, request: StartRunBody) -> Result<RunReply<RunDetail>, PortError> {
         reply(
             self.service
                 .start(StartRunRequest {
@@ -184,7 +184,7 @@ impl LateRunBindings {
 
 #[async_trait::async_trait]
 impl RunBindings for LateRunBindings {
-    async fn start(&self, request: StartRunInput) -> Result<RunReply<RunDetail>, PortError> {
+    async fn start(&self, request: StartRunBody) -> Result<RunReply<RunDetail>, PortError> {
         self.get()?.start(request).await
     }
 

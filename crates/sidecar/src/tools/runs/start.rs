@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use metaforge_api::{RunReply, StartRunInput};
+use metaforge_api::{RunReply, StartRunBody};
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{CallerContext, HostCallOutcome, PortError, ToolDescriptor};
@@ -50,7 +50,7 @@ impl StartRun {
         }
         check_tool_arguments(TOOL, &arguments).map_err(ArgError::from)?;
         let args: StartRunArgs = parse(arguments)?;
-        let request = StartRunInput {
+        let request = StartRunBody {
             flow_version_id: args.flow_version_id,
             template_id: args.template_id,
             project_id: args.project_id,
