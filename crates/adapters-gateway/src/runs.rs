@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use metaforge_api::{ClientTaskView, FlowStateView, RunDetail, RunSummary};
 use metaforge_api::{
-    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunBody, TaskSubmission,
+    GateDecisionBody, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, StartRunBody, TaskSubmission,
 };
 use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 use reqwest::{Method, StatusCode};
@@ -206,20 +206,11 @@ impl RunBindings for RemoteRunBindings {
     async fn answer_gate(
         &self,
         run_id: &str,
-        answer: GateAnswerInput,
+        answer: GateDecisionBody,
         approver: &str,
     ) -> Result<RunReply<FlowStateView>, PortError> {
         let key = self.key_of(approver)?;
-        let body = encode(
-            &metaforge_api::GateDecisionBody {
-                decision: answer.decision.into(),
-                reason: answer.reason,
-                phase: answer.phase,
-                gate_phase: answer.gate_phase,
-                surface: Some(answer.surface.into()),
-            },
-            "gate decision",
-        )?;
+        let body = encode(&answer, "gate decision")?;
         self.refusable(
             Method::POST,
             &format!("/v1/runs/{}/approval", segment(run_id)),

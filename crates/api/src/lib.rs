@@ -28,9 +28,7 @@ pub use approvals::{
 };
 pub use error::ErrorBody;
 pub use flows::{ProposalView, ProposeCaller, ProposeRequest, ProposeResponse};
-pub use run_bindings::{
-    GateAnswerInput, RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, TaskSubmission,
-};
+pub use run_bindings::{RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, TaskSubmission};
 pub use run_views::{
     ClientTaskView, FlowStateView, GateView, PhaseView, RunDetail, RunStatusEntry, RunSummary, UNKNOWN_STATUS,
 };

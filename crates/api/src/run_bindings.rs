@@ -17,10 +17,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use metaforge_ports::{Claimant, ClientTaskStatus, DecisionSurface, GateDecisionKind, PortError, RunStatus};
+use metaforge_ports::{Claimant, ClientTaskStatus, PortError, RunStatus};
 
 use crate::run_views::{ClientTaskView, FlowStateView, RunDetail, RunSummary};
-use crate::runs::StartRunBody;
+use crate::runs::{GateDecisionBody, StartRunBody};
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,22 +29,6 @@ pub struct RunQuery {
     pub status: Option<RunStatus>,
     /// Only runs of this project.
     pub project_id: Option<String>,
-}
-
-/// A person's answer to a run's open gate. The approver is not here: the bindings are given the
-/// authenticated identity beside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateAnswerInput {
-    /// One of the decisions the open gate allows.
-    pub decision: GateDecisionKind,
-    /// Why (the run's state machine requires one for retry and rework).
-    pub reason: Option<String>,
-    /// The earlier phase a rework goes back to.
-    pub phase: Option<String>,
-    /// The gated phase the person saw (a stale answer for another gate is refused).
-    pub gate_phase: Option<String>,
-    /// Where the person answered (`chat` for `flow.await_gate`).
-    pub surface: DecisionSurface,
 }
 
 /// A client's hand-back of a phase.
@@ -114,7 +98,7 @@ pub trait RunBindings: Send + Sync {
     async fn answer_gate(
         &self,
         run_id: &str,
-        answer: GateAnswerInput,
+        answer: GateDecisionBody,
         approver: &str,
     ) -> Result<RunReply<FlowStateView>, PortError>;
 

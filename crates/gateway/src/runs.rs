@@ -15,9 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::StreamExt;
 use metaforge_app::runs::views::{FlowStateView, RunDetail, RunSummary};
-use metaforge_app::runs::{
-    GateAnswerRequest, RunFilter, RunService, StartRunRequest, event_id, parse_event_id,
-};
+use metaforge_app::runs::{RunFilter, RunService, StartRunRequest, event_id, parse_event_id};
 use metaforge_ports::{DecisionSurface, GateDecisionKind, RunStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -157,16 +155,10 @@ pub(crate) async fn answer_gate(
     Extension(identity): Extension<Identity>,
     ApiJson(body): ApiJson<GateDecisionBody>,
 ) -> Result<Json<FlowStateView>, ApiError> {
-    let request = GateAnswerRequest {
-        decision: body.decision.into(),
-        reason: body.reason,
-        phase: body.phase,
-        gate_phase: body.gate_phase,
-        surface: body.surface.map(DecisionSurface::from).unwrap_or_default(),
-    };
-    let surface = request.surface;
-    let view = service(&state)?.answer_gate(&id, request, &identity.0).await?;
-    tracing::info!(event = "run_gate_answered", run_id = %id, decision = GateDecisionKind::from(body.decision).as_str(), approver = %identity.0, surface = surface.as_str(), "a person answered a run's gate");
+    let decision = GateDecisionKind::from(body.decision);
+    let surface = body.surface.map(DecisionSurface::from).unwrap_or_default();
+    let view = service(&state)?.answer_gate(&id, body, &identity.0).await?;
+    tracing::info!(event = "run_gate_answered", run_id = %id, decision = decision.as_str(), approver = %identity.0, surface = surface.as_str(), "a person answered a run's gate");
     Ok(Json(view))
 }
 

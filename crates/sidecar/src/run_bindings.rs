@@ -10,12 +10,10 @@
 use std::sync::{Arc, OnceLock};
 
 use metaforge_api::{
-    ClientTaskView, FlowStateView, GateAnswerInput, RefusalKind, RunBindings, RunDetail, RunQuery,
+    ClientTaskView, FlowStateView, GateDecisionBody, RefusalKind, RunBindings, RunDetail, RunQuery,
     RunRefused, RunReply, RunSummary, StartRunBody, TaskSubmission,
 };
-use metaforge_app::runs::{
-    ClientTaskSubmission, GateAnswerRequest, RunFilter, RunService, RunServiceError, StartRunRequest,
-};
+use metaforge_app::runs::{ClientTaskSubmission, RunFilter, RunService, RunServiceError, StartRunRequest};
 use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 
 /// A service answer as the port carries it: the view, the refusal typed with its code (its class
@@ -100,17 +98,10 @@ impl RunBindings for InProcessRunBindings {
     async fn answer_gate(
         &self,
         run_id: &str,
-        answer: GateAnswerInput,
+        answer: GateDecisionBody,
         approver: &str,
     ) -> Result<RunReply<FlowStateView>, PortError> {
-        let request = GateAnswerRequest {
-            decision: answer.decision,
-            reason: answer.reason,
-            phase: answer.phase,
-            gate_phase: answer.gate_phase,
-            surface: answer.surface,
-        };
-        reply(self.service.answer_gate(run_id, request, approver).await)
+        reply(self.service.answer_gate(run_id, answer, approver).await)
     }
 
     async fn client_tasks(
@@ -203,7 +194,7 @@ impl RunBindings for LateRunBindings {
     async fn answer_gate(
         &self,
         run_id: &str,
-        answer: GateAnswerInput,
+        answer: GateDecisionBody,
         approver: &str,
     ) -> Result<RunReply<FlowStateView>, PortError> {
         self.get()?.answer_gate(run_id, answer, approver).await

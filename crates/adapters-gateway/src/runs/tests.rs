@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use metaforge_api::{GateAnswerInput, RefusalKind, RunBindings, RunReply};
+use metaforge_api::{GateDecisionBody, RefusalKind, RunBindings, RunReply};
 use metaforge_ports::{Claimant, DecisionSurface, GateDecisionKind, PortErrorKind};
 use serde_json::{Value, json};
 
@@ -106,13 +106,13 @@ fn bindings(url: &str) -> RemoteRunBindings {
         ])
 }
 
-fn approve() -> GateAnswerInput {
-    GateAnswerInput {
-        decision: GateDecisionKind::Approve,
+fn approve() -> GateDecisionBody {
+    GateDecisionBody {
+        decision: GateDecisionKind::Approve.into(),
         reason: Some("fine".into()),
         phase: None,
         gate_phase: Some("design".into()),
-        surface: DecisionSurface::Chat,
+        surface: Some(DecisionSurface::Chat.into()),
     }
 }
 

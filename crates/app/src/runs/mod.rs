@@ -148,7 +148,7 @@
 //!   asked every status, the run's included, reads `unknown` (`UNKNOWN_STATUS`), never `pending`,
 //!   and the gate is not shown; a version that cannot be read or verified lists no phases and says
 //!   why (`phases_unavailable`).
-//! - `answer_gate(run, GateAnswerRequest, approver)` (approver = the authenticated identity;
+//! - `answer_gate(run, GateDecisionBody, approver)` (approver = the authenticated identity;
 //!   `gate_phase` defaults to the gate open now; only a rework takes `phase`) and `cancel(run, by,
 //!   reason)` go through the engine; the reducer alone decides, and a refusal comes back as
 //!   `RunServiceError::Refused` with the gate open now; the answer is the flow state right after.
@@ -179,9 +179,8 @@ pub use holds::GateHolds;
 pub use leadership::{EngineLeadership, LeadStart, lead};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, bus_event_of, notices_of};
 pub use service::{
-    ClientTaskSubmission, GateAnswerRequest, RunEngine, RunFilter, RunNoticeStream, RunService,
-    RunServiceError, RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id,
-    parse_event_id,
+    ClientTaskSubmission, RunEngine, RunFilter, RunNoticeStream, RunService, RunServiceError,
+    RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id, parse_event_id,
 };
 pub use settings::{
     RunSettingError, parse_flow_engine, parse_gate_timeout, parse_intelligence, resolve_intelligence,

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use metaforge_api::GateDecisionBody;
 use metaforge_domain::flow::{
     DEFAULT_TEMPLATE_ID, TemplateError, VersionError, Violation, template, template_version,
 };
@@ -148,23 +149,6 @@ pub struct StartRunRequest {
     pub project_id: Option<String>,
     /// `server` or `client`; absent: the deployment default.
     pub intelligence: Option<String>,
-}
-
-/// A person's answer to a run's open gate. The approver is not here: the door passes the
-/// authenticated identity.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GateAnswerRequest {
-    /// approve, reject, retry or rework.
-    pub decision: GateDecisionKind,
-    /// Why (required for retry and rework: the phase brain gets it first).
-    pub reason: Option<String>,
-    /// The earlier phase a rework goes back to (only a rework takes one).
-    pub phase: Option<String>,
-    /// The gated phase the person saw; absent: the gate open now. A stale answer for another
-    /// gate is refused.
-    pub gate_phase: Option<String>,
-    /// Where the person answered (recorded with the decision): the API, or an MCP chat.
-    pub surface: DecisionSurface,
 }
 
 /// Which runs to list.
@@ -735,11 +719,12 @@ impl RunService {
     pub async fn answer_gate(
         &self,
         run_id: &str,
-        request: GateAnswerRequest,
+        request: GateDecisionBody,
         approver: &str,
     ) -> Result<FlowStateView, RunServiceError> {
         let record = self.ports.runs.get(run_id).await?;
         let reason = request.reason;
+        let surface = request.surface.map(DecisionSurface::from).unwrap_or_default();
         let not_rework = |decision: GateDecisionKind| RunServiceError::Field {
             field: "phase",
             message: format!(
@@ -747,7 +732,7 @@ impl RunService {
                 decision.as_str()
             ),
         };
-        let decision = match (request.decision, request.phase) {
+        let decision = match (GateDecisionKind::from(request.decision), request.phase) {
             (GateDecisionKind::Rework, phase) => GateDecision::Rework {
                 phase: phase.unwrap_or_default().trim().to_owned(),
                 reason: reason.unwrap_or_default(),
@@ -775,7 +760,7 @@ impl RunService {
             phase: gate_phase,
             decision,
             approver: approver.to_owned(),
-            surface: request.surface,
+            surface,
         };
         match self.engine.decide_gate(run_id, answer).await {
             Ok(state) => {

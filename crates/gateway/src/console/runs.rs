@@ -16,7 +16,7 @@ use axum::{Extension, Form};
 use futures::StreamExt as _;
 use maud::{Markup, html};
 use metaforge_app::runs::views::{FlowStateView, GateView, PhaseView, RunStatusEntry};
-use metaforge_app::runs::{GateAnswerRequest, RunFilter, RunService};
+use metaforge_app::runs::{RunFilter, RunService};
 use metaforge_ports::{DecisionSurface, GateDecisionKind};
 use serde::Deserialize;
 
@@ -316,12 +316,12 @@ pub(crate) async fn answer(
         GateDecisionKind::Rework => Some(form.rework_phase.unwrap_or_default()),
         GateDecisionKind::Approve | GateDecisionKind::Reject | GateDecisionKind::Retry => None,
     };
-    let request = GateAnswerRequest {
-        decision,
+    let request = metaforge_api::GateDecisionBody {
+        decision: decision.into(),
         reason,
         phase,
         gate_phase: form.gate_phase,
-        surface: DecisionSurface::Api,
+        surface: Some(DecisionSurface::Api.into()),
     };
     match runs.answer_gate(&id, request, user.who()).await {
         Ok(_) => {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::channel::mpsc::UnboundedReceiver;
-use metaforge_api::{GateAnswerInput, RunBindings, RunReply};
+use metaforge_api::{GateDecisionBody, RunBindings, RunReply};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
     RunServicePorts, RunServiceSettings,
@@ -861,12 +861,12 @@ async fn nothing_is_decided_without_the_persons_form_or_for_a_gate_that_moved_on
     assert!(rig.gate_decisions(&run).await.is_empty());
     // Ana is asked; meanwhile a person decides at the dashboard and the run moves to the next gate.
     rig.ask(&run).await;
-    let by_olga = GateAnswerInput {
-        decision: GateDecisionKind::Approve,
+    let by_olga = GateDecisionBody {
+        decision: GateDecisionKind::Approve.into(),
         reason: None,
         phase: None,
         gate_phase: Some("feasibility".into()),
-        surface: DecisionSurface::Api,
+        surface: Some(DecisionSurface::Api.into()),
     };
     let decided = rig.bindings.answer_gate(&run, by_olga, "olga").await.unwrap();
     assert!(matches!(decided, RunReply::Done(_)), "{decided:?}");

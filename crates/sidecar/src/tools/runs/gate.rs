@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use metaforge_api::{FlowStateView, GateView};
-use metaforge_api::{GateAnswerInput, RunReply};
+use metaforge_api::{GateDecisionBody, RunReply};
 use metaforge_app::limits::check_tool_arguments;
 use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
@@ -285,14 +285,14 @@ impl AwaitGate {
         }
         let decision = answers.decision;
         let approver = identity(caller);
-        let answer = GateAnswerInput {
-            decision,
+        let answer = GateDecisionBody {
+            decision: decision.into(),
             reason: answers.reason,
             phase: answers
                 .rework_phase
                 .filter(|_| decision == GateDecisionKind::Rework),
             gate_phase: Some(asked.phase.clone()),
-            surface: DecisionSurface::Chat,
+            surface: Some(DecisionSurface::Chat.into()),
         };
         match self
             .runs

@@ -20,7 +20,7 @@
 //! ## MCP run tools (issue 16, item 7) — `metaforge_api::run_bindings`, `crates/sidecar/src/tools/runs`, `bins`
 //!
 //! - **Port** `metaforge_api::run_bindings::RunBindings` (`start`, `list`, `get`, `flow_state`,
-//!   `answer_gate(run, GateAnswerInput, approver)`, `client_tasks`, `client_task`,
+//!   `answer_gate(run, GateDecisionBody, approver)`, `client_tasks`, `client_task`,
 //!   `claim_client_task(id, Claimant)`, `submit_client_task`): a refusal crosses it typed
 //!   (`RunReply::Refused(RunRefused {kind, code, message, details})`). In process
 //!   `crates/sidecar/src/run_bindings.rs` (`InProcessRunBindings` over `app::runs::RunService`, whose
