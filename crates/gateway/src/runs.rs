@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::StreamExt;
 use metaforge_app::runs::views::{FlowStateView, RunDetail, RunSummary};
-use metaforge_app::runs::{RunFilter, RunService, StartRunRequest, event_id, parse_event_id};
+use metaforge_app::runs::{RunFilter, RunService, event_id, parse_event_id};
 use metaforge_ports::{DecisionSurface, GateDecisionKind, RunStatus};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
@@ -68,14 +68,7 @@ pub(crate) async fn start(
     State(state): State<Arc<GatewayState>>,
     ApiJson(body): ApiJson<StartRunBody>,
 ) -> Result<(StatusCode, Json<RunDetail>), ApiError> {
-    let run = service(&state)?
-        .start(StartRunRequest {
-            flow_version_id: body.flow_version_id,
-            template_id: body.template_id,
-            project_id: body.project_id,
-            intelligence: body.intelligence,
-        })
-        .await?;
+    let run = service(&state)?.start(body).await?;
     Ok((StatusCode::CREATED, Json(run)))
 }
 

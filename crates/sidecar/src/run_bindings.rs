@@ -13,7 +13,7 @@ use metaforge_api::{
     ClientTaskView, FlowStateView, GateDecisionBody, RefusalKind, RunBindings, RunDetail, RunQuery,
     RunRefused, RunReply, RunSummary, StartRunBody, TaskSubmission,
 };
-use metaforge_app::runs::{ClientTaskSubmission, RunFilter, RunService, RunServiceError, StartRunRequest};
+use metaforge_app::runs::{ClientTaskSubmission, RunFilter, RunService, RunServiceError};
 use metaforge_ports::{Claimant, ClientTaskStatus, PortError, PortErrorKind};
 
 /// A service answer as the port carries it: the view, the refusal typed with its code (its class
@@ -64,16 +64,7 @@ impl InProcessRunBindings {
 #[async_trait::async_trait]
 impl RunBindings for InProcessRunBindings {
     async fn start(&self, request: StartRunBody) -> Result<RunReply<RunDetail>, PortError> {
-        reply(
-            self.service
-                .start(StartRunRequest {
-                    flow_version_id: request.flow_version_id,
-                    template_id: request.template_id,
-                    project_id: request.project_id,
-                    intelligence: request.intelligence,
-                })
-                .await,
-        )
+        reply(self.service.start(request).await)
     }
 
     async fn list(&self, query: RunQuery) -> Result<Vec<RunSummary>, PortError> {

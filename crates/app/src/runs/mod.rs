@@ -124,7 +124,7 @@
 //! so the service never names a concrete engine) and `RunServicePorts` (run ledger, versions,
 //! client tasks, usage, clock, ids), with `RunServiceSettings` (the deployment's intelligence, the
 //! runs' `RunSettings`). Door-neutral: the gateway's routes and the MCP sidecar's run tools (`InProcessRunBindings`) call it.
-//! - `start(StartRunRequest)`: `intelligence` first (`resolve_intelligence`; a bad value is
+//! - `start(StartRunBody)`: `intelligence` first (`resolve_intelligence`; a bad value is
 //!   `invalid_field` naming it), then the engine's `worker()` (not ok: 503 before anything is
 //!   written), then the version: `flow_version_id` is read from the store (unknown → 422, failing
 //!   its hash → 409 `corrupt`) and handed whole to the engine, which refuses an unapproved or
@@ -180,7 +180,7 @@ pub use leadership::{EngineLeadership, LeadStart, lead};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, bus_event_of, notices_of};
 pub use service::{
     ClientTaskSubmission, RunEngine, RunFilter, RunNoticeStream, RunService, RunServiceError,
-    RunServicePorts, RunServiceSettings, StartRunRequest, WorkerHealth, event_id, parse_event_id,
+    RunServicePorts, RunServiceSettings, WorkerHealth, event_id, parse_event_id,
 };
 pub use settings::{
     RunSettingError, parse_flow_engine, parse_gate_timeout, parse_intelligence, resolve_intelligence,

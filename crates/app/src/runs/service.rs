@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use metaforge_api::GateDecisionBody;
+use metaforge_api::{GateDecisionBody, StartRunBody};
 use metaforge_domain::flow::{
     DEFAULT_TEMPLATE_ID, TemplateError, VersionError, Violation, template, template_version,
 };
@@ -135,20 +135,6 @@ impl Default for RunServiceSettings {
             run: RunSettings::default(),
         }
     }
-}
-
-/// A request to start a run: on a stored, approved version, or on a shipped template (default
-/// `design_v1`) frozen into an approved version of origin `template`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StartRunRequest {
-    /// The approved version to run (FORGE-474).
-    pub flow_version_id: Option<String>,
-    /// A shipped template to run as it is (when no version is named).
-    pub template_id: Option<String>,
-    /// The project the run belongs to.
-    pub project_id: Option<String>,
-    /// `server` or `client`; absent: the deployment default.
-    pub intelligence: Option<String>,
 }
 
 /// Which runs to list.
@@ -401,7 +387,7 @@ impl RunService {
     /// else the deployment's; a value that is not a mode is a `Field` error naming it. An engine
     /// that cannot run anything now is `Unavailable` (503) before anything is written. A refused
     /// start records no run and no hold.
-    pub async fn start(&self, request: StartRunRequest) -> Result<RunDetail, RunServiceError> {
+    pub async fn start(&self, request: StartRunBody) -> Result<RunDetail, RunServiceError> {
         let intelligence = resolve_intelligence(
             request.intelligence.as_deref(),
             self.settings.default_intelligence,
