@@ -50,8 +50,8 @@ const ADAPTERS_ON_DOMAIN: &[&str] = &["metaforge-adapters-temporal"];
 
 /// Public type names defined in two crates today, each to get one home (the engine's run-start
 /// input and the sidecar's tool of the same name, the gating spec and the twin diff are renamed
-/// or merged; `UsageScope` keeps the agent's).
-const KNOWN_DUPLICATE_TYPES: &[&str] = &["StartRun", "ToolSpec", "TwinDiff", "UsageScope"];
+/// or merged).
+const KNOWN_DUPLICATE_TYPES: &[&str] = &["StartRun", "ToolSpec", "TwinDiff"];
 
 /// Crates whose public types may repeat a name (test doubles stand in for the real thing).
 const TYPE_NAME_EXEMPT: &[&str] = &["test-support"];

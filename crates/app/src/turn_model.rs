@@ -247,10 +247,8 @@ impl TurnModel for PipelineTurnModel {
             session_id: call.session_id.clone(),
         };
         let scope = UsageScope {
-            run_id: call.scope.run_id.clone(),
-            phase: call.scope.phase.clone(),
             role: call.scope.role.clone().or_else(|| Some(call.role.clone())),
-            caller: call.scope.caller.clone(),
+            ..call.scope.clone()
         };
         let (served, usage) = with_usage_scope(scope, pipeline.complete_accounted(&spec, request))
             .await

@@ -8,18 +8,9 @@ use std::future::Future;
 
 use metaforge_ports::{RawUsage, UsageEvent};
 
-/// Who a call is attributed to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UsageScope {
-    /// Design-flow run id.
-    pub run_id: Option<String>,
-    /// Phase within the run.
-    pub phase: Option<String>,
-    /// Routing role (defaults to the call's role when unset).
-    pub role: Option<String>,
-    /// Caller class or client name.
-    pub caller: Option<String>,
-}
+/// Who a call is attributed to: the agent loop's own type (one home), carried task-locally so the
+/// pipeline's usage writer reads it without every call passing it.
+pub use metaforge_agent::UsageScope;
 
 tokio::task_local! {
     static USAGE_SCOPE: UsageScope;
