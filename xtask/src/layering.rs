@@ -48,10 +48,10 @@ const CONTRACT_CRATE: &str = "metaforge-api";
 /// the run reducer, and calling it is how the two engines cannot drift ("one rule, one place").
 const ADAPTERS_ON_DOMAIN: &[&str] = &["metaforge-adapters-temporal"];
 
-/// Public type names defined in two crates today, each to get one home (the engine's run-start
-/// input and the sidecar's tool of the same name, the gating spec and the twin diff are renamed
-/// or merged).
-const KNOWN_DUPLICATE_TYPES: &[&str] = &["StartRun", "ToolSpec", "TwinDiff"];
+/// Public type names defined in two crates today, each to get one home: the gating rule's
+/// `domain::tool_gating::ToolSpec` and the provider request's `ports::llm::ToolSpec` (one is to be
+/// renamed for what it is).
+const KNOWN_DUPLICATE_TYPES: &[&str] = &["ToolSpec"];
 
 /// Crates whose public types may repeat a name (test doubles stand in for the real thing).
 const TYPE_NAME_EXEMPT: &[&str] = &["test-support"];

@@ -145,7 +145,7 @@ impl SidecarRuns {
     /// Every run tool.
     pub fn tools(&self) -> Vec<Arc<dyn SidecarTool>> {
         vec![
-            Arc::new(start::StartRun::new(self.clone())),
+            Arc::new(start::FlowStartRun::new(self.clone())),
             Arc::new(read::FlowStatus::new(self.clone())),
             Arc::new(read::RunList::new(self.clone())),
             Arc::new(read::RunGet::new(self.clone())),

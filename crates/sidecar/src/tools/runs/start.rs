@@ -22,11 +22,11 @@ use crate::tools::schema_once;
 pub const TOOL: &str = "flow.start_run";
 
 /// `flow.start_run`.
-pub struct StartRun {
+pub struct FlowStartRun {
     runs: SidecarRuns,
 }
 
-impl StartRun {
+impl FlowStartRun {
     /// The tool over `runs`.
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
@@ -76,7 +76,7 @@ impl StartRun {
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for StartRun {
+impl SidecarTool for FlowStartRun {
     fn descriptor(&self) -> ToolDescriptor {
         static SCHEMA: OnceLock<Value> = OnceLock::new();
         ToolDescriptor {

@@ -52,7 +52,7 @@ impl SidecarTwin {
             Arc::new(write::Link::new(self.clone())),
             Arc::new(read::TwinQuery::new(self.clone())),
             Arc::new(read::GetNode::new(self.clone())),
-            Arc::new(read::TwinDiff::new(self.clone())),
+            Arc::new(read::TwinDiffTool::new(self.clone())),
         ]
     }
 

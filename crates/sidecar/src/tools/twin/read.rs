@@ -165,12 +165,12 @@ impl SidecarTool for GetNode {
 }
 
 /// `twin.diff`: what differs from one branch to another.
-pub struct TwinDiff {
+pub struct TwinDiffTool {
     twin: SidecarTwin,
     descriptor: ToolDescriptor,
 }
 
-impl TwinDiff {
+impl TwinDiffTool {
     /// The tool.
     pub fn new(twin: SidecarTwin) -> Self {
         Self {
@@ -186,7 +186,7 @@ impl TwinDiff {
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for TwinDiff {
+impl SidecarTool for TwinDiffTool {
     fn descriptor(&self) -> ToolDescriptor {
         self.descriptor.clone()
     }
