@@ -17,8 +17,8 @@ use metaforge_domain::tool_cap::{OfferedTool, select_tools};
 use metaforge_domain::tool_gating::Caller;
 use metaforge_domain::usage::UsageTotals;
 use metaforge_ports::{
-    ApprovalLedger, CallerClass, Clock, ContentPart, IdGen, LlmMessage, LlmRequest, LlmRole, SystemPrompt,
-    ToolCall, ToolChoice, ToolSpec, UsageEvent,
+    ApprovalLedger, CallerClass, Clock, ContentPart, IdGen, LlmMessage, LlmRequest, LlmRole, ModelTool,
+    SystemPrompt, ToolCall, ToolChoice, UsageEvent,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -510,7 +510,7 @@ impl Agent {
                     messages,
                     tools: offered
                         .iter()
-                        .map(|t| ToolSpec {
+                        .map(|t| ModelTool {
                             name: t.provider_name.clone(),
                             description: t.descriptor.description.clone(),
                             parameters: t.descriptor.input_schema.clone(),

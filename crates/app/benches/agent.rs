@@ -33,7 +33,7 @@ use metaforge_app::tools::ToolRegistry;
 use metaforge_app::turn_model::PipelineTurnModel;
 use metaforge_ports::{
     Billing, CallerClass, CallerContext, ContentPart, InputChannel, LlmMessage, LlmProvider, LlmRequest,
-    LlmRole, SelectionStore, ToolCall, ToolSource, ToolSpec,
+    LlmRole, ModelTool, SelectionStore, ToolCall, ToolSource,
 };
 use metaforge_test_support::upstream::{Reply, Scripted};
 use metaforge_test_support::{ManualClock, SequentialIds};
@@ -98,7 +98,7 @@ fn ms(d: Duration) -> f64 {
 
 /// The direct path of one turn: the four model requests as the loop would send them (the
 /// conversation growing by one call and its result each time) and the three tool calls.
-async fn direct_turn(adapter: &Arc<dyn LlmProvider>, server: &McpToolServer, echo: &ToolSpec) {
+async fn direct_turn(adapter: &Arc<dyn LlmProvider>, server: &McpToolServer, echo: &ModelTool) {
     let mut messages = vec![LlmMessage::user_text("echo three parts")];
     for step in 0..=CALLS_PER_TURN {
         let request = LlmRequest {
@@ -208,7 +208,7 @@ async fn main() {
         .into_iter()
         .find(|t| t.name == "echo")
         .expect("server-everything offers echo");
-    let echo = ToolSpec {
+    let echo = ModelTool {
         name: "mcp_everything_echo".into(),
         description: echo_descriptor.description.clone(),
         parameters: echo_descriptor.input_schema.clone(),

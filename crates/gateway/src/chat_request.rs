@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, SystemPrompt, ToolChoice};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -333,7 +333,7 @@ fn assistant_tool_calls(
 }
 
 /// The request's tools as specs; names must be valid and unique, parameters an object.
-fn tool_specs(tools: &[ChatTool]) -> Result<Vec<ToolSpec>, ApiError> {
+fn tool_specs(tools: &[ChatTool]) -> Result<Vec<ModelTool>, ApiError> {
     let mut seen = BTreeSet::new();
     let mut specs = Vec::with_capacity(tools.len());
     for (i, tool) in tools.iter().enumerate() {
@@ -366,7 +366,7 @@ fn tool_specs(tools: &[ChatTool]) -> Result<Vec<ToolSpec>, ApiError> {
                 ));
             }
         };
-        specs.push(ToolSpec {
+        specs.push(ModelTool {
             name: name.clone(),
             description: tool.function.description.clone().unwrap_or_default(),
             parameters,
@@ -377,7 +377,7 @@ fn tool_specs(tools: &[ChatTool]) -> Result<Vec<ToolSpec>, ApiError> {
 
 /// The tool policy; `required` or a named tool without tools (or naming an unknown tool) is
 /// refused, because no provider could honour it.
-fn tool_choice(choice: Option<&ChatToolChoice>, tools: &[ToolSpec]) -> Result<ToolChoice, ApiError> {
+fn tool_choice(choice: Option<&ChatToolChoice>, tools: &[ModelTool]) -> Result<ToolChoice, ApiError> {
     let choice = match choice {
         None | Some(ChatToolChoice::Mode(ToolChoiceMode::Auto)) => ToolChoice::Auto,
         Some(ChatToolChoice::Mode(ToolChoiceMode::None)) => ToolChoice::None,

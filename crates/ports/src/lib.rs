@@ -68,7 +68,7 @@ pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersio
 pub use lease::{EMBEDDED_ENGINE_DUTY, Lease, LeaseStore, presence_duty};
 pub use llm::{
     ContentPart, FinishReason, LlmEventStream, LlmMessage, LlmProvider, LlmRequest, LlmResponse, LlmRole,
-    ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice, ToolSpec,
+    ModelTool, ProviderError, ProviderErrorKind, RawUsage, StreamEvent, SystemPrompt, ToolCall, ToolChoice,
 };
 pub use phase_brain::{EarlierSummary, PhaseBrain, PhaseBrief, PhaseFailure, PhaseOutcome};
 pub use provider::ApiFamily;

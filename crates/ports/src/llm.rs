@@ -97,7 +97,7 @@ impl LlmMessage {
 
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
+pub struct ModelTool {
     /// Unique tool name.
     pub name: String,
     /// What the tool does, for the model.
@@ -131,7 +131,7 @@ pub struct LlmRequest {
     /// Conversation so far, including tool calls and their results.
     pub messages: Vec<LlmMessage>,
     /// Tools, in the order they are sent (the pipeline sorts them for caching).
-    pub tools: Vec<ToolSpec>,
+    pub tools: Vec<ModelTool>,
     /// Tool policy.
     pub tool_choice: ToolChoice,
     /// Output cap; families that require one get a default from the adapter.

@@ -4,7 +4,7 @@
 //!
 //! Request field order is the order on the wire; `fixtures/wire/anthropic.json` pins the bytes.
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -145,7 +145,7 @@ pub fn request_body(request: &LlmRequest, stream: bool) -> MessagesRequest<'_> {
     }
 }
 
-fn tool(spec: &ToolSpec) -> Tool<'_> {
+fn tool(spec: &ModelTool) -> Tool<'_> {
     Tool {
         name: &spec.name,
         description: &spec.description,

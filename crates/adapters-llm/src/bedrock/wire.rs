@@ -7,7 +7,7 @@
 //! Request field order is the order on the wire; `fixtures/wire/bedrock.json` pins the bytes,
 //! and the contract test checks them against the botocore service model.
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -158,7 +158,7 @@ pub fn request_body(request: &LlmRequest) -> ConverseRequest<'_> {
     }
 }
 
-fn tool(spec: &ToolSpec) -> Tool<'_> {
+fn tool(spec: &ModelTool) -> Tool<'_> {
     Tool::ToolSpec(ToolSpecification {
         name: &spec.name,
         description: &spec.description,

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -113,7 +113,7 @@ pub fn request_body(request: &LlmRequest) -> ResponsesRequest<'_> {
     }
 }
 
-fn tool(spec: &ToolSpec) -> Tool<'_> {
+fn tool(spec: &ModelTool) -> Tool<'_> {
     Tool {
         name: &spec.name,
         description: &spec.description,

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -149,7 +149,7 @@ pub fn request_body(request: &LlmRequest) -> GenerateContentRequest<'_> {
     }
 }
 
-fn declaration(spec: &ToolSpec) -> FunctionDeclaration<'_> {
+fn declaration(spec: &ModelTool) -> FunctionDeclaration<'_> {
     FunctionDeclaration {
         name: &spec.name,
         description: &spec.description,

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -157,7 +157,7 @@ pub fn request_body(request: &LlmRequest, stream: bool, send_prompt_cache_key: b
     }
 }
 
-fn tool(spec: &ToolSpec) -> Tool<'_> {
+fn tool(spec: &ModelTool) -> Tool<'_> {
     Tool {
         kind: Kind::Function,
         function: FunctionDecl {

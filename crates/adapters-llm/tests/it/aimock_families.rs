@@ -14,8 +14,8 @@ use metaforge_adapters_llm::{
     AnthropicProvider, BedrockProvider, CodexProvider, GeminiProvider, HttpSettings, OpenAiCompatibleProvider,
 };
 use metaforge_ports::{
-    Credential, CredentialSecret, FinishReason, LlmMessage, LlmProvider, LlmRequest, ProviderErrorKind,
-    StreamEvent, ToolSpec,
+    Credential, CredentialSecret, FinishReason, LlmMessage, LlmProvider, LlmRequest, ModelTool,
+    ProviderErrorKind, StreamEvent,
 };
 use metaforge_test_support::peers::{self, Aimock};
 
@@ -90,7 +90,7 @@ fn request(model: &str, prompt: &str, tools: bool) -> LlmRequest {
         model: model.into(),
         messages: vec![LlmMessage::user_text(prompt)],
         tools: if tools {
-            vec![ToolSpec {
+            vec![ModelTool {
                 name: "get_weather".into(),
                 description: "Current weather for a city".into(),
                 parameters: serde_json::json!({"type": "object",

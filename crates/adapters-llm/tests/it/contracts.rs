@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use metaforge_adapters_llm::{bedrock, openai};
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, SystemPrompt, ToolChoice};
 use metaforge_test_support::{ChildGuard, Peer, net, require};
 use serde_json::{Value, json};
 
@@ -43,7 +43,7 @@ fn tool_request() -> LlmRequest {
                 }],
             },
         ],
-        tools: vec![ToolSpec {
+        tools: vec![ModelTool {
             name: "get_weather".into(),
             description: "Current weather for a city".into(),
             parameters: json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),

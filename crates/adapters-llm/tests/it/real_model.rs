@@ -13,7 +13,7 @@
 )]
 
 use metaforge_adapters_llm::{HttpSettings, OpenAiCompatibleProvider};
-use metaforge_ports::{LlmMessage, LlmProvider, LlmRequest, ToolChoice, ToolSpec};
+use metaforge_ports::{LlmMessage, LlmProvider, LlmRequest, ModelTool, ToolChoice};
 
 fn provider() -> OpenAiCompatibleProvider {
     let url = std::env::var("METAFORGE_E2E_OPENAI_BASE_URL")
@@ -42,7 +42,7 @@ async fn a_real_small_model_makes_a_forced_tool_call() {
     let request = LlmRequest {
         model: "smollm2".into(),
         messages: vec![LlmMessage::user_text("What is the weather in Paris?")],
-        tools: vec![ToolSpec {
+        tools: vec![ModelTool {
             name: "get_weather".into(),
             description: "Current weather for a city".into(),
             parameters: serde_json::json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),

@@ -3,7 +3,7 @@
 //! cached system block, `prompt_cache_key` only where the endpoint honours it.
 
 use metaforge_adapters_llm::{anthropic, bedrock, codex, gemini, openai};
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, SystemPrompt, ToolChoice};
 use serde_json::json;
 
 fn turn() -> LlmRequest {
@@ -39,12 +39,12 @@ fn turn() -> LlmRequest {
             },
         ],
         tools: vec![
-            ToolSpec {
+            ModelTool {
                 name: "get_time".into(),
                 description: "Time".into(),
                 parameters: json!({"type": "object"}),
             },
-            ToolSpec {
+            ModelTool {
                 name: "get_weather".into(),
                 description: "Weather".into(),
                 parameters: json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",

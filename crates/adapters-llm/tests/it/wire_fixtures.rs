@@ -15,7 +15,7 @@
 )]
 
 use metaforge_adapters_llm::{anthropic, bedrock, codex, gemini, openai};
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, SystemPrompt, ToolChoice, ToolSpec};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, SystemPrompt, ToolChoice};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -94,12 +94,12 @@ fn every_part(tool_choice: ToolChoice) -> LlmRequest {
             },
         ],
         tools: vec![
-            ToolSpec {
+            ModelTool {
                 name: "get_time".into(),
                 description: "Time".into(),
                 parameters: json!({"type": "object"}),
             },
-            ToolSpec {
+            ModelTool {
                 name: "get_weather".into(),
                 description: "Weather".into(),
                 parameters: json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",

@@ -4,7 +4,7 @@
 //! Providers cache by exact prefix. Anything time- or id-dependent belongs in the volatile
 //! suffix; this module never reads a clock or an id, so the prefix depends on its inputs only.
 
-use metaforge_ports::{LlmRequest, ToolSpec};
+use metaforge_ports::{LlmRequest, ModelTool};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -26,10 +26,10 @@ pub fn sort_keys(value: &Value) -> Value {
 }
 
 /// Tools sorted by name, each schema with sorted keys.
-pub fn stable_tools(tools: &[ToolSpec]) -> Vec<ToolSpec> {
-    let mut sorted: Vec<ToolSpec> = tools
+pub fn stable_tools(tools: &[ModelTool]) -> Vec<ModelTool> {
+    let mut sorted: Vec<ModelTool> = tools
         .iter()
-        .map(|t| ToolSpec {
+        .map(|t| ModelTool {
             name: t.name.clone(),
             description: t.description.clone(),
             parameters: sort_keys(&t.parameters),
@@ -40,7 +40,7 @@ pub fn stable_tools(tools: &[ToolSpec]) -> Vec<ToolSpec> {
 }
 
 /// The byte-exact cached prefix: the sorted tool schemas, then the stable system prompt.
-pub fn stable_prefix_bytes(tools: &[ToolSpec], stable_system: &str) -> Vec<u8> {
+pub fn stable_prefix_bytes(tools: &[ModelTool], stable_system: &str) -> Vec<u8> {
     let mut out = Vec::new();
     for tool in tools {
         let schema = serde_json::json!({
@@ -69,8 +69,8 @@ mod tests {
     use metaforge_ports::SystemPrompt;
     use serde_json::json;
 
-    fn tool(name: &str, params: Value) -> ToolSpec {
-        ToolSpec {
+    fn tool(name: &str, params: Value) -> ModelTool {
+        ModelTool {
             name: name.into(),
             description: format!("{name} tool"),
             parameters: params,

@@ -73,7 +73,7 @@
 //!   changes (`adapters-llm::credentials_file`; permissions still checked by a `stat` per read).
 //!   No pipeline / no route → 503 naming why; all attempts rate limited → 429 + Retry-After; all
 //!   failed → 503 with `details.attempts`. `gateway::chat_request` — the request wire types and
-//!   their strict mapping onto `LlmRequest`: function `tools` → `ToolSpec` (name `^[a-zA-Z0-9_-]{1,64}$`,
+//!   their strict mapping onto `LlmRequest`: function `tools` → `ModelTool` (name `^[a-zA-Z0-9_-]{1,64}$`,
 //!   unique; `parameters` an object, `{type:object,properties:{}}` when absent), `tool_choice`
 //!   (`auto|none|required|{type:function,function:{name}}`; `required`/named need tools, the name
 //!   must be declared), assistant `tool_calls` → `ContentPart::ToolCall` (arguments must be JSON

@@ -19,8 +19,8 @@ use metaforge_app::pipeline::{
 };
 use metaforge_domain::usage::PriceTable;
 use metaforge_ports::{
-    Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest,
-    ProviderErrorKind, StreamEvent, ToolSpec,
+    Billing, Credential, CredentialSecret, CredentialStore, LlmMessage, LlmProvider, LlmRequest, ModelTool,
+    ProviderErrorKind, StreamEvent,
 };
 use metaforge_test_support::upstream::{Reply, Scripted};
 
@@ -510,7 +510,7 @@ async fn codex_declines_streamed_tools_by_capability_and_the_fallback_is_info_le
         None,
     );
     let mut request = hello();
-    request.tools = vec![ToolSpec {
+    request.tools = vec![ModelTool {
         name: "get_weather".into(),
         description: "weather".into(),
         parameters: serde_json::json!({"type": "object"}),
