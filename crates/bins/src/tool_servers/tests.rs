@@ -54,6 +54,22 @@ fn ids(composed: &ComposedTools, domains: Option<&[String]>) -> Vec<String> {
         .collect()
 }
 
+/// The tool servers of `home` (its servers file at `servers_file`, else the default place) over
+/// the read-only natives, with this process's environment.
+async fn compose_read_only(
+    home: &std::path::Path,
+    servers_file: Option<&std::path::Path>,
+) -> Result<ComposedTools, ToolServersError> {
+    compose_tools(
+        home,
+        servers_file,
+        None,
+        &read_only_natives(),
+        &crate::system::environment(),
+    )
+    .await
+}
+
 fn write(dir: &std::path::Path, name: &str, doc: &Value) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
@@ -63,15 +79,7 @@ fn write(dir: &std::path::Path, name: &str, doc: &Value) -> std::path::PathBuf {
 #[tokio::test]
 async fn no_file_at_the_default_place_means_the_native_tools_only() {
     let home = tempfile::tempdir().unwrap();
-    let composed = compose_tools(
-        home.path(),
-        None,
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap();
+    let composed = compose_read_only(home.path(), None).await.unwrap();
     assert_eq!(composed.servers_file, None);
     assert!(composed.statuses.snapshot().is_empty());
     // The natives, and the skill layer's two tools over the bundled skills.
@@ -90,15 +98,9 @@ async fn no_file_at_the_default_place_means_the_native_tools_only() {
 async fn a_missing_file_at_an_explicitly_set_path_refuses_start_naming_the_variable() {
     let home = tempfile::tempdir().unwrap();
     let path = home.path().join("nope.json");
-    let err = compose_tools(
-        home.path(),
-        Some(path.as_path()),
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap_err();
+    let err = compose_read_only(home.path(), Some(path.as_path()))
+        .await
+        .unwrap_err();
     assert!(matches!(err, ToolServersError::MissingExplicit { .. }), "{err}");
     let shown = err.to_string();
     assert!(
@@ -118,15 +120,7 @@ async fn a_bad_servers_file_refuses_start_naming_the_path_and_the_field() {
         SERVERS_FILE,
         &json!({"mcpServers": {"good": {"command": "true"}, "cad": {"url": "ftp://cad"}}}),
     );
-    let err = compose_tools(
-        home.path(),
-        None,
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap_err();
+    let err = compose_read_only(home.path(), None).await.unwrap_err();
     let shown = err.to_string();
     assert!(
         shown.contains(&format!(
@@ -137,15 +131,9 @@ async fn a_bad_servers_file_refuses_start_naming_the_path_and_the_field() {
     );
     let syntax = write(home.path(), "syntax.json", &json!(null));
     std::fs::write(&syntax, "{\"mcpServers\": {\n  \"a\": {\"command\": \"x\",}\n}}").unwrap();
-    let err = compose_tools(
-        home.path(),
-        Some(syntax.as_path()),
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap_err();
+    let err = compose_read_only(home.path(), Some(syntax.as_path()))
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains(&format!("{}:2:", syntax.display())),
         "file:line:col for JSON syntax: {err}"
@@ -310,15 +298,7 @@ async fn one_registry_over_server_everything_on_stdio_the_sidecar_a_broken_and_a
             "off": {"command": "node", "args": [js, "stdio"], "disabled": true}
         }}),
     );
-    let composed = compose_tools(
-        home.path(),
-        None,
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap();
+    let composed = compose_read_only(home.path(), None).await.unwrap();
     assert_eq!(composed.servers_file, Some(home.path().join(SERVERS_FILE)));
 
     let statuses = composed.statuses.snapshot();
@@ -480,15 +460,7 @@ async fn a_scripted_model_calls_server_everything_and_the_sidecar_through_the_re
             "metaforge": {"url": sidecar_url}
         }}),
     );
-    let composed = compose_tools(
-        home.path(),
-        None,
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap();
+    let composed = compose_read_only(home.path(), None).await.unwrap();
     let (outcome, llm) = run_turn(
         &composed,
         vec![
@@ -559,15 +531,7 @@ async fn a_server_killed_mid_turn_answers_error_envelopes_and_turns_unavailable(
                        "connect_timeout_secs": 5, "call_timeout_secs": 3}
         }}),
     );
-    let composed = compose_tools(
-        home.path(),
-        None,
-        None,
-        &read_only_natives(),
-        &crate::system::environment(),
-    )
-    .await
-    .unwrap();
+    let composed = compose_read_only(home.path(), None).await.unwrap();
     assert!(matches!(
         composed.statuses.snapshot()["remote"],
         ServerStatus::Ok { .. }
