@@ -1,6 +1,8 @@
-//! The approval ledger on SQLite (FORGE-89, FORGE-406/466). Every transition is one
-//! `BEGIN IMMEDIATE` transaction: a conditional UPDATE on `status = 'awaiting_approval'` plus an
-//! append-only history row, so two processes deciding one hold serialise and exactly one wins.
+//! The approval ledger (FORGE-89, FORGE-406/466), one engine on SQLite (a file per home) and on
+//! PostgreSQL (shared by every gateway on the server). Every transition is one write transaction
+//! that reads the hold (locking its row where the database needs it), then updates it on
+//! `status = 'awaiting_approval'` with an append-only history row, so two processes deciding one
+//! hold serialise: the first wins, the second reads the closed hold and gets its conflict (409).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -10,99 +12,143 @@ use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
     GoneParkers, ORPHANED_APPROVAL_REASON, PendingCursor, PendingPage, PortError, PortErrorKind,
-    ResolveOutcome, Timestamp, WaiterResolution,
+    ResolveOutcome, WaiterResolution,
 };
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Pool, Sqlite, Transaction};
 
-use crate::sqlite::{
-    begin_write, db_error, label, limit_i64, not_found, open_pool, parse_json, parse_label, parse_opt_ts,
-    parse_ts, to_json, ts,
-};
+use crate::codec::{corrupt_label, label, limit_i64, not_found, parse_json, parse_label, to_json};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/approvals");
+#[cfg(feature = "postgres")]
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/approvals");
+
+/// The schema holding this ledger's tables and migration history on PostgreSQL.
+#[cfg(feature = "postgres")]
+const PG_SCHEMA: &str = "metaforge_approvals";
 
 const AWAITING: &str = "awaiting_approval";
 
-/// The columns of an [`ApprovalRow`], in one place for every read of both engines, so no read
-/// leaves one out.
-macro_rules! approval_columns {
-    () => {
-        "id, kind, tool, arguments, caller, status, reason, approver, flow_version_id, \
-         created_at, decided_at, deadline, requested_by, parked_by"
-    };
-}
-#[cfg(feature = "postgres")]
-pub(crate) use approval_columns;
+/// The columns of an approval row, in one place for every read, so no read leaves one out.
+const APPROVAL_COLUMNS: &str = "id, kind, tool, arguments, caller, status, reason, approver, \
+     flow_version_id, created_at, decided_at, deadline, requested_by, parked_by";
 
-/// The approval ledger in one SQLite file (`tool_approvals_ledger.db`).
-#[derive(Clone)]
-pub struct SqliteApprovalLedger {
-    pool: SqlitePool,
+/// The approval ledger over database `E`.
+pub struct SqlApprovalLedger<E: Dialect> {
+    pool: Pool<E>,
     clock: Arc<dyn Clock>,
     /// This process's name, written on every hold it parks ([`GoneParkers`]).
     parker: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
+impl<E: Dialect> Clone for SqlApprovalLedger<E> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            clock: Arc::clone(&self.clock),
+            parker: self.parker.clone(),
+        }
+    }
+}
+
+/// The approval ledger in one SQLite file (`tool_approvals_ledger.db`).
+pub type SqliteApprovalLedger = SqlApprovalLedger<Sqlite>;
+
+/// The approval ledger in the `metaforge_approvals` schema of a PostgreSQL database.
+#[cfg(feature = "postgres")]
+pub type PgApprovalLedger = SqlApprovalLedger<sqlx::Postgres>;
+
+impl SqlApprovalLedger<Sqlite> {
+    /// Opens (creating and migrating) the ledger at `path`. Call [`ApprovalLedger::restore`]
+    /// once at start-up, before serving.
+    pub async fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, PortError> {
+        Ok(Self::over(
+            crate::sqlite::open_pool(path, &MIGRATOR).await?,
+            clock,
+        ))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl SqlApprovalLedger<sqlx::Postgres> {
+    /// Connects to the server at `url` (creating and migrating the ledger's schema). Call
+    /// [`ApprovalLedger::restore`] once at start-up, before serving.
+    ///
+    /// # Errors
+    /// `Invalid` for a URL that does not parse, `Unavailable` when the server cannot be reached.
+    pub async fn open(url: &str, clock: Arc<dyn Clock>) -> Result<Self, PortError> {
+        Ok(Self::over(
+            crate::postgres::open_pool(url, PG_SCHEMA, &PG_MIGRATOR).await?,
+            clock,
+        ))
+    }
+}
+
+/// One approval row.
 struct ApprovalRow {
-    id: String,
-    kind: String,
-    tool: String,
-    arguments: String,
-    caller: String,
-    status: String,
-    reason: Option<String>,
-    approver: Option<String>,
-    flow_version_id: Option<String>,
-    created_at: String,
-    decided_at: Option<String>,
-    deadline: Option<String>,
-    requested_by: Option<String>,
+    record: ApprovalRecord,
     /// The process that parked the hold (`None` for holds parked before parkers were named).
     parked_by: Option<String>,
 }
 
-impl ApprovalRow {
-    fn into_record(self) -> Result<ApprovalRecord, PortError> {
-        Ok(ApprovalRecord {
-            kind: parse_label("approvals.kind", &self.kind)?,
-            tool: self.tool,
-            arguments: parse_json("approvals.arguments", &self.arguments)?,
-            caller: self.caller,
-            status: parse_label("approvals.status", &self.status)?,
-            reason: self.reason,
-            approver: self.approver,
-            flow_version_id: self.flow_version_id,
-            created_at: parse_ts("approvals.created_at", &self.created_at)?,
-            decided_at: parse_opt_ts("approvals.decided_at", self.decided_at)?,
-            deadline: parse_opt_ts("approvals.deadline", self.deadline)?,
-            requested_by: self.requested_by,
-            id: self.id,
+impl<E: Dialect> FromRecord<E> for ApprovalRow {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        let kind: String = row.get("kind")?;
+        let arguments: String = row.get("arguments")?;
+        let status: String = row.get("status")?;
+        Ok(Self {
+            record: ApprovalRecord {
+                id: row.get("id")?,
+                kind: parse_label("approvals.kind", &kind)?,
+                tool: row.get("tool")?,
+                arguments: parse_json("approvals.arguments", &arguments)?,
+                caller: row.get("caller")?,
+                status: parse_label("approvals.status", &status)?,
+                reason: row.get("reason")?,
+                approver: row.get("approver")?,
+                flow_version_id: row.get("flow_version_id")?,
+                created_at: row.time("created_at")?,
+                decided_at: row.opt_time("decided_at")?,
+                deadline: row.opt_time("deadline")?,
+                requested_by: row.get("requested_by")?,
+            },
+            parked_by: row.get("parked_by")?,
         })
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct HistoryRow {
-    approval_id: String,
-    from_status: Option<String>,
-    to_status: String,
-    trigger: String,
-    reason: Option<String>,
-    approver: Option<String>,
-    at: String,
+impl<E: Dialect> FromRecord<E> for ApprovalTransition {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        let from: Option<String> = row.get("from_status")?;
+        let to: String = row.get("to_status")?;
+        let trigger: String = row.get("trigger")?;
+        Ok(Self {
+            approval_id: row.get("approval_id")?,
+            from: from
+                .map(|s| parse_label("approval_history.from_status", &s))
+                .transpose()?,
+            to: parse_label("approval_history.to_status", &to)?,
+            trigger: ApprovalTrigger::parse(&trigger)
+                .ok_or_else(|| corrupt_label("approval_history.trigger", &trigger))?,
+            reason: row.get("reason")?,
+            approver: row.get("approver")?,
+            at: row.time("at")?,
+        })
+    }
 }
 
-impl SqliteApprovalLedger {
-    /// Opens (creating and migrating) the ledger at `path`. Call [`ApprovalLedger::restore`]
-    /// once at start-up, before serving.
-    pub async fn open(path: &Path, clock: Arc<dyn Clock>) -> Result<Self, PortError> {
-        let pool = open_pool(path, &MIGRATOR).await?;
-        Ok(Self {
+/// The records of `rows`.
+fn records(rows: Vec<ApprovalRow>) -> Vec<ApprovalRecord> {
+    rows.into_iter().map(|row| row.record).collect()
+}
+
+impl<E: Dialect> SqlApprovalLedger<E> {
+    fn over(pool: Pool<E>, clock: Arc<dyn Clock>) -> Self {
+        Self {
             pool,
             clock,
             parker: None,
-        })
+        }
     }
 
     /// Names this process on every hold it parks, so a restore elsewhere orphans them only once
@@ -114,62 +160,64 @@ impl SqliteApprovalLedger {
     }
 
     async fn fetch(&self, id: &str) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals WHERE id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_error("read an approval", e))?;
-        row.map(ApprovalRow::into_record).transpose()
+        let row: Option<ApprovalRow> = sql_owned(
+            format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"),
+            "read an approval",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(&mut pooled(&self.pool).await?)
+        .await?;
+        Ok(row.map(|row| row.record))
     }
 
     /// Expires every open hold whose deadline has passed, as `timed_out` with trigger
-    /// `deadline`. Runs before every read; takes the write lock only when there is work.
+    /// `deadline`. Runs before every read; takes the write lock only when there is work. With
+    /// several gateways this duty runs in each: the rows are locked and updated on their open
+    /// state, so a hold expires once, by whichever gateway gets there first.
     async fn expire_overdue(&self) -> Result<(), PortError> {
         self.expire_overdue_at(self.clock.now()).await
     }
 
     /// Expires holds overdue at `now`. Decisions pass the same `now` they record, so a hold is
     /// either expired before the decision or decided before its deadline, never both.
-    async fn expire_overdue_at(&self, at: Timestamp) -> Result<(), PortError> {
-        let now = ts(at);
-        let overdue: Option<(String,)> = sqlx::query_as(
+    async fn expire_overdue_at(&self, at: metaforge_ports::Timestamp) -> Result<(), PortError> {
+        let overdue: Option<String> = sql(
             "SELECT id FROM approvals WHERE status = 'awaiting_approval' \
-             AND deadline IS NOT NULL AND deadline < ? LIMIT 1",
+             AND deadline IS NOT NULL AND deadline < $1 LIMIT 1",
+            "look for overdue approvals",
         )
-        .bind(&now)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_error("look for overdue approvals", e))?;
+        .bind_time(at)
+        .fetch_optional(&mut pooled(&self.pool).await?)
+        .await?;
         if overdue.is_none() {
             return Ok(());
         }
-        let mut tx = begin_write(&self.pool).await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals \
-             WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < ?"
-        ))
-        .bind(&now)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| db_error("list overdue approvals", e))?;
+        let mut tx = E::begin_write(&self.pool).await?;
+        let rows: Vec<ApprovalRow> = sql_owned(
+            format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < $1 \
+                 ORDER BY id{}",
+                E::FOR_UPDATE
+            ),
+            "list overdue approvals",
+        )
+        .bind_time(at)
+        .fetch_all(&mut tx)
+        .await?;
         let mut expired = Vec::with_capacity(rows.len());
         for row in rows {
-            let current = row.into_record()?;
-            if let Some(next) = current.expired(at) {
-                Self::persist(&mut tx, &current, &next, ApprovalTrigger::Deadline).await?;
-                expired.push((next.id,));
+            let current = row.record;
+            if let Some(next) = current.expired(at)
+                && Self::persist(&mut tx, &current, &next, ApprovalTrigger::Deadline).await?
+            {
+                expired.push(next.id);
             }
         }
         tx.commit()
             .await
-            .map_err(|e| db_error("commit approval deadline expiry", e))?;
-        for (id,) in expired {
+            .map_err(|e| E::db_error("commit approval deadline expiry", e))?;
+        for id in expired {
             tracing::info!(
                 event = "tool_approval_resolved",
                 approval_id = %id,
@@ -181,20 +229,22 @@ impl SqliteApprovalLedger {
         Ok(())
     }
 
+    /// Reads one hold inside `tx`, locking its row until the transaction ends.
     async fn fetch_in(
-        tx: &mut Transaction<'static, Sqlite>,
+        tx: &mut Transaction<'static, E>,
         id: &str,
     ) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals WHERE id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&mut **tx)
-        .await
-        .map_err(|e| db_error("read an approval", e))?;
-        row.map(ApprovalRow::into_record).transpose()
+        let row: Option<ApprovalRow> = sql_owned(
+            format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{}",
+                E::FOR_UPDATE
+            ),
+            "read an approval",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(tx)
+        .await?;
+        Ok(row.map(|row| row.record))
     }
 
     /// Writes `next` over `current` if the row is still open (compare-and-set on
@@ -202,24 +252,23 @@ impl SqliteApprovalLedger {
     /// state machine (`ApprovalRecord::{decided, resolved, expired, orphaned}`); this only stores
     /// it. Returns false when another writer closed the hold first (nothing written).
     async fn persist(
-        tx: &mut Transaction<'static, Sqlite>,
+        tx: &mut Transaction<'static, E>,
         current: &ApprovalRecord,
         next: &ApprovalRecord,
         trigger: ApprovalTrigger,
     ) -> Result<bool, PortError> {
-        let changed = sqlx::query(
-            "UPDATE approvals SET status = ?, reason = ?, approver = ?, decided_at = ? \
-             WHERE id = ? AND status = 'awaiting_approval'",
+        let changed = sql(
+            "UPDATE approvals SET status = $1, reason = $2, approver = $3, decided_at = $4 \
+             WHERE id = $5 AND status = 'awaiting_approval'",
+            "change an approval",
         )
         .bind(label(&next.status)?)
-        .bind(&next.reason)
-        .bind(&next.approver)
-        .bind(next.decided_at.map(ts))
-        .bind(&current.id)
-        .execute(&mut **tx)
-        .await
-        .map_err(|e| db_error("change an approval", e))?
-        .rows_affected();
+        .bind(next.reason.clone())
+        .bind(next.approver.clone())
+        .bind_opt_time(next.decided_at)
+        .bind(current.id.clone())
+        .execute(tx)
+        .await?;
         if changed == 0 {
             return Ok(false);
         }
@@ -228,67 +277,83 @@ impl SqliteApprovalLedger {
     }
 
     async fn append_history(
-        tx: &mut Transaction<'static, Sqlite>,
+        tx: &mut Transaction<'static, E>,
         entry: &ApprovalTransition,
     ) -> Result<(), PortError> {
-        let from = entry.from.map(|s| label(&s)).transpose()?;
-        sqlx::query(
+        E::check_text("approval.reason", entry.reason.as_deref())?;
+        E::check_text("approval.approver", entry.approver.as_deref())?;
+        sql(
             "INSERT INTO approval_history \
              (approval_id, from_status, to_status, trigger, reason, approver, at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "append approval history",
         )
-        .bind(&entry.approval_id)
-        .bind(from)
+        .bind(entry.approval_id.clone())
+        .bind(entry.from.map(|s| label(&s)).transpose()?)
         .bind(label(&entry.to)?)
-        .bind(entry.trigger.as_str())
-        .bind(&entry.reason)
-        .bind(&entry.approver)
-        .bind(ts(entry.at))
-        .execute(&mut **tx)
-        .await
-        .map_err(|e| db_error("append approval history", e))?;
+        .bind(entry.trigger.as_str().to_owned())
+        .bind(entry.reason.clone())
+        .bind(entry.approver.clone())
+        .bind_time(entry.at)
+        .execute(tx)
+        .await?;
         Ok(())
+    }
+
+    /// Every open hold, oldest first, read inside `tx` with their rows locked.
+    async fn pending_in(tx: &mut Transaction<'static, E>) -> Result<Vec<ApprovalRow>, PortError> {
+        sql_owned(
+            format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE status = 'awaiting_approval' ORDER BY created_at, id{}",
+                E::FOR_UPDATE
+            ),
+            "list open approvals",
+        )
+        .fetch_all(tx)
+        .await
     }
 }
 
 #[async_trait]
-impl ApprovalLedger for SqliteApprovalLedger {
+impl<E: Dialect> ApprovalLedger for SqlApprovalLedger<E> {
     async fn park(&self, record: ApprovalRecord) -> Result<ApprovalRecord, PortError> {
         record.check_new()?;
-        let mut tx = begin_write(&self.pool).await?;
-        let inserted = sqlx::query(
+        let mut tx = E::begin_write(&self.pool).await?;
+        let inserted = sql(
             "INSERT INTO approvals (id, kind, tool, arguments, caller, status, reason, approver, \
              flow_version_id, created_at, decided_at, deadline, requested_by, parked_by) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, NULL, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, NULL, $8, $9, NULL, $10, $11, $12)",
+            "park an approval",
         )
-        .bind(&record.id)
+        .bind(record.id.clone())
         .bind(label(&record.kind)?)
-        .bind(&record.tool)
+        .bind(record.tool.clone())
         .bind(to_json("approval.arguments", &record.arguments)?)
-        .bind(&record.caller)
-        .bind(AWAITING)
-        .bind(&record.reason)
-        .bind(&record.flow_version_id)
-        .bind(ts(record.created_at))
-        .bind(record.deadline.map(ts))
-        .bind(&record.requested_by)
-        .bind(&self.parker)
-        .execute(&mut *tx)
+        .bind(record.caller.clone())
+        .bind(AWAITING.to_owned())
+        .bind(record.reason.clone())
+        .bind(record.flow_version_id.clone())
+        .bind_time(record.created_at)
+        .bind_opt_time(record.deadline)
+        .bind(record.requested_by.clone())
+        .bind(self.parker.clone())
+        .execute(&mut tx)
         .await;
-        if let Err(e) = inserted {
-            let err = db_error("park an approval", e);
-            if err.kind == PortErrorKind::Conflict {
+        match inserted {
+            Ok(_) => {}
+            Err(err) if err.kind == PortErrorKind::Conflict => {
                 return Err(PortError::new(
                     PortErrorKind::Conflict,
                     format!("approval {} already exists", record.id),
                 ));
             }
-            return Err(err);
+            Err(err) => return Err(err),
         }
         Self::append_history(&mut tx, &record.park_transition()).await?;
         tx.commit()
             .await
-            .map_err(|e| db_error("commit a parked approval", e))?;
+            .map_err(|e| E::db_error("commit a parked approval", e))?;
         Ok(record)
     }
 
@@ -299,16 +364,16 @@ impl ApprovalLedger for SqliteApprovalLedger {
 
     async fn list_pending(&self) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id"
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_error("list pending approvals", e))?;
-        rows.into_iter().map(ApprovalRow::into_record).collect()
+        let rows: Vec<ApprovalRow> = sql_owned(
+            format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE status = 'awaiting_approval' ORDER BY created_at, id"
+            ),
+            "list pending approvals",
+        )
+        .fetch_all(&mut pooled(&self.pool).await?)
+        .await?;
+        Ok(records(rows))
     }
 
     async fn pending_page(
@@ -317,32 +382,31 @@ impl ApprovalLedger for SqliteApprovalLedger {
         limit: usize,
     ) -> Result<PendingPage, PortError> {
         self.expire_overdue().await?;
-        let (after_at, after_id) =
-            after.map_or((None, None), |c| (Some(ts(c.created_at)), Some(c.id.clone())));
-        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals \
-             WHERE status = 'awaiting_approval' AND (?1 IS NULL OR (created_at, id) > (?1, ?2)) \
-             ORDER BY created_at, id LIMIT ?3"
-        ))
-        .bind(after_at)
+        let (after_at, after_id) = after.map_or((None, None), |c| (Some(c.created_at), Some(c.id.clone())));
+        let mut conn = pooled(&self.pool).await?;
+        let rows: Vec<ApprovalRow> = sql_owned(
+            format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals \
+                 WHERE status = 'awaiting_approval' \
+                   AND (CAST($1 AS {}) IS NULL OR (created_at, id) > ($1, $2)) \
+                 ORDER BY created_at, id LIMIT $3",
+                E::TIMESTAMP
+            ),
+            "list a page of pending approvals",
+        )
+        .bind_opt_time(after_at)
         .bind(after_id)
         .bind(limit_i64(limit.saturating_add(1)))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_error("list a page of pending approvals", e))?;
-        let total: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM approvals WHERE status = 'awaiting_approval'")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| db_error("count pending approvals", e))?;
-        let rows = rows
-            .into_iter()
-            .map(ApprovalRow::into_record)
-            .collect::<Result<Vec<_>, _>>()?;
+        .fetch_all(&mut conn)
+        .await?;
+        let total: i64 = sql(
+            "SELECT COUNT(*) AS total FROM approvals WHERE status = 'awaiting_approval'",
+            "count pending approvals",
+        )
+        .fetch_one(&mut conn)
+        .await?;
         Ok(PendingPage::from_rows(
-            rows,
+            records(rows),
             limit,
             usize::try_from(total).unwrap_or(0),
         ))
@@ -350,36 +414,33 @@ impl ApprovalLedger for SqliteApprovalLedger {
 
     async fn list_recent(&self, limit: usize) -> Result<Vec<ApprovalRecord>, PortError> {
         self.expire_overdue().await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals \
-             ORDER BY created_at DESC, id DESC LIMIT ?"
-        ))
+        let rows: Vec<ApprovalRow> = sql_owned(
+            format!("SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY created_at DESC, id DESC LIMIT $1"),
+            "list approvals",
+        )
         .bind(limit_i64(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_error("list approvals", e))?;
-        rows.into_iter().map(ApprovalRow::into_record).collect()
+        .fetch_all(&mut pooled(&self.pool).await?)
+        .await?;
+        Ok(records(rows))
     }
 
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
         decision.check()?;
         let now = self.clock.now();
         self.expire_overdue_at(now).await?;
-        let mut tx = begin_write(&self.pool).await?;
+        let mut tx = E::begin_write(&self.pool).await?;
         let current = Self::fetch_in(&mut tx, id)
             .await?
             .ok_or_else(|| not_found("approval", id))?;
         let next = current.decided(&decision, now)?;
         if !Self::persist(&mut tx, &current, &next, ApprovalTrigger::Decision).await? {
-            // Unreachable under BEGIN IMMEDIATE (the row was read open in this transaction);
-            // answered as the conflict it would be rather than assumed.
+            // Unreachable while the write transaction holds the row (it was read open in this
+            // transaction); answered as the conflict it would be rather than assumed.
             return Err(current.conflict());
         }
         tx.commit()
             .await
-            .map_err(|e| db_error("commit an approval decision", e))?;
+            .map_err(|e| E::db_error("commit an approval decision", e))?;
         Ok(next)
     }
 
@@ -391,7 +452,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
     ) -> Result<ResolveOutcome, PortError> {
         let now = self.clock.now();
         self.expire_overdue_at(now).await?;
-        let mut tx = begin_write(&self.pool).await?;
+        let mut tx = E::begin_write(&self.pool).await?;
         let current = Self::fetch_in(&mut tx, id)
             .await?
             .ok_or_else(|| not_found("approval", id))?;
@@ -403,7 +464,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         }
         tx.commit()
             .await
-            .map_err(|e| db_error("commit an approval resolution", e))?;
+            .map_err(|e| E::db_error("commit an approval resolution", e))?;
         Ok(outcome)
     }
 
@@ -411,22 +472,14 @@ impl ApprovalLedger for SqliteApprovalLedger {
         // A hold whose deadline already passed timed out; only the rest were orphaned.
         self.expire_overdue().await?;
         let now = self.clock.now();
-        let mut tx = begin_write(&self.pool).await?;
-        let rows: Vec<ApprovalRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals \
-             WHERE status = 'awaiting_approval' ORDER BY created_at, id"
-        ))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| db_error("list orphaned approvals", e))?;
+        let mut tx = E::begin_write(&self.pool).await?;
+        let rows = Self::pending_in(&mut tx).await?;
         let mut orphaned = Vec::with_capacity(rows.len());
         for row in rows {
             if !gone.covers(row.parked_by.as_deref()) {
                 continue;
             }
-            let current = row.into_record()?;
+            let current = row.record;
             if let Some(next) = current.orphaned(now)
                 && Self::persist(&mut tx, &current, &next, ApprovalTrigger::Restart).await?
             {
@@ -435,7 +488,7 @@ impl ApprovalLedger for SqliteApprovalLedger {
         }
         tx.commit()
             .await
-            .map_err(|e| db_error("commit the approval restore", e))?;
+            .map_err(|e| E::db_error("commit the approval restore", e))?;
         for record in &orphaned {
             tracing::warn!(
                 event = "tool_approval_orphaned",
@@ -448,14 +501,14 @@ impl ApprovalLedger for SqliteApprovalLedger {
     }
 
     async fn open_parkers(&self) -> Result<BTreeSet<String>, PortError> {
-        let rows: Vec<(String,)> = sqlx::query_as(
+        let parkers: Vec<String> = sql(
             "SELECT DISTINCT parked_by FROM approvals \
              WHERE status = 'awaiting_approval' AND parked_by IS NOT NULL",
+            "list the parkers of open approvals",
         )
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_error("list the parkers of open approvals", e))?;
-        Ok(rows.into_iter().map(|(holder,)| holder).collect())
+        .fetch_all(&mut pooled(&self.pool).await?)
+        .await?;
+        Ok(parkers.into_iter().collect())
     }
 
     async fn history(&self, id: &str) -> Result<Vec<ApprovalTransition>, PortError> {
@@ -463,31 +516,13 @@ impl ApprovalLedger for SqliteApprovalLedger {
         if self.fetch(id).await?.is_none() {
             return Err(not_found("approval", id));
         }
-        let rows: Vec<HistoryRow> = sqlx::query_as(
+        sql(
             "SELECT approval_id, from_status, to_status, trigger, reason, approver, at \
-             FROM approval_history WHERE approval_id = ? ORDER BY seq",
+             FROM approval_history WHERE approval_id = $1 ORDER BY seq",
+            "read approval history",
         )
-        .bind(id)
-        .fetch_all(&self.pool)
+        .bind(id.to_owned())
+        .fetch_all(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| db_error("read approval history", e))?;
-        rows.into_iter()
-            .map(|row| {
-                Ok(ApprovalTransition {
-                    approval_id: row.approval_id,
-                    from: row
-                        .from_status
-                        .map(|s| parse_label("approval_history.from_status", &s))
-                        .transpose()?,
-                    to: parse_label("approval_history.to_status", &row.to_status)?,
-                    trigger: ApprovalTrigger::parse(&row.trigger).ok_or_else(|| {
-                        crate::sqlite::corrupt_label("approval_history.trigger", &row.trigger)
-                    })?,
-                    reason: row.reason,
-                    approver: row.approver,
-                    at: parse_ts("approval_history.at", &row.at)?,
-                })
-            })
-            .collect()
     }
 }

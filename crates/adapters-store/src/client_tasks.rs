@@ -1,5 +1,9 @@
-//! Client tasks on SQLite (FORGE-581/582), beside the run ledger. A task is only opened for a
-//! run that exists and started in client mode, checked through the run ledger port.
+//! Client tasks (FORGE-581/582), beside the run ledger, one engine on SQLite and on PostgreSQL.
+//! A task is only opened for a run that exists and started in client mode, checked through the
+//! run ledger port. Claims, submissions and withdrawals read the task inside a write transaction
+//! (locking its row where the database needs it) and apply the one state machine
+//! (`ClientTask::{claimed, submitted, withdrawn}`), so two clients claiming one task through two
+//! gateways get one claim and one conflict.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,134 +13,163 @@ use metaforge_ports::{
     Claimant, ClientTask, ClientTaskStatus, ClientTaskStore, PortError, PortErrorKind, RunLedger, Timestamp,
     client_task_key,
 };
-use sqlx::SqlitePool;
+use sqlx::{Pool, Sqlite, Transaction};
 
-use crate::sqlite::{
-    begin_write, db_error, label, not_found, open_pool, parse_json, parse_label, parse_ts, to_json, ts,
-};
+use crate::codec::{label, not_found, parse_json, parse_label, to_json};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/client_tasks");
+#[cfg(feature = "postgres")]
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/client_tasks");
 
-/// The client-task store in one SQLite file (`client_tasks.db`).
-#[derive(Clone)]
-pub struct SqliteClientTaskStore {
-    pool: SqlitePool,
+/// The schema holding this store's table and migration history on PostgreSQL.
+#[cfg(feature = "postgres")]
+const PG_SCHEMA: &str = "metaforge_client_tasks";
+
+/// The columns every read selects.
+const TASK_COLUMNS: &str = "id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, created_at, updated_at";
+
+/// The client-task store over database `E`.
+pub struct SqlClientTaskStore<E: Dialect> {
+    pool: Pool<E>,
     runs: Arc<dyn RunLedger>,
 }
 
-#[derive(sqlx::FromRow)]
-struct TaskRow {
-    id: String,
-    run_id: String,
-    phase: String,
-    attempt: i64,
-    brief: String,
-    status: String,
-    claimed_by: Option<String>,
-    claim_session: Option<String>,
-    submission: Option<String>,
-    created_at: String,
-    updated_at: String,
-}
-
-impl TaskRow {
-    fn into_task(self) -> Result<ClientTask, PortError> {
-        Ok(ClientTask {
-            run_id: self.run_id,
-            phase: self.phase,
-            attempt: u32::try_from(self.attempt).map_err(|_| {
-                PortError::new(
-                    PortErrorKind::Corrupt,
-                    format!("stored client_tasks.attempt {} is out of range", self.attempt),
-                )
-            })?,
-            brief: parse_json("client_tasks.brief", &self.brief)?,
-            status: parse_label("client_tasks.status", &self.status)?,
-            claimed_by: self.claimed_by,
-            claim_session: self.claim_session,
-            submission: self
-                .submission
-                .map(|s| parse_json("client_tasks.submission", &s))
-                .transpose()?,
-            created_at: parse_ts("client_tasks.created_at", &self.created_at)?,
-            updated_at: parse_ts("client_tasks.updated_at", &self.updated_at)?,
-            id: self.id,
-        })
+impl<E: Dialect> Clone for SqlClientTaskStore<E> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            runs: Arc::clone(&self.runs),
+        }
     }
 }
 
-impl SqliteClientTaskStore {
+/// The client-task store in one SQLite file (`client_tasks.db`).
+pub type SqliteClientTaskStore = SqlClientTaskStore<Sqlite>;
+
+/// The client-task store in the `metaforge_client_tasks` schema of a PostgreSQL database.
+#[cfg(feature = "postgres")]
+pub type PgClientTaskStore = SqlClientTaskStore<sqlx::Postgres>;
+
+impl SqlClientTaskStore<Sqlite> {
     /// Opens (creating and migrating) the store at `path`, checking runs through `runs`.
     pub async fn open(path: &Path, runs: Arc<dyn RunLedger>) -> Result<Self, PortError> {
         Ok(Self {
-            pool: open_pool(path, &MIGRATOR).await?,
+            pool: crate::sqlite::open_pool(path, &MIGRATOR).await?,
             runs,
         })
     }
+}
 
-    async fn fetch<'e, E>(executor: E, id: &str) -> Result<Option<ClientTask>, PortError>
-    where
-        E: sqlx::Executor<'e, Database = sqlx::Sqlite>,
-    {
-        let row: Option<TaskRow> = sqlx::query_as(
-            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, \
-             created_at, updated_at FROM client_tasks WHERE id = ?",
+#[cfg(feature = "postgres")]
+impl SqlClientTaskStore<sqlx::Postgres> {
+    /// Connects to the server at `url` (creating and migrating the store's schema), checking
+    /// runs through `runs`.
+    ///
+    /// # Errors
+    /// `Invalid` for a URL that does not parse, `Unavailable` when the server cannot be reached.
+    pub async fn open(url: &str, runs: Arc<dyn RunLedger>) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: crate::postgres::open_pool(url, PG_SCHEMA, &PG_MIGRATOR).await?,
+            runs,
+        })
+    }
+}
+
+impl<E: Dialect> FromRecord<E> for ClientTask {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        let attempt: i64 = row.get("attempt")?;
+        let brief: String = row.get("brief")?;
+        let status: String = row.get("status")?;
+        let submission: Option<String> = row.get("submission")?;
+        Ok(Self {
+            id: row.get("id")?,
+            run_id: row.get("run_id")?,
+            phase: row.get("phase")?,
+            attempt: u32::try_from(attempt).map_err(|_| {
+                PortError::new(
+                    PortErrorKind::Corrupt,
+                    format!("stored client_tasks.attempt {attempt} is out of range"),
+                )
+            })?,
+            brief: parse_json("client_tasks.brief", &brief)?,
+            status: parse_label("client_tasks.status", &status)?,
+            claimed_by: row.get("claimed_by")?,
+            claim_session: row.get("claim_session")?,
+            submission: submission
+                .map(|s| parse_json("client_tasks.submission", &s))
+                .transpose()?,
+            created_at: row.time("created_at")?,
+            updated_at: row.time("updated_at")?,
+        })
+    }
+}
+
+impl<E: Dialect> SqlClientTaskStore<E> {
+    /// Reads one task inside `tx`, locking its row until the transaction ends.
+    async fn lock(tx: &mut Transaction<'static, E>, id: &str) -> Result<ClientTask, PortError> {
+        if !E::can_hold(id) {
+            return Err(not_found("client task", id));
+        }
+        let task: Option<ClientTask> = sql_owned(
+            format!(
+                "SELECT {TASK_COLUMNS} FROM client_tasks WHERE id = $1{}",
+                E::FOR_UPDATE
+            ),
+            "read a client task",
         )
-        .bind(id)
-        .fetch_optional(executor)
-        .await
-        .map_err(|e| db_error("read a client task", e))?;
-        row.map(TaskRow::into_task).transpose()
+        .bind(id.to_owned())
+        .fetch_optional(tx)
+        .await?;
+        task.ok_or_else(|| not_found("client task", id))
     }
 
-    /// Reads the task, computes its next state with the one state machine
-    /// (`ClientTask::{claimed, submitted, withdrawn}`), and stores it if the row still has the
-    /// status that was read (compare-and-set). `None` from `next` changes nothing.
+    /// Reads the task, computes its next state with the one state machine, and stores it on
+    /// the status that was read (compare-and-set). `None` from `next` changes nothing.
     async fn transition(
         &self,
         id: &str,
         next: impl FnOnce(&ClientTask) -> Result<Option<ClientTask>, PortError>,
     ) -> Result<ClientTask, PortError> {
-        let mut tx = begin_write(&self.pool).await?;
-        let current = Self::fetch(&mut *tx, id)
-            .await?
-            .ok_or_else(|| not_found("client task", id))?;
+        let mut tx = E::begin_write(&self.pool).await?;
+        let current = Self::lock(&mut tx, id).await?;
         let Some(next) = next(&current)? else {
             return Ok(current);
         };
-        let changed = sqlx::query(
-            "UPDATE client_tasks SET status = ?, claimed_by = ?, claim_session = ?, submission = ?, \
-             updated_at = ? WHERE id = ? AND status = ?",
+        E::check_text("client_task.claimant", next.claimed_by.as_deref())?;
+        E::check_text("client_task.claim_session", next.claim_session.as_deref())?;
+        let changed = sql(
+            "UPDATE client_tasks SET status = $1, claimed_by = $2, claim_session = $3, submission = $4, \
+             updated_at = $5 WHERE id = $6 AND status = $7",
+            "update a client task",
         )
-        .bind(next.status.as_str())
-        .bind(&next.claimed_by)
-        .bind(&next.claim_session)
+        .bind(next.status.as_str().to_owned())
+        .bind(next.claimed_by.clone())
+        .bind(next.claim_session.clone())
         .bind(
             next.submission
                 .as_ref()
                 .map(|v| to_json("client_task.submission", v))
                 .transpose()?,
         )
-        .bind(ts(next.updated_at))
-        .bind(id)
-        .bind(current.status.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("update a client task", e))?
-        .rows_affected();
+        .bind_time(next.updated_at)
+        .bind(id.to_owned())
+        .bind(current.status.as_str().to_owned())
+        .execute(&mut tx)
+        .await?;
         if changed == 0 {
-            // Unreachable under BEGIN IMMEDIATE (the row was read in this transaction).
+            // Unreachable while the write transaction holds the row (it was read in it).
             return Err(current.state_conflict("changed concurrently"));
         }
         tx.commit()
             .await
-            .map_err(|e| db_error("commit a client task", e))?;
+            .map_err(|e| E::db_error("commit a client task", e))?;
         Ok(next)
     }
 }
 
 #[async_trait]
-impl ClientTaskStore for SqliteClientTaskStore {
+impl<E: Dialect> ClientTaskStore for SqlClientTaskStore<E> {
     async fn post(
         &self,
         run_id: &str,
@@ -146,53 +179,61 @@ impl ClientTaskStore for SqliteClientTaskStore {
         at: Timestamp,
     ) -> Result<ClientTask, PortError> {
         let id = client_task_key(run_id, phase, attempt)?;
+        E::check_text("client_task.run_id", Some(run_id))?;
+        E::check_text("client_task.phase", Some(phase))?;
         self.runs.get(run_id).await?.check_accepts_client_tasks()?;
-        let mut tx = begin_write(&self.pool).await?;
-        sqlx::query(
+        let mut tx = E::begin_write(&self.pool).await?;
+        sql(
             "INSERT INTO client_tasks (id, run_id, phase, attempt, brief, status, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?, 'open', ?, ?) ON CONFLICT (id) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, 'open', $6, $6) ON CONFLICT (id) DO NOTHING",
+            "post a client task",
         )
-        .bind(&id)
-        .bind(run_id)
-        .bind(phase)
+        .bind(id.clone())
+        .bind(run_id.to_owned())
+        .bind(phase.to_owned())
         .bind(i64::from(attempt))
         .bind(to_json("client_task.brief", &brief)?)
-        .bind(ts(at))
-        .bind(ts(at))
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("post a client task", e))?;
-        let task = Self::fetch(&mut *tx, &id)
-            .await?
-            .ok_or_else(|| not_found("client task", &id))?;
+        .bind_time(at)
+        .execute(&mut tx)
+        .await?;
+        let task = Self::lock(&mut tx, &id).await?;
         // A retry reopens a withdrawn task (with no claimant); anything else stays as it is.
         let task = match task.reposted(at) {
             Some(reopened) => {
-                sqlx::query(
-                    "UPDATE client_tasks SET status = ?, claimed_by = NULL, claim_session = NULL, updated_at = ? \
-                     WHERE id = ? AND status = ?",
+                sql(
+                    "UPDATE client_tasks SET status = $1, claimed_by = NULL, claim_session = NULL, updated_at = $2 \
+                     WHERE id = $3 AND status = $4",
+                    "reopen a client task",
                 )
-                .bind(reopened.status.as_str())
-                .bind(ts(at))
-                .bind(&id)
-                .bind(task.status.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db_error("reopen a client task", e))?;
+                .bind(reopened.status.as_str().to_owned())
+                .bind_time(at)
+                .bind(id.clone())
+                .bind(task.status.as_str().to_owned())
+                .execute(&mut tx)
+                .await?;
                 reopened
             }
             None => task,
         };
         tx.commit()
             .await
-            .map_err(|e| db_error("commit a client task", e))?;
+            .map_err(|e| E::db_error("commit a client task", e))?;
         Ok(task)
     }
 
     async fn get(&self, id: &str) -> Result<ClientTask, PortError> {
-        Self::fetch(&self.pool, id)
-            .await?
-            .ok_or_else(|| not_found("client task", id))
+        if !E::can_hold(id) {
+            return Err(not_found("client task", id));
+        }
+        let mut conn = pooled(&self.pool).await?;
+        let task: Option<ClientTask> = sql_owned(
+            format!("SELECT {TASK_COLUMNS} FROM client_tasks WHERE id = $1"),
+            "read a client task",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(&mut conn)
+        .await?;
+        task.ok_or_else(|| not_found("client task", id))
     }
 
     async fn list(
@@ -200,19 +241,24 @@ impl ClientTaskStore for SqliteClientTaskStore {
         run_id: Option<&str>,
         status: Option<ClientTaskStatus>,
     ) -> Result<Vec<ClientTask>, PortError> {
+        // No stored run id holds text the database cannot hold.
+        if run_id.is_some_and(|r| !E::can_hold(r)) {
+            return Ok(Vec::new());
+        }
         let status = status.map(|s| label(&s)).transpose()?;
-        let rows: Vec<TaskRow> = sqlx::query_as(
-            "SELECT id, run_id, phase, attempt, brief, status, claimed_by, claim_session, submission, \
-             created_at, updated_at FROM client_tasks \
-             WHERE (?1 IS NULL OR run_id = ?1) AND (?2 IS NULL OR status = ?2) \
-             ORDER BY created_at, id",
+        let mut conn = pooled(&self.pool).await?;
+        sql_owned(
+            format!(
+                "SELECT {TASK_COLUMNS} FROM client_tasks \
+                 WHERE (CAST($1 AS TEXT) IS NULL OR run_id = $1) \
+                 AND (CAST($2 AS TEXT) IS NULL OR status = $2) ORDER BY created_at, id"
+            ),
+            "list client tasks",
         )
-        .bind(run_id)
+        .bind(run_id.map(str::to_owned))
         .bind(status)
-        .fetch_all(&self.pool)
+        .fetch_all(&mut conn)
         .await
-        .map_err(|e| db_error("list client tasks", e))?;
-        rows.into_iter().map(TaskRow::into_task).collect()
     }
 
     async fn claim(&self, id: &str, claimant: &Claimant, at: Timestamp) -> Result<ClientTask, PortError> {

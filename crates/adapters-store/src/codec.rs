@@ -1,7 +1,7 @@
 //! The encodings every ledger engine shares (SQLite and PostgreSQL store the same text): enum
-//! labels, JSON columns, and the errors a stored value that no longer decodes becomes.
+//! labels, JSON columns, timestamps as text, and the errors a stored value that no longer decodes becomes.
 
-use metaforge_ports::{PortError, PortErrorKind};
+use metaforge_ports::{PortError, PortErrorKind, Timestamp};
 
 /// A stored enum label that no longer parses is `Corrupt`, naming the column and value.
 pub(crate) fn corrupt_label(column: &str, value: &str) -> PortError {
@@ -73,4 +73,27 @@ pub(crate) fn seq_u64(column: &str, seq: i64) -> Result<u64, PortError> {
             format!("stored {column} {seq} is negative"),
         )
     })
+}
+
+/// Encodes a timestamp as fixed-width RFC 3339 (microseconds, `Z`), which sorts as text.
+pub(crate) fn ts(t: Timestamp) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+/// Decodes a stored timestamp; a malformed one is `Corrupt` naming the column.
+pub(crate) fn parse_ts(column: &str, text: &str) -> Result<Timestamp, PortError> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| {
+            PortError::with_source(
+                PortErrorKind::Corrupt,
+                format!("stored {column} {text:?} is not an RFC 3339 timestamp"),
+                e,
+            )
+        })
+}
+
+/// Decodes an optional stored timestamp.
+pub(crate) fn parse_opt_ts(column: &str, text: Option<String>) -> Result<Option<Timestamp>, PortError> {
+    text.map(|t| parse_ts(column, &t)).transpose()
 }

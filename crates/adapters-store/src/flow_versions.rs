@@ -1,5 +1,9 @@
-//! The flow-version store on SQLite (FORGE-482). Every row read back is verified
-//! (`sha256(frozen) == content_hash`); a row that fails is logged and never served.
+//! The flow-version store (FORGE-482), one engine on SQLite and on PostgreSQL (shared by every
+//! gateway on the server). Every row read back is verified (`sha256(frozen) == content_hash`);
+//! a row that fails is logged and never served. A decision is one write transaction that reads
+//! the version (locking its row where the database needs it), verifies it and updates it on
+//! `status = 'proposed'`, so two gateways deciding one version serialise: the first wins, the
+//! second reads the decided version and gets its conflict.
 
 use std::path::Path;
 
@@ -8,21 +12,66 @@ use metaforge_ports::{
     FlowVersionDecision, FlowVersionRecord, FlowVersionRestore, FlowVersionStore, PortError, PortErrorKind,
     SkippedFlowVersion, sha256_hex,
 };
-use sqlx::SqlitePool;
+use sqlx::{Pool, Sqlite};
 
-use crate::sqlite::{
-    begin_write, db_error, label, not_found, open_pool, parse_label, parse_opt_ts, parse_ts, ts,
-};
+use crate::codec::{label, not_found, parse_label};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/flow_versions");
+#[cfg(feature = "postgres")]
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/flow_versions");
 
-/// The flow-version store in one SQLite file (`flow_versions.db`).
-#[derive(Clone)]
-pub struct SqliteFlowVersionStore {
-    pool: SqlitePool,
+/// The schema holding this store's table and migration history on PostgreSQL.
+#[cfg(feature = "postgres")]
+const PG_SCHEMA: &str = "metaforge_flow_versions";
+
+/// The columns every read selects.
+const VERSION_COLUMNS: &str = "id, template_id, template_version, status, frozen, content_hash, origin, \
+     approval_id, approver, created_at, decided_at";
+
+/// The flow-version store over database `E`.
+pub struct SqlFlowVersionStore<E: Dialect> {
+    pool: Pool<E>,
 }
 
-#[derive(sqlx::FromRow)]
+impl<E: Dialect> Clone for SqlFlowVersionStore<E> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+/// The flow-version store in one SQLite file (`flow_versions.db`).
+pub type SqliteFlowVersionStore = SqlFlowVersionStore<Sqlite>;
+
+/// The flow-version store in the `metaforge_flow_versions` schema of a PostgreSQL database.
+#[cfg(feature = "postgres")]
+pub type PgFlowVersionStore = SqlFlowVersionStore<sqlx::Postgres>;
+
+impl SqlFlowVersionStore<Sqlite> {
+    /// Opens (creating and migrating) the store at `path`.
+    pub async fn open(path: &Path) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: crate::sqlite::open_pool(path, &MIGRATOR).await?,
+        })
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl SqlFlowVersionStore<sqlx::Postgres> {
+    /// Connects to the server at `url` (creating and migrating the store's schema).
+    ///
+    /// # Errors
+    /// `Invalid` for a URL that does not parse, `Unavailable` when the server cannot be reached.
+    pub async fn open(url: &str) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: crate::postgres::open_pool(url, PG_SCHEMA, &PG_MIGRATOR).await?,
+        })
+    }
+}
+
+/// One stored version, not yet verified.
 struct VersionRow {
     id: String,
     template_id: String,
@@ -33,8 +82,26 @@ struct VersionRow {
     origin: String,
     approval_id: Option<String>,
     approver: Option<String>,
-    created_at: String,
-    decided_at: Option<String>,
+    created_at: metaforge_ports::Timestamp,
+    decided_at: Option<metaforge_ports::Timestamp>,
+}
+
+impl<E: Dialect> FromRecord<E> for VersionRow {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        Ok(Self {
+            id: row.get("id")?,
+            template_id: row.get("template_id")?,
+            template_version: row.get("template_version")?,
+            status: row.get("status")?,
+            frozen: row.get("frozen")?,
+            content_hash: row.get("content_hash")?,
+            origin: row.get("origin")?,
+            approval_id: row.get("approval_id")?,
+            approver: row.get("approver")?,
+            created_at: row.time("created_at")?,
+            decided_at: row.opt_time("decided_at")?,
+        })
+    }
 }
 
 impl VersionRow {
@@ -60,11 +127,34 @@ impl VersionRow {
             origin: parse_label("flow_versions.origin", &self.origin)?,
             approval_id: self.approval_id,
             approver: self.approver,
-            created_at: parse_ts("flow_versions.created_at", &self.created_at)?,
-            decided_at: parse_opt_ts("flow_versions.decided_at", self.decided_at)?,
+            created_at: self.created_at,
+            decided_at: self.decided_at,
             id: self.id,
         })
     }
+
+    /// Verifies a row about to be served, logging a failure.
+    fn into_served(self) -> Result<FlowVersionRecord, PortError> {
+        let id = self.id.clone();
+        self.into_verified().inspect_err(|err| {
+            tracing::error!(
+                event = "flow_version_integrity_failed",
+                flow_version_id = %id,
+                reason = %err.message,
+                "refusing to serve a flow version whose hash does not match"
+            );
+        })
+    }
+}
+
+fn already_decided(id: &str, record: &FlowVersionRecord) -> Result<PortError, PortError> {
+    Ok(PortError::new(
+        PortErrorKind::Conflict,
+        format!(
+            "flow version {id} is already {} and immutable",
+            label(&record.status)?
+        ),
+    ))
 }
 
 /// Refuses a version that cannot be saved, naming the field.
@@ -117,24 +207,22 @@ pub(crate) fn validate_version_decision(decision: &FlowVersionDecision) -> Resul
     Ok(())
 }
 
-impl SqliteFlowVersionStore {
-    /// Opens (creating and migrating) the store at `path`.
-    pub async fn open(path: &Path) -> Result<Self, PortError> {
-        Ok(Self {
-            pool: open_pool(path, &MIGRATOR).await?,
-        })
-    }
-
+impl<E: Dialect> SqlFlowVersionStore<E> {
     async fn rows(&self, template_id: Option<&str>) -> Result<Vec<VersionRow>, PortError> {
-        sqlx::query_as(
-            "SELECT id, template_id, template_version, status, frozen, content_hash, origin, \
-             approval_id, approver, created_at, decided_at FROM flow_versions \
-             WHERE (?1 IS NULL OR template_id = ?1) ORDER BY created_at, id",
+        // No stored template id holds text the database cannot hold.
+        if template_id.is_some_and(|t| !E::can_hold(t)) {
+            return Ok(Vec::new());
+        }
+        sql_owned(
+            format!(
+                "SELECT {VERSION_COLUMNS} FROM flow_versions \
+                 WHERE (CAST($1 AS TEXT) IS NULL OR template_id = $1) ORDER BY created_at, id"
+            ),
+            "read flow versions",
         )
-        .bind(template_id)
-        .fetch_all(&self.pool)
+        .bind(template_id.map(str::to_owned))
+        .fetch_all(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| db_error("read flow versions", e))
     }
 
     /// Verifies every row, splitting served versions from skipped (logged) ones.
@@ -163,63 +251,64 @@ impl SqliteFlowVersionStore {
 }
 
 #[async_trait]
-impl FlowVersionStore for SqliteFlowVersionStore {
+impl<E: Dialect> FlowVersionStore for SqlFlowVersionStore<E> {
     async fn save(&self, record: FlowVersionRecord) -> Result<FlowVersionRecord, PortError> {
         validate_new_version(&record)?;
-        let mut tx = begin_write(&self.pool).await?;
-        let inserted = sqlx::query(
+        for (field, value) in [
+            ("flow_version.id", Some(record.id.as_str())),
+            ("flow_version.template_id", Some(record.template_id.as_str())),
+            (
+                "flow_version.template_version",
+                Some(record.template_version.as_str()),
+            ),
+            ("flow_version.frozen", Some(record.frozen.as_str())),
+            ("flow_version.approval_id", record.approval_id.as_deref()),
+            ("flow_version.approver", record.approver.as_deref()),
+        ] {
+            E::check_text(field, value)?;
+        }
+        // One statement: a racing save of the same id meets the primary key and is a conflict.
+        let inserted = sql(
             "INSERT INTO flow_versions (id, template_id, template_version, status, frozen, \
              content_hash, origin, approval_id, approver, created_at, decided_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "save a flow version",
         )
-        .bind(&record.id)
-        .bind(&record.template_id)
-        .bind(&record.template_version)
+        .bind(record.id.clone())
+        .bind(record.template_id.clone())
+        .bind(record.template_version.clone())
         .bind(label(&record.status)?)
-        .bind(&record.frozen)
-        .bind(&record.content_hash)
+        .bind(record.frozen.clone())
+        .bind(record.content_hash.clone())
         .bind(label(&record.origin)?)
-        .bind(&record.approval_id)
-        .bind(&record.approver)
-        .bind(ts(record.created_at))
-        .bind(record.decided_at.map(ts))
-        .execute(&mut *tx)
+        .bind(record.approval_id.clone())
+        .bind(record.approver.clone())
+        .bind_time(record.created_at)
+        .bind_opt_time(record.decided_at)
+        .execute(&mut pooled(&self.pool).await?)
         .await;
-        if let Err(e) = inserted {
-            let err = db_error("save a flow version", e);
-            return Err(if err.kind == PortErrorKind::Conflict {
-                PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("flow version {} already exists", record.id),
-                )
-            } else {
-                err
-            });
+        match inserted {
+            Ok(_) => Ok(record),
+            Err(err) if err.kind == PortErrorKind::Conflict => Err(PortError::new(
+                PortErrorKind::Conflict,
+                format!("flow version {} already exists", record.id),
+            )),
+            Err(err) => Err(err),
         }
-        tx.commit()
-            .await
-            .map_err(|e| db_error("commit a flow version", e))?;
-        Ok(record)
     }
 
     async fn get(&self, id: &str) -> Result<FlowVersionRecord, PortError> {
-        let row: Option<VersionRow> = sqlx::query_as(
-            "SELECT id, template_id, template_version, status, frozen, content_hash, origin, \
-             approval_id, approver, created_at, decided_at FROM flow_versions WHERE id = ?",
+        if !E::can_hold(id) {
+            return Err(not_found("flow version", id));
+        }
+        let row: Option<VersionRow> = sql_owned(
+            format!("SELECT {VERSION_COLUMNS} FROM flow_versions WHERE id = $1"),
+            "read a flow version",
         )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| db_error("read a flow version", e))?;
-        let row = row.ok_or_else(|| not_found("flow version", id))?;
-        row.into_verified().inspect_err(|err| {
-            tracing::error!(
-                event = "flow_version_integrity_failed",
-                flow_version_id = %id,
-                reason = %err.message,
-                "refusing to serve a flow version whose hash does not match"
-            );
-        })
+        .bind(id.to_owned())
+        .fetch_optional(&mut pooled(&self.pool).await?)
+        .await?;
+        row.ok_or_else(|| not_found("flow version", id))?.into_served()
     }
 
     async fn list(&self, template_id: Option<&str>) -> Result<Vec<FlowVersionRecord>, PortError> {
@@ -228,47 +317,56 @@ impl FlowVersionStore for SqliteFlowVersionStore {
 
     async fn decide(&self, id: &str, decision: FlowVersionDecision) -> Result<FlowVersionRecord, PortError> {
         validate_version_decision(&decision)?;
-        // Verify before deciding: a corrupt version is never approved.
-        let current = self.get(id).await?;
-        if current.status.is_decided() {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!(
-                    "flow version {id} is already {} and immutable",
-                    label(&current.status)?
-                ),
-            ));
+        E::check_text("flow_version.approver", Some(&decision.approver))?;
+        E::check_text("flow_version.approval_id", decision.approval_id.as_deref())?;
+        if !E::can_hold(id) {
+            return Err(not_found("flow version", id));
         }
-        let mut tx = begin_write(&self.pool).await?;
-        let changed = sqlx::query(
-            "UPDATE flow_versions SET status = ?, approver = ?, approval_id = COALESCE(?, approval_id), \
-             decided_at = ? WHERE id = ? AND status = 'proposed' AND content_hash = ?",
+        let mut tx = E::begin_write(&self.pool).await?;
+        // The row stays held until the transaction ends: a second gateway deciding the same
+        // version waits here, then reads it decided.
+        let row: Option<VersionRow> = sql_owned(
+            format!(
+                "SELECT {VERSION_COLUMNS} FROM flow_versions WHERE id = $1{}",
+                E::FOR_UPDATE
+            ),
+            "read a flow version",
+        )
+        .bind(id.to_owned())
+        .fetch_optional(&mut tx)
+        .await?;
+        // Verify before deciding: a corrupt version is never approved.
+        let current = row.ok_or_else(|| not_found("flow version", id))?.into_served()?;
+        if current.status.is_decided() {
+            return Err(already_decided(id, &current)?);
+        }
+        let updated: Option<VersionRow> = sql_owned(
+            format!(
+                "UPDATE flow_versions SET status = $1, approver = $2, \
+                 approval_id = COALESCE($3, approval_id), decided_at = $4 \
+                 WHERE id = $5 AND status = 'proposed' AND content_hash = $6 \
+                 RETURNING {VERSION_COLUMNS}"
+            ),
+            "decide a flow version",
         )
         .bind(label(&decision.status)?)
-        .bind(&decision.approver)
-        .bind(&decision.approval_id)
-        .bind(ts(decision.at))
-        .bind(id)
-        .bind(&current.content_hash)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_error("decide a flow version", e))?
-        .rows_affected();
-        if changed == 0 {
-            drop(tx);
-            let now = self.get(id).await?;
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!(
-                    "flow version {id} is already {} and immutable",
-                    label(&now.status)?
-                ),
-            ));
-        }
+        .bind(decision.approver.clone())
+        .bind(decision.approval_id.clone())
+        .bind_time(decision.at)
+        .bind(id.to_owned())
+        .bind(current.content_hash.clone())
+        .fetch_optional(&mut tx)
+        .await?;
+        // Unreachable while the write transaction holds the row (it was read proposed in it);
+        // answered as the conflict it would be rather than assumed.
+        let Some(updated) = updated else {
+            return Err(already_decided(id, &current)?);
+        };
+        let decided = updated.into_served()?;
         tx.commit()
             .await
-            .map_err(|e| db_error("commit a flow version decision", e))?;
-        self.get(id).await
+            .map_err(|e| E::db_error("commit a flow version decision", e))?;
+        Ok(decided)
     }
 
     async fn restore(&self) -> Result<FlowVersionRestore, PortError> {

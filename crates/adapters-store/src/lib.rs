@@ -1,10 +1,13 @@
 //! Durable stores for MetaForge.
 //!
-//! SQLite ledgers via sqlx (approvals, flow versions, runs, client tasks, usage, sessions), the
+//! The ledgers via sqlx (approvals, flow versions, runs, client tasks, usage, sessions), the
 //! embedded twin graph, the in-process event bus, and — behind the `falkordb` and `kafka`
-//! features — the FalkorDB twin and the Kafka event bus. One file per ledger, each with its own
-//! migrations; every ledger opens in WAL mode with `synchronous=FULL`, so a committed write
-//! survives a crash. Adapters depend on `metaforge-ports` only.
+//! features — the FalkorDB twin and the Kafka event bus. Each ledger is one SQL engine, generic
+//! over the database through the dialect seam of [`sql`] (`SqlApprovalLedger<E>` and its
+//! siblings), with two instances: SQLite (one file per ledger, WAL with `synchronous=FULL`, so a
+//! committed write survives a crash) and PostgreSQL behind the `postgres` feature (one schema
+//! per ledger). Each keeps its own migration tree per database. Adapters depend on
+//! `metaforge-ports` only.
 //!
 //! # Design notes
 //!
@@ -32,7 +35,7 @@
 //! - Approvals: `approval_history` is append-only (triggers refuse UPDATE/DELETE); every read first
 //!   expires overdue holds (`timed_out`, trigger `deadline`); `restore(gone)` marks the open holds
 //!   of gone parkers `failed` with `ORPHANED_APPROVAL_REASON` (every read selects the one column
-//!   list `approval_columns!`, `parked_by` included); a waiter's resolve is idempotent, a person's
+//!   list `APPROVAL_COLUMNS`, `parked_by` included); a waiter's resolve is idempotent, a person's
 //!   decision is never overwritten.
 //! - Flow versions: every read verifies `sha256(frozen) == content_hash`; a mismatch is `Corrupt`,
 //!   logged (`flow_version_restore_skipped`) and never served or approved. Decided versions are
@@ -86,6 +89,7 @@ pub mod approvals;
 mod codec;
 pub mod paths;
 mod selection_file;
+pub mod sql;
 mod sqlite;
 mod trace;
 

@@ -1,4 +1,12 @@
-//! The session ledger on SQLite: threads, messages, FTS5 search and `parent_session_id` lineage.
+//! The session ledger (threads, messages, word search and `parent_session_id` lineage), one
+//! engine on SQLite and on PostgreSQL (shared by every gateway on the server).
+//!
+//! Search is the one place the two databases index differently ([`MessageSearch`]): SQLite
+//! keeps an FTS5 table, PostgreSQL a generated `tsvector` column under a GIN index. Both keep
+//! one meaning: the query is split into words ([`search_words`]: runs of letters and digits,
+//! lower-cased), every word must appear as a whole word (no prefixes, no stemming), and nothing
+//! the user typed is ever read as query syntax (quoted FTS5 phrases; `plainto_tsquery`, which
+//! has none).
 
 use std::path::Path;
 
@@ -7,65 +15,182 @@ use metaforge_ports::{
     ChatMessage, ChatSession, PortError, PortErrorKind, SessionSearchHit, SessionStore, TurnLimits,
     session_store::search_words,
 };
-use sqlx::SqlitePool;
+use sqlx::{Pool, Sqlite};
 
-use crate::sqlite::{db_error, label, limit_i64, not_found, open_pool, parse_label, parse_ts, ts};
+use crate::codec::{label, limit_i64, not_found, parse_label};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sessions");
+#[cfg(feature = "postgres")]
+static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres/sessions");
+
+/// The schema holding this ledger's tables and migration history on PostgreSQL.
+#[cfg(feature = "postgres")]
+const PG_SCHEMA: &str = "metaforge_sessions";
 
 /// How deep a lineage walk goes before it is judged a cycle (stored data can be hand-edited).
 const MAX_LINEAGE_DEPTH: usize = 10_000;
 
+/// The columns every read of a session selects.
+const SESSION_COLUMNS: &str =
+    "id, parent_session_id, project_id, title, created_at, max_iterations, token_budget";
+
+/// How a database finds the messages holding every word of a query.
+pub trait MessageSearch: Dialect {
+    /// The statement (binding the words as `$1` and the limit as `$2`, selecting `session_id`,
+    /// `id` and `content`) and the words to bind, or `None` when the query can match nothing.
+    ///
+    /// # Errors
+    /// `Invalid` for a query without a word, or one too long to search.
+    fn search_statement(query: &str) -> Result<Option<(&'static str, String)>, PortError>;
+}
+
+/// A query without a word is `Invalid` on every database.
+fn words_of(query: &str) -> Result<Vec<String>, PortError> {
+    let words = search_words(query);
+    if words.is_empty() {
+        return Err(PortError::new(
+            PortErrorKind::Invalid,
+            "search.query: must contain at least one word",
+        ));
+    }
+    Ok(words)
+}
+
+/// SQLite: an FTS5 query matching every word as a quoted phrase, best `rank` first.
+impl MessageSearch for Sqlite {
+    fn search_statement(query: &str) -> Result<Option<(&'static str, String)>, PortError> {
+        let fts = words_of(query)?
+            .iter()
+            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        Ok(Some((
+            "SELECT m.session_id, m.id, m.content FROM messages_fts f \
+             JOIN messages m ON m.seq = f.rowid \
+             WHERE messages_fts MATCH $1 ORDER BY f.rank, m.seq LIMIT $2",
+            fts,
+        )))
+    }
+}
+
+/// The longest word PostgreSQL indexes (bytes): longer ones are left out of every `tsvector`,
+/// so a query word past it can match nothing.
+#[cfg(feature = "postgres")]
+const MAX_INDEXED_WORD: usize = 2047;
+
+/// The most text a search's words may add up to (bytes), well under the 1 MiB a `tsquery` holds;
+/// a longer query is `Invalid` instead of failing on the server.
+#[cfg(feature = "postgres")]
+const MAX_QUERY_BYTES: usize = 64 * 1024;
+
+/// PostgreSQL: the words, each once, handed to `plainto_tsquery('simple', …)`; best match first
+/// (`ts_rank`, shorter messages ahead on equal counts, as FTS5's bm25 favours them), then the
+/// oldest message first.
+#[cfg(feature = "postgres")]
+impl MessageSearch for sqlx::Postgres {
+    fn search_statement(query: &str) -> Result<Option<(&'static str, String)>, PortError> {
+        let mut words = words_of(query)?;
+        if words.iter().any(|w| w.len() > MAX_INDEXED_WORD) {
+            return Ok(None);
+        }
+        // Every word must match, so a repeated word adds nothing.
+        words.sort_unstable();
+        words.dedup();
+        let joined = words.join(" ");
+        if joined.len() > MAX_QUERY_BYTES {
+            return Err(PortError::new(
+                PortErrorKind::Invalid,
+                format!("search.query: its words must add up to at most {MAX_QUERY_BYTES} bytes"),
+            ));
+        }
+        Ok(Some((
+            "SELECT m.session_id, m.id, m.content \
+             FROM messages m, plainto_tsquery('simple', $1) q \
+             WHERE m.content_tsv @@ q \
+             ORDER BY ts_rank(m.content_tsv, q, 1) DESC, m.seq LIMIT $2",
+            joined,
+        )))
+    }
+}
+
+/// The session ledger over database `E`.
+pub struct SqlSessionStore<E: MessageSearch> {
+    pool: Pool<E>,
+}
+
+impl<E: MessageSearch> Clone for SqlSessionStore<E> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+        }
+    }
+}
+
 /// The session ledger in one SQLite file (`sessions.db`).
-#[derive(Clone)]
-pub struct SqliteSessionStore {
-    pool: SqlitePool,
+pub type SqliteSessionStore = SqlSessionStore<Sqlite>;
+
+/// The session ledger in the `metaforge_sessions` schema of a PostgreSQL database.
+#[cfg(feature = "postgres")]
+pub type PgSessionStore = SqlSessionStore<sqlx::Postgres>;
+
+impl SqlSessionStore<Sqlite> {
+    /// Opens (creating and migrating) the store at `path`.
+    pub async fn open(path: &Path) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: crate::sqlite::open_pool(path, &MIGRATOR).await?,
+        })
+    }
 }
 
-#[derive(sqlx::FromRow)]
-struct SessionRow {
-    id: String,
-    parent_session_id: Option<String>,
-    project_id: Option<String>,
-    title: Option<String>,
-    created_at: String,
-    max_iterations: Option<i64>,
-    token_budget: Option<i64>,
+#[cfg(feature = "postgres")]
+impl SqlSessionStore<sqlx::Postgres> {
+    /// Connects to the server at `url` (creating and migrating the ledger's schema).
+    ///
+    /// # Errors
+    /// `Invalid` for a URL that does not parse, `Unavailable` when the server cannot be reached.
+    pub async fn open(url: &str) -> Result<Self, PortError> {
+        Ok(Self {
+            pool: crate::postgres::open_pool(url, PG_SCHEMA, &PG_MIGRATOR).await?,
+        })
+    }
 }
 
-impl SessionRow {
-    fn into_session(self) -> Result<ChatSession, PortError> {
-        Ok(ChatSession {
-            created_at: parse_ts("sessions.created_at", &self.created_at)?,
-            id: self.id,
-            parent_session_id: self.parent_session_id,
-            project_id: self.project_id,
-            title: self.title,
+impl<E: Dialect> FromRecord<E> for ChatSession {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        Ok(Self {
+            id: row.get("id")?,
+            parent_session_id: row.get("parent_session_id")?,
+            project_id: row.get("project_id")?,
+            title: row.get("title")?,
+            created_at: row.time("created_at")?,
             limits: TurnLimits {
-                max_iterations: stored_limit("sessions.max_iterations", self.max_iterations)?,
-                token_budget: stored_limit("sessions.token_budget", self.token_budget)?,
+                max_iterations: stored_limit("sessions.max_iterations", row.get("max_iterations")?)?,
+                token_budget: stored_limit("sessions.token_budget", row.get("token_budget")?)?,
             },
         })
     }
 }
 
-#[derive(sqlx::FromRow)]
-struct MessageRow {
-    id: String,
-    session_id: String,
-    role: String,
-    content: String,
-    created_at: String,
+impl<E: Dialect> FromRecord<E> for ChatMessage {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        let role: String = row.get("role")?;
+        Ok(Self {
+            id: row.get("id")?,
+            session_id: row.get("session_id")?,
+            role: parse_label("messages.role", &role)?,
+            content: row.get("content")?,
+            created_at: row.time("created_at")?,
+        })
+    }
 }
 
-impl MessageRow {
-    fn into_message(self) -> Result<ChatMessage, PortError> {
-        Ok(ChatMessage {
-            role: parse_label("messages.role", &self.role)?,
-            created_at: parse_ts("messages.created_at", &self.created_at)?,
-            id: self.id,
-            session_id: self.session_id,
-            content: self.content,
+impl<E: Dialect> FromRecord<E> for SessionSearchHit {
+    fn from_record(row: &Record<'_, E>) -> Result<Self, PortError> {
+        Ok(Self {
+            session_id: row.get("session_id")?,
+            message_id: row.get("id")?,
+            content: row.get("content")?,
         })
     }
 }
@@ -84,44 +209,33 @@ fn stored_limit<T: TryFrom<i64>>(column: &str, value: Option<i64>) -> Result<Opt
         .transpose()
 }
 
-/// An FTS5 query matching every word as a quoted phrase, so no user text is read as syntax.
-pub(crate) fn fts_query(query: &str) -> Result<String, PortError> {
-    let words = search_words(query);
-    if words.is_empty() {
-        return Err(PortError::new(
-            PortErrorKind::Invalid,
-            "search.query: must contain at least one word",
-        ));
+/// A unique-key conflict named as what already exists.
+fn already_exists(err: PortError, what: &str, id: &str) -> PortError {
+    if err.kind == PortErrorKind::Conflict {
+        PortError::new(PortErrorKind::Conflict, format!("{what} {id} already exists"))
+    } else {
+        err
     }
-    Ok(words
-        .iter()
-        .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(" AND "))
 }
 
-impl SqliteSessionStore {
-    /// Opens (creating and migrating) the store at `path`.
-    pub async fn open(path: &Path) -> Result<Self, PortError> {
-        Ok(Self {
-            pool: open_pool(path, &MIGRATOR).await?,
-        })
-    }
-
+impl<E: MessageSearch> SqlSessionStore<E> {
     async fn session(&self, id: &str) -> Result<Option<ChatSession>, PortError> {
-        let row: Option<SessionRow> = sqlx::query_as(
-            "SELECT id, parent_session_id, project_id, title, created_at, max_iterations, token_budget FROM sessions WHERE id = ?",
+        // No stored id holds text the database cannot hold.
+        if !E::can_hold(id) {
+            return Ok(None);
+        }
+        sql_owned(
+            format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = $1"),
+            "read a session",
         )
-        .bind(id)
-        .fetch_optional(&self.pool)
+        .bind(id.to_owned())
+        .fetch_optional(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| db_error("read a session", e))?;
-        row.map(SessionRow::into_session).transpose()
     }
 }
 
 #[async_trait]
-impl SessionStore for SqliteSessionStore {
+impl<E: MessageSearch> SessionStore for SqlSessionStore<E> {
     async fn create_session(&self, session: ChatSession) -> Result<ChatSession, PortError> {
         if session.id.trim().is_empty() {
             return Err(PortError::new(
@@ -129,37 +243,40 @@ impl SessionStore for SqliteSessionStore {
                 "session.id: must not be empty",
             ));
         }
+        E::check_text("session.id", Some(&session.id))?;
+        E::check_text("session.project_id", session.project_id.as_deref())?;
+        E::check_text("session.title", session.title.as_deref())?;
         if let Some(parent) = &session.parent_session_id
             && self.session(parent).await?.is_none()
         {
             return Err(not_found("parent session", parent));
         }
-        sqlx::query(
-            "INSERT INTO sessions (id, parent_session_id, project_id, title, created_at, max_iterations, token_budget) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&session.id)
-        .bind(&session.parent_session_id)
-        .bind(&session.project_id)
-        .bind(&session.title)
-        .bind(ts(session.created_at))
-        .bind(session.limits.max_iterations.map(i64::from))
-        .bind(session.limits.token_budget.map(i64::try_from).transpose().map_err(|_| {
-            PortError::new(PortErrorKind::Invalid, "session.limits.token_budget: too large to store")
-        })?)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| {
-            let err = db_error("create a session", e);
-            if err.kind == PortErrorKind::Conflict {
+        let token_budget = session
+            .limits
+            .token_budget
+            .map(i64::try_from)
+            .transpose()
+            .map_err(|_| {
                 PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("session {} already exists", session.id),
+                    PortErrorKind::Invalid,
+                    "session.limits.token_budget: too large to store",
                 )
-            } else {
-                err
-            }
-        })?;
+            })?;
+        sql(
+            "INSERT INTO sessions (id, parent_session_id, project_id, title, created_at, \
+             max_iterations, token_budget) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "create a session",
+        )
+        .bind(session.id.clone())
+        .bind(session.parent_session_id.clone())
+        .bind(session.project_id.clone())
+        .bind(session.title.clone())
+        .bind_time(session.created_at)
+        .bind(session.limits.max_iterations.map(i64::from))
+        .bind(token_budget)
+        .execute(&mut pooled(&self.pool).await?)
+        .await
+        .map_err(|err| already_exists(err, "session", &session.id))?;
         Ok(session)
     }
 
@@ -168,15 +285,13 @@ impl SessionStore for SqliteSessionStore {
     }
 
     async fn list_sessions(&self, limit: usize) -> Result<Vec<ChatSession>, PortError> {
-        let rows: Vec<SessionRow> = sqlx::query_as(
-            "SELECT id, parent_session_id, project_id, title, created_at, max_iterations, token_budget FROM sessions \
-             ORDER BY created_at DESC, id DESC LIMIT ?",
+        sql_owned(
+            format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at DESC, id DESC LIMIT $1"),
+            "list sessions",
         )
         .bind(limit_i64(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| db_error("list sessions", e))?;
-        rows.into_iter().map(SessionRow::into_session).collect()
     }
 
     async fn append_message(&self, message: ChatMessage) -> Result<ChatMessage, PortError> {
@@ -186,30 +301,24 @@ impl SessionStore for SqliteSessionStore {
                 "message.id: must not be empty",
             ));
         }
+        E::check_text("message.id", Some(&message.id))?;
+        E::check_text("message.content", Some(&message.content))?;
         if self.session(&message.session_id).await?.is_none() {
             return Err(not_found("session", &message.session_id));
         }
-        sqlx::query(
-            "INSERT INTO messages (id, session_id, role, content, created_at) VALUES (?, ?, ?, ?, ?)",
+        sql(
+            "INSERT INTO messages (id, session_id, role, content, created_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+            "append a message",
         )
-        .bind(&message.id)
-        .bind(&message.session_id)
+        .bind(message.id.clone())
+        .bind(message.session_id.clone())
         .bind(label(&message.role)?)
-        .bind(&message.content)
-        .bind(ts(message.created_at))
-        .execute(&self.pool)
+        .bind(message.content.clone())
+        .bind_time(message.created_at)
+        .execute(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| {
-            let err = db_error("append a message", e);
-            if err.kind == PortErrorKind::Conflict {
-                PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("message {} already exists", message.id),
-                )
-            } else {
-                err
-            }
-        })?;
+        .map_err(|err| already_exists(err, "message", &message.id))?;
         Ok(message)
     }
 
@@ -217,37 +326,25 @@ impl SessionStore for SqliteSessionStore {
         if self.session(session_id).await?.is_none() {
             return Err(not_found("session", session_id));
         }
-        let rows: Vec<MessageRow> = sqlx::query_as(
+        sql(
             "SELECT id, session_id, role, content, created_at FROM messages \
-             WHERE session_id = ? ORDER BY seq",
+             WHERE session_id = $1 ORDER BY seq",
+            "read messages",
         )
-        .bind(session_id)
-        .fetch_all(&self.pool)
+        .bind(session_id.to_owned())
+        .fetch_all(&mut pooled(&self.pool).await?)
         .await
-        .map_err(|e| db_error("read messages", e))?;
-        rows.into_iter().map(MessageRow::into_message).collect()
     }
 
     async fn search(&self, query: &str, limit: usize) -> Result<Vec<SessionSearchHit>, PortError> {
-        let fts = fts_query(query)?;
-        let rows: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT m.session_id, m.id, m.content FROM messages_fts f \
-             JOIN messages m ON m.seq = f.rowid \
-             WHERE messages_fts MATCH ? ORDER BY f.rank, m.seq LIMIT ?",
-        )
-        .bind(fts)
-        .bind(limit_i64(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| db_error("search messages", e))?;
-        Ok(rows
-            .into_iter()
-            .map(|(session_id, message_id, content)| SessionSearchHit {
-                session_id,
-                message_id,
-                content,
-            })
-            .collect())
+        let Some((statement, words)) = E::search_statement(query)? else {
+            return Ok(Vec::new());
+        };
+        sql(statement, "search messages")
+            .bind(words)
+            .bind(limit_i64(limit))
+            .fetch_all(&mut pooled(&self.pool).await?)
+            .await
     }
 
     async fn lineage(&self, session_id: &str) -> Result<Vec<ChatSession>, PortError> {

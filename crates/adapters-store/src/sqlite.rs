@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use metaforge_ports::{PortError, PortErrorKind, Timestamp};
 
-pub(crate) use crate::codec::{corrupt_label, label, limit_i64, not_found, parse_json, parse_label, to_json};
-
+use crate::codec::{parse_opt_ts, ts};
 use crate::paths::{create_private_dir, ensure_private_file, tighten_if_present};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::sqlite::{SqliteConnection, SqliteQueryResult, SqliteRow};
+use sqlx::{Executor, Pool, Row, Sqlite, SqlitePool, Transaction};
+
+use crate::sql::{Dialect, SqlQuery};
 
 /// How long a writer waits for another process's write lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -160,25 +162,53 @@ pub(crate) fn db_error(what: &str, e: sqlx::Error) -> PortError {
     PortError::with_source(kind, format!("could not {what}"), e)
 }
 
-/// Encodes a timestamp as fixed-width RFC 3339 (microseconds, `Z`), which sorts as text.
-pub(crate) fn ts(t: Timestamp) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
+/// SQLite's side of the seam: one writer at a time (`BEGIN IMMEDIATE`), so a read inside a write
+/// transaction needs no row lock; timestamps are RFC 3339 text that sorts as it compares.
+impl Dialect for Sqlite {
+    const FOR_UPDATE: &'static str = "";
+    const TIMESTAMP: &'static str = "TEXT";
 
-/// Decodes a stored timestamp; a malformed one is `Corrupt` naming the column.
-pub(crate) fn parse_ts(column: &str, text: &str) -> Result<Timestamp, PortError> {
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&chrono::Utc))
-        .map_err(|e| {
-            PortError::with_source(
-                PortErrorKind::Corrupt,
-                format!("stored {column} {text:?} is not an RFC 3339 timestamp"),
-                e,
-            )
-        })
-}
+    fn on(conn: &mut SqliteConnection) -> impl Executor<'_, Database = Self> {
+        conn
+    }
 
-/// Decodes an optional stored timestamp.
-pub(crate) fn parse_opt_ts(column: &str, text: Option<String>) -> Result<Option<Timestamp>, PortError> {
-    text.map(|t| parse_ts(column, &t)).transpose()
+    fn begin_write(
+        pool: &Pool<Self>,
+    ) -> impl std::future::Future<Output = Result<Transaction<'static, Self>, PortError>> + Send {
+        begin_write(pool)
+    }
+
+    fn db_error(what: &str, error: sqlx::Error) -> PortError {
+        db_error(what, error)
+    }
+
+    fn rows_affected(result: &SqliteQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn bind_time<'q>(query: SqlQuery<'q, Self>, at: Option<Timestamp>) -> SqlQuery<'q, Self> {
+        query.bind(at.map(ts))
+    }
+
+    fn read_time(row: &SqliteRow, column: &str) -> Result<Option<Timestamp>, PortError> {
+        let text: Option<String> = row.try_get(column).map_err(|e| {
+            PortError::with_source(PortErrorKind::Corrupt, format!("stored {column} is not text"), e)
+        })?;
+        parse_opt_ts(column, text)
+    }
+
+    fn one_of(column: &str, n: usize) -> String {
+        format!("{column} IN (SELECT value FROM json_each(${n}))")
+    }
+
+    fn bind_texts<'q>(
+        query: SqlQuery<'q, Self>,
+        texts: Vec<String>,
+    ) -> Result<SqlQuery<'q, Self>, PortError> {
+        Ok(query.bind(crate::codec::to_json("a list of keys", &texts)?))
+    }
+
+    fn can_hold(_text: &str) -> bool {
+        true
+    }
 }

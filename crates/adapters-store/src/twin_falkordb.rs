@@ -19,7 +19,7 @@ use metaforge_ports::{
 use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
-use crate::sqlite::{parse_json, parse_ts, to_json, ts};
+use crate::codec::{corrupt_label, not_found, parse_json, parse_ts, to_json, ts};
 use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
 
 /// The twin in one FalkorDB graph.
@@ -78,8 +78,7 @@ fn node_from(row: &Row) -> Result<TwinNode, PortError> {
     let props: String = col(row, "props")?;
     Ok(TwinNode {
         id: col(row, "id")?,
-        node_type: TwinNodeType::parse(&ty)
-            .ok_or_else(|| crate::sqlite::corrupt_label("TwinNode.type", &ty))?,
+        node_type: TwinNodeType::parse(&ty).ok_or_else(|| corrupt_label("TwinNode.type", &ty))?,
         properties: parse_json("TwinNode.props", &props)?,
         content_hash: col(row, "hash")?,
     })
@@ -90,8 +89,7 @@ fn edge_from(row: &Row) -> Result<TwinEdge, PortError> {
     let props: String = col(row, "props")?;
     Ok(TwinEdge {
         id: col(row, "id")?,
-        edge_type: TwinEdgeType::parse(&ty)
-            .ok_or_else(|| crate::sqlite::corrupt_label("relationship type", &ty))?,
+        edge_type: TwinEdgeType::parse(&ty).ok_or_else(|| corrupt_label("relationship type", &ty))?,
         from: col(row, "from")?,
         to: col(row, "to")?,
         properties: parse_json("edge.props", &props)?,
@@ -183,9 +181,7 @@ impl FalkorTwinStore {
                 vec![("name", s(branch))],
             )
             .await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| crate::sqlite::not_found("twin branch", branch))?;
+        let row = rows.first().ok_or_else(|| not_found("twin branch", branch))?;
         col(row, "head")
     }
 
@@ -547,10 +543,7 @@ impl TwinStore for FalkorTwinStore {
                 vec![("branch", s(branch)), ("id", s(id))],
             )
             .await?;
-        node_from(
-            rows.first()
-                .ok_or_else(|| crate::sqlite::not_found("twin node", id))?,
-        )
+        node_from(rows.first().ok_or_else(|| not_found("twin node", id))?)
     }
 
     async fn find_nodes(&self, branch: &str, query: &TwinNodeQuery) -> Result<Vec<TwinNode>, PortError> {

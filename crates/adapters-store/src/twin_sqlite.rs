@@ -11,7 +11,8 @@ use metaforge_ports::{
 use sqlx::{Sqlite, SqlitePool, Transaction};
 use tracing::Instrument as _;
 
-use crate::sqlite::{begin_write, db_error, not_found, open_pool, parse_json, parse_ts, to_json, ts};
+use crate::codec::{corrupt_label, not_found, parse_json, parse_ts, to_json, ts};
+use crate::sqlite::{begin_write, db_error, open_pool};
 use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/twin");
@@ -37,7 +38,7 @@ impl NodeRow {
     fn into_node(self) -> Result<TwinNode, PortError> {
         Ok(TwinNode {
             node_type: metaforge_ports::TwinNodeType::parse(&self.node_type)
-                .ok_or_else(|| crate::sqlite::corrupt_label("twin_nodes.node_type", &self.node_type))?,
+                .ok_or_else(|| corrupt_label("twin_nodes.node_type", &self.node_type))?,
             properties: parse_json("twin_nodes.properties", &self.properties)?,
             content_hash: self.content_hash,
             id: self.id,
@@ -58,7 +59,7 @@ impl EdgeRow {
     fn into_edge(self) -> Result<TwinEdge, PortError> {
         Ok(TwinEdge {
             edge_type: TwinEdgeType::parse(&self.edge_type)
-                .ok_or_else(|| crate::sqlite::corrupt_label("twin_edges.edge_type", &self.edge_type))?,
+                .ok_or_else(|| corrupt_label("twin_edges.edge_type", &self.edge_type))?,
             properties: parse_json("twin_edges.properties", &self.properties)?,
             from: self.from_id,
             to: self.to_id,

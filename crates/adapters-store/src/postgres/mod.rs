@@ -62,21 +62,19 @@ use std::time::Duration;
 
 use metaforge_ports::{PortError, PortErrorKind};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{ConnectOptions, PgPool};
+use sqlx::postgres::{PgConnection, PgQueryResult, PgRow};
+use sqlx::{ConnectOptions, Executor, PgPool, Pool, Postgres, Row, Transaction};
 
-pub mod approvals;
-pub mod client_tasks;
-pub mod flow_versions;
-pub mod runs;
-pub mod sessions;
-pub mod usage;
+use metaforge_ports::Timestamp;
 
-pub use approvals::PgApprovalLedger;
-pub use client_tasks::PgClientTaskStore;
-pub use flow_versions::PgFlowVersionStore;
-pub use runs::PgRunLedger;
-pub use sessions::PgSessionStore;
-pub use usage::PgUsageStore;
+use crate::sql::{Dialect, SqlQuery};
+
+pub use crate::approvals::PgApprovalLedger;
+pub use crate::client_tasks::PgClientTaskStore;
+pub use crate::flow_versions::PgFlowVersionStore;
+pub use crate::runs::PgRunLedger;
+pub use crate::sessions::PgSessionStore;
+pub use crate::usage::PgUsageStore;
 
 /// Connections each ledger's pool may hold: six ledgers per process keep a gateway, a second
 /// gateway and a worker (72 connections) under PostgreSQL's default `max_connections` of 100.
@@ -153,18 +151,6 @@ pub(crate) async fn open_pool(
     Ok(pool)
 }
 
-/// PostgreSQL text cannot hold U+0000 (SQLite's can): a field carrying one is refused as
-/// `Invalid`, naming it, instead of failing on the server as an internal error.
-pub(crate) fn refuse_nul(field: &str, value: Option<&str>) -> Result<(), PortError> {
-    if value.is_some_and(|v| v.contains('\0')) {
-        return Err(PortError::new(
-            PortErrorKind::Invalid,
-            format!("{field}: must not contain a NUL character"),
-        ));
-    }
-    Ok(())
-}
-
 /// The URL with any password replaced, for messages and logs.
 #[must_use]
 pub fn redacted(url: &str) -> String {
@@ -205,4 +191,59 @@ pub(crate) fn db_error(what: &str, e: sqlx::Error) -> PortError {
         _ => PortErrorKind::Internal,
     };
     PortError::with_source(kind, format!("could not {what}"), e)
+}
+
+/// PostgreSQL's side of the seam: several gateways write at once, so a transaction locks the
+/// rows it reads (`FOR UPDATE`) and the second writer of a row waits for the first; timestamps
+/// are `timestamptz`.
+impl Dialect for Postgres {
+    const FOR_UPDATE: &'static str = " FOR UPDATE";
+    const TIMESTAMP: &'static str = "timestamptz";
+
+    fn on(conn: &mut PgConnection) -> impl Executor<'_, Database = Self> {
+        conn
+    }
+
+    async fn begin_write(pool: &Pool<Self>) -> Result<Transaction<'static, Self>, PortError> {
+        pool.begin()
+            .await
+            .map_err(|e| db_error("begin a write transaction", e))
+    }
+
+    fn db_error(what: &str, error: sqlx::Error) -> PortError {
+        db_error(what, error)
+    }
+
+    fn rows_affected(result: &PgQueryResult) -> u64 {
+        result.rows_affected()
+    }
+
+    fn bind_time<'q>(query: SqlQuery<'q, Self>, at: Option<Timestamp>) -> SqlQuery<'q, Self> {
+        query.bind(at)
+    }
+
+    fn read_time(row: &PgRow, column: &str) -> Result<Option<Timestamp>, PortError> {
+        row.try_get(column).map_err(|e| {
+            PortError::with_source(
+                PortErrorKind::Corrupt,
+                format!("stored {column} is not a timestamp"),
+                e,
+            )
+        })
+    }
+
+    fn one_of(column: &str, n: usize) -> String {
+        format!("{column} = ANY(${n})")
+    }
+
+    fn bind_texts<'q>(
+        query: SqlQuery<'q, Self>,
+        texts: Vec<String>,
+    ) -> Result<SqlQuery<'q, Self>, PortError> {
+        Ok(query.bind(texts))
+    }
+
+    fn can_hold(text: &str) -> bool {
+        !text.contains('\0')
+    }
 }
