@@ -5,18 +5,15 @@
 //! same the in-process bindings give for the same refusal.
 
 use async_trait::async_trait;
-use metaforge_api::{ErrorBody, ProposalView, ProposeResponse};
-use metaforge_ports::{
-    CallerProposal, FlowBindings, FlowVersionRecord, HeldProposal, PortError, PortErrorKind, ProposalAnswer,
+use metaforge_api::{
+    CallerProposal, ErrorBody, FlowBindings, HeldProposal, ProposalAnswer, ProposeAnswerView, ProposeCaller,
+    ProposeRequest,
 };
+use metaforge_ports::{FlowVersionRecord, PortError, PortErrorKind};
 use reqwest::Method;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::client::{GatewayClient, decode, segment};
-
-/// The propose answer as this client reads it: the typed contract, with the proposal's changes
-/// carried as the gateway wrote them.
-type ProposeAnswer = ProposeResponse<ProposalView, Value>;
 
 /// The gateway's flow bindings, seen from a sidecar.
 #[derive(Debug, Clone)]
@@ -32,45 +29,35 @@ impl RemoteFlowBindings {
 }
 
 /// The propose body: the template and the caller's operations (both left out when the server's
-/// generator is asked), the intent, the tailoring context flattened into the gateway's fields,
-/// and the caller as provenance.
-fn propose_body(proposal: &CallerProposal) -> Value {
-    let mut body = Map::new();
-    if let Some(template) = &proposal.template_id {
-        body.insert("template".into(), json!(template));
+/// generator is asked), the intent, the tailoring context in the gateway's fields, and the
+/// caller as provenance.
+fn propose_request(proposal: CallerProposal) -> ProposeRequest {
+    let operations = match (proposal.operations, &proposal.template_id) {
+        (None, None) => None,
+        (None, Some(_)) => Some(Vec::new()),
+        (Some(ops), _) => Some(ops),
+    };
+    let context = proposal.context.unwrap_or_default();
+    ProposeRequest {
+        intent: proposal.intent,
+        template: proposal.template_id,
+        operations,
+        caller: Some(ProposeCaller {
+            client: Some(format!("mcp-sidecar ({})", proposal.caller)),
+            model: None,
+        }),
+        manufacturing_context: context.manufacturing_context,
+        target_maturity: context.target_maturity,
+        loads_and_use: context.loads_and_use,
+        budget: context.budget.filter(|b| !b.is_null()),
+        requirements: proposal.requirements.filter(|r| !r.is_null()),
     }
-    match (&proposal.operations, &proposal.template_id) {
-        (Value::Null, None) => {}
-        (Value::Null, Some(_)) => {
-            body.insert("operations".into(), json!([]));
-        }
-        (ops, _) => {
-            body.insert("operations".into(), ops.clone());
-        }
-    }
-    if let Some(intent) = &proposal.intent {
-        body.insert("intent".into(), json!(intent));
-    }
-    if let Some(requirements) = proposal.requirements.as_ref().filter(|r| !r.is_null()) {
-        body.insert("requirements".into(), requirements.clone());
-    }
-    body.insert(
-        "caller".into(),
-        json!({"client": format!("mcp-sidecar ({})", proposal.caller)}),
-    );
-    if let Some(Value::Object(context)) = &proposal.context {
-        for key in [
-            "manufacturing_context",
-            "target_maturity",
-            "loads_and_use",
-            "budget",
-        ] {
-            if let Some(value) = context.get(key).filter(|v| !v.is_null()) {
-                body.insert(key.into(), value.clone());
-            }
-        }
-    }
-    Value::Object(body)
+}
+
+/// The request body as JSON.
+fn encode(request: &ProposeRequest) -> Result<Value, PortError> {
+    serde_json::to_value(request)
+        .map_err(|e| PortError::with_source(PortErrorKind::Invalid, "cannot encode the proposal", e))
 }
 
 fn malformed(what: &str) -> PortError {
@@ -104,17 +91,17 @@ impl FlowBindings for RemoteFlowBindings {
             .send_or_refused(
                 Method::POST,
                 "/v1/design-flows/propose",
-                Some(&propose_body(&proposal)),
+                Some(&encode(&propose_request(proposal))?),
             )
             .await?
         {
             Ok(answer) => answer,
             Err(refusal) => return refused(&refusal),
         };
-        let answer: ProposeAnswer = decode(answer, "propose answer")?;
+        let answer: ProposeAnswerView = decode(answer, "propose answer")?;
         if answer.status == "needs_input" {
             return Ok(ProposalAnswer::NeedsInput {
-                questions: Value::Array(answer.questions),
+                questions: answer.questions,
                 notes: answer.assumptions,
             });
         }
@@ -127,12 +114,6 @@ impl FlowBindings for RemoteFlowBindings {
             .clone()
             .ok_or_else(|| malformed("approvalId"))?;
         let version = self.version(&version_id).await?;
-        let generated_by = match answer.generated_by {
-            Some(generated) => Some(serde_json::to_value(generated).map_err(|e| {
-                PortError::with_source(PortErrorKind::Internal, "cannot carry generatedBy", e)
-            })?),
-            None => None,
-        };
         Ok(ProposalAnswer::Held(Box::new(HeldProposal {
             approval_id,
             flow_version_id: version_id,
@@ -141,7 +122,7 @@ impl FlowBindings for RemoteFlowBindings {
             diff: answer.proposal.diff,
             applied: answer.proposal.applied,
             skipped: answer.proposal.skipped,
-            generated_by,
+            generated_by: answer.generated_by,
             open_questions: answer.open_questions,
         })))
     }

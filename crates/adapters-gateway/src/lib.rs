@@ -13,7 +13,7 @@
 //!
 //! ## Sidecar remote mode (issue 7, item 4) — `adapters-gateway`, `metaforge_sidecar::bindings`, `bins mcp serve`
 //!
-//! - **Port** `ports::flow_bindings::FlowBindings` (`propose(CallerProposal) -> ProposalAnswer`,
+//! - **Port** `api::flow_bindings::FlowBindings` (`propose(CallerProposal) -> ProposalAnswer`,
 //!   `version(id) -> FlowVersionRecord`): `flow.propose`/`flow.version` answered in process
 //!   (`metaforge_sidecar::InProcessFlowBindings`, over `FlowService`) or by the gateway.
 //!   `ProposalAnswer::{Held, NeedsInput {questions, notes}, Refused {code, message, details}}`: a

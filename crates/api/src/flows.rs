@@ -2,7 +2,8 @@
 //! answer first) it returns.
 
 use metaforge_domain::flow::{
-    AskedQuestion, GeneratedBy, ManufacturingContext, Operation, ProposedBy, TailorResult, TargetMaturity,
+    AppliedOperation, AskedQuestion, GeneratedBy, ManufacturingContext, Operation, OperationProblem,
+    ProposedBy, TailorResult, TargetMaturity,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,7 +60,7 @@ pub struct ProposeRequest {
 
 /// A proposal, or the questions to answer first. The gateway sends it with the whole
 /// [`TailorResult`] and [`AskedQuestion`]s; a client reads it with the parts it needs
-/// (`ProposeResponse<ProposalView, serde_json::Value>`).
+/// ([`ProposeAnswerView`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposeResponse<P = TailorResult, Q = AskedQuestion> {
@@ -107,20 +108,23 @@ impl<P, Q> ProposeResponse<P, Q> {
 }
 
 /// The part of a proposal a client relays to its caller: what changed, as the gateway computed
-/// it (a view of [`TailorResult`], read as JSON so the client carries it unchanged).
+/// it (the changes of a [`TailorResult`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProposalView {
     /// The prose diff against the template.
     #[serde(default)]
-    pub diff: serde_json::Value,
+    pub diff: Vec<String>,
     /// The operations applied.
     #[serde(default)]
-    pub applied: serde_json::Value,
+    pub applied: Vec<AppliedOperation>,
     /// The operations skipped, with reasons.
     #[serde(default)]
-    pub skipped: serde_json::Value,
+    pub skipped: Vec<OperationProblem>,
 }
+
+/// The propose answer as a client reads it: the proposal's changes and the questions to ask.
+pub type ProposeAnswerView = ProposeResponse<ProposalView, AskedQuestion>;
 
 #[cfg(test)]
 mod tests {

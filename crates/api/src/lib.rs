@@ -16,6 +16,7 @@
 
 pub mod approvals;
 pub mod error;
+pub mod flow_bindings;
 pub mod flows;
 pub mod run_bindings;
 pub mod run_views;
@@ -27,7 +28,8 @@ pub use approvals::{
     ResolveResponse,
 };
 pub use error::ErrorBody;
-pub use flows::{ProposalView, ProposeCaller, ProposeRequest, ProposeResponse};
+pub use flow_bindings::{CallerProposal, FlowBindings, HeldProposal, ProposalAnswer};
+pub use flows::{ProposalView, ProposeAnswerView, ProposeCaller, ProposeRequest, ProposeResponse};
 pub use run_bindings::{RefusalKind, RunBindings, RunQuery, RunRefused, RunReply, TaskSubmission};
 pub use run_views::{
     ClientTaskView, FlowStateView, GateView, PhaseView, RunDetail, RunStatusEntry, RunSummary, UNKNOWN_STATUS,

@@ -6,7 +6,7 @@
 //! started with `METAFORGE_GATEWAY_URL` they call the gateway's own `/v1/runs…` and
 //! `/v1/client-tasks…` routes, so a run started from a plugin is the run `/v1/runs` lists and a
 //! gate answered in the chat is the gate the dashboard shows decided. Like
-//! `metaforge_ports::FlowBindings` for flows, both answer with the types below.
+//! [`crate::FlowBindings`] for flows, both answer with the types below.
 //!
 //! They answer with the run views of [`crate::run_views`], the one home of those shapes: the
 //! in-process bindings hand over the service's values as they are, and the remote ones decode the

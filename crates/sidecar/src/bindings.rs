@@ -6,16 +6,15 @@
 
 use std::sync::Arc;
 
+use metaforge_api::{CallerProposal, FlowBindings, HeldProposal, ProposalAnswer};
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::flow_generator::{GenerateError, GenerateRequest, Generated, ProposalGenerator};
 use metaforge_app::flows::Requester;
 use metaforge_app::flows::{FlowService, FlowServiceError, ProposalOutcome};
-use metaforge_domain::flow::{DEFAULT_TEMPLATE_ID, FlowContext, Operation, TailorStatus, questions_to_ask};
+use metaforge_domain::flow::{DEFAULT_TEMPLATE_ID, TailorStatus, questions_to_ask};
 use metaforge_ports::{
-    ApprovalLedger, CallerProposal, Clock, FlowBindings, FlowVersionRecord, FlowVersionStore, HeldProposal,
-    IdGen, PortError, PortErrorKind, ProposalAnswer,
+    ApprovalLedger, Clock, FlowVersionRecord, FlowVersionStore, IdGen, PortError, PortErrorKind,
 };
-use serde_json::Value;
 
 /// What the in-process tools need: the one approval ledger, the version store, time and ids.
 /// The tools go through the same services as the gateway ([`FlowService`], [`ApprovalService`]),
@@ -88,11 +87,7 @@ impl InProcessFlowBindings {
         &self.stores
     }
 
-    async fn generate(
-        &self,
-        proposal: CallerProposal,
-        context: Option<FlowContext>,
-    ) -> Result<ProposalAnswer, PortError> {
+    async fn generate(&self, proposal: CallerProposal) -> Result<ProposalAnswer, PortError> {
         let Some(generator) = &self.generator else {
             return Err(PortError::new(PortErrorKind::Unavailable, NO_GENERATOR));
         };
@@ -104,17 +99,16 @@ impl InProcessFlowBindings {
         };
         let request = GenerateRequest {
             intent,
-            context: context.unwrap_or_default(),
+            context: proposal.context.unwrap_or_default(),
             requirements: proposal.requirements.filter(|r| !r.is_null()),
             session: format!("mcp-{}", proposal.caller),
             caller: proposal.caller,
             requested_by: proposal.requested_by,
         };
         match generator.generate(request).await {
-            Ok(Generated::NeedsInput { questions, notes, .. }) => Ok(ProposalAnswer::NeedsInput {
-                questions: to_value(&questions)?,
-                notes,
-            }),
+            Ok(Generated::NeedsInput { questions, notes, .. }) => {
+                Ok(ProposalAnswer::NeedsInput { questions, notes })
+            }
             Ok(Generated::Proposed {
                 outcome,
                 open_questions,
@@ -128,10 +122,6 @@ impl InProcessFlowBindings {
 
 fn invalid(field: &str, message: impl std::fmt::Display) -> PortError {
     PortError::new(PortErrorKind::Invalid, format!("{field}: {message}"))
-}
-
-fn to_value(value: &impl serde::Serialize) -> Result<Value, PortError> {
-    serde_json::to_value(value).map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))
 }
 
 /// The service's refusal, typed through the port with its code from the one table.
@@ -157,10 +147,10 @@ fn held(outcome: &ProposalOutcome, open_questions: Vec<String>) -> Result<Propos
         flow_version_id: version.id.clone(),
         template_id: version.template_id.clone(),
         content_hash: version.content_hash.clone(),
-        diff: to_value(&outcome.result.diff)?,
-        applied: to_value(&outcome.result.applied)?,
-        skipped: to_value(&outcome.result.skipped)?,
-        generated_by: outcome.generated_by.as_ref().map(to_value).transpose()?,
+        diff: outcome.result.diff.clone(),
+        applied: outcome.result.applied.clone(),
+        skipped: outcome.result.skipped.clone(),
+        generated_by: outcome.generated_by.clone(),
         open_questions,
     })))
 }
@@ -168,31 +158,18 @@ fn held(outcome: &ProposalOutcome, open_questions: Vec<String>) -> Result<Propos
 #[async_trait::async_trait]
 impl FlowBindings for InProcessFlowBindings {
     async fn propose(&self, proposal: CallerProposal) -> Result<ProposalAnswer, PortError> {
-        let context: Option<FlowContext> = match &proposal.context {
-            None | Some(Value::Null) => None,
-            Some(c) => Some(serde_json::from_value(c.clone()).map_err(|e| invalid("context", e))?),
-        };
-        if proposal.template_id.is_none() && proposal.operations.is_null() {
-            return self.generate(proposal, context).await;
+        if proposal.wants_generator() {
+            return self.generate(proposal).await;
         }
         let template_id = proposal.template_id.as_deref().unwrap_or(DEFAULT_TEMPLATE_ID);
-        let operations: Vec<Operation> = match &proposal.operations {
-            Value::Null => Vec::new(),
-            ops @ (Value::Bool(_)
-            | Value::Number(_)
-            | Value::String(_)
-            | Value::Array(_)
-            | Value::Object(_)) => {
-                serde_json::from_value(ops.clone()).map_err(|e| invalid("operations", e))?
-            }
-        };
+        let operations = proposal.operations.as_deref().unwrap_or_default();
         let outcome = match self
             .stores
             .flow_service()
             .propose_from_caller(
                 template_id,
-                &operations,
-                context.as_ref(),
+                operations,
+                proposal.context.as_ref(),
                 None,
                 proposal.intent.as_deref(),
                 Requester {
@@ -207,7 +184,7 @@ impl FlowBindings for InProcessFlowBindings {
         };
         if outcome.result.status == TailorStatus::NeedsInput {
             return Ok(ProposalAnswer::NeedsInput {
-                questions: to_value(&questions_to_ask(&outcome.result.questions, &[]))?,
+                questions: questions_to_ask(&outcome.result.questions, &[]),
                 notes: Vec::new(),
             });
         }

@@ -2,8 +2,9 @@
 //! proposal, a run refusal, and the questions of a needs-input answer. Leaf functions over port types only, so
 //! every tool (and both deployment modes) answers the same thing in the same shape.
 
-use metaforge_api::{RefusalKind, RunRefused};
-use metaforge_ports::{HeldProposal, HostCallOutcome, InputQuestion, PortError, PortErrorKind, ToolOutput};
+use metaforge_api::{HeldProposal, RefusalKind, RunRefused};
+use metaforge_domain::flow::AskedQuestion;
+use metaforge_ports::{HostCallOutcome, InputQuestion, PortError, PortErrorKind, ToolOutput};
 use serde_json::{Value, json};
 
 use crate::args::ArgError;
@@ -144,25 +145,15 @@ pub fn held_proposal_output(held: &HeldProposal) -> Value {
     })
 }
 
-/// The questions as the transport asks them, read from their wire form (`id`, `question`,
-/// `options`) so they look the same whichever bindings asked.
-pub fn input_questions(questions: &Value) -> Vec<InputQuestion> {
+/// The questions as the transport asks them (id, prompt, the allowed answers).
+pub fn input_questions(questions: &[AskedQuestion]) -> Vec<InputQuestion> {
     questions
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
         .iter()
-        .filter_map(|q| {
-            Some(InputQuestion {
-                id: q.get("id")?.as_str()?.to_owned(),
-                prompt: q.get("question")?.as_str()?.to_owned(),
-                choices: q
-                    .get("options")
-                    .and_then(Value::as_array)
-                    .map(|o| o.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                    .unwrap_or_default(),
-                optional: false,
-            })
+        .map(|q| InputQuestion {
+            id: q.id.clone(),
+            prompt: q.question.clone(),
+            choices: q.options.clone().unwrap_or_default(),
+            optional: false,
         })
         .collect()
 }
@@ -172,7 +163,7 @@ const ANSWER_HINT: &str =
     "call flow.propose again with the same arguments plus answers: {question id: answer}";
 
 /// needs_input before tailoring `template_id` with the caller's operations.
-pub fn template_needs_input(template_id: &str, questions: &Value) -> HostCallOutcome {
+pub fn template_needs_input(template_id: &str, questions: &[AskedQuestion]) -> HostCallOutcome {
     let asked = input_questions(questions);
     HostCallOutcome::NeedsInput {
         message: format!(
@@ -191,7 +182,7 @@ pub fn template_needs_input(template_id: &str, questions: &Value) -> HostCallOut
 
 /// needs_input from the generator path, in the wire form of its questions (`id`, `question`,
 /// `options`, `source`).
-pub fn generated_needs_input(questions: &Value, notes: &[String]) -> HostCallOutcome {
+pub fn generated_needs_input(questions: &[AskedQuestion], notes: &[String]) -> HostCallOutcome {
     let asked = input_questions(questions);
     HostCallOutcome::NeedsInput {
         message: format!(

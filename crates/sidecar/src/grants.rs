@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use metaforge_api::FlowBindings;
 use metaforge_api::RunBindings;
 use metaforge_app::twin::{RunScope, RunScopes};
 use metaforge_ports::{
-    CallerClass, CallerContext, CallerGrants, ClassClaim, ClientTaskStatus, FlowBindings, FlowVersionStatus,
+    CallerClass, CallerContext, CallerGrants, ClassClaim, ClientTaskStatus, FlowVersionStatus,
     IntelligenceMode, PortError, PortErrorKind, RunStatus,
 };
 

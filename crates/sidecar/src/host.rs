@@ -34,13 +34,7 @@ pub trait SidecarTool: Send + Sync {
     /// → `READ_ONLY`, explicitly non-destructive → `ADDITIVE`, anything else → `DESTRUCTIVE`.
     fn gate_spec(&self) -> ToolSpec {
         let d = self.descriptor();
-        let annotation = if d.hints.read_only_hint == Some(true) {
-            Annotation::ReadOnly
-        } else if d.hints.destructive_hint == Some(false) {
-            Annotation::Additive
-        } else {
-            Annotation::Destructive
-        };
+        let annotation = Annotation::from_hints(&d.hints);
         ToolSpec {
             name: d.name,
             origin: "native".to_owned(),
@@ -115,6 +109,8 @@ pub trait SidecarPrompt: Send + Sync {
 /// every call (a call then walks its arguments, never compiles a schema).
 struct HostedTool {
     handler: Arc<dyn SidecarTool>,
+    /// The handler's descriptor, read once: listings and calls never rebuild its schema.
+    descriptor: ToolDescriptor,
     /// The descriptor's input schema, compiled: the arguments every call is checked against.
     arguments: ArgumentSchema,
     /// The handler's gate spec and its input schema compiled, for the domain's decision
@@ -125,7 +121,8 @@ struct HostedTool {
 
 impl HostedTool {
     fn new(handler: Arc<dyn SidecarTool>) -> Self {
-        let input_schema = handler.descriptor().input_schema;
+        let descriptor = handler.descriptor();
+        let input_schema = descriptor.input_schema.clone();
         let arguments = ArgumentSchema::compile(Some(&input_schema));
         let gate = handler.gate_spec();
         // Every call is checked against the descriptor's schema before the gate decides; when
@@ -137,6 +134,7 @@ impl HostedTool {
         };
         Self {
             handler,
+            descriptor,
             arguments,
             gate,
             gate_arguments,
@@ -176,7 +174,8 @@ impl SidecarHost {
 
     /// Adds a tool (a later tool with the same id replaces the earlier one).
     pub fn with_tool(mut self, tool: Arc<dyn SidecarTool>) -> Self {
-        self.tools.insert(tool.descriptor().name, HostedTool::new(tool));
+        let hosted = HostedTool::new(tool);
+        self.tools.insert(hosted.descriptor.name.clone(), hosted);
         self
     }
 
@@ -203,7 +202,7 @@ impl SidecarHost {
 
     /// Every tool descriptor, whoever the caller (for catalogue-wide checks).
     pub fn all_tools(&self) -> Vec<ToolDescriptor> {
-        self.tools.values().map(|t| t.handler.descriptor()).collect()
+        self.tools.values().map(|t| t.descriptor.clone()).collect()
     }
 
     /// The tools in the ask tier (every call held for a person unless the domain's gating lets
@@ -236,7 +235,7 @@ impl ToolHost for SidecarHost {
         self.tools
             .values()
             .filter(|t| t.handler.offered_to(caller))
-            .map(|t| t.handler.descriptor())
+            .map(|t| t.descriptor.clone())
             .collect()
     }
 

@@ -8,7 +8,7 @@
 //!
 //! Code map: [`args`] (each tool's arguments as a type, its schema generated from it, and
 //! [`ArgError`]) · [`envelope`] (every answer shape, and the tool boundary) · [`bindings`] (the
-//! in-process [`FlowBindings`](metaforge_ports::FlowBindings)) · [`tools`] (one module per tool) ·
+//! in-process [`FlowBindings`](metaforge_api::FlowBindings)) · [`tools`] (one module per tool) ·
 //! [`host`] (the [`ToolHost`](metaforge_ports::ToolHost) and its gating) · [`held`] (where a held
 //! write waits) · [`tools::twin`] (the `twin.*` tools, registered by [`with_twin`] when a twin is
 //! composed) · [`tools::runs`] (the run tools, resource and prompt over the
@@ -28,6 +28,7 @@ pub mod held;
 pub mod host;
 pub mod run_bindings;
 pub mod tools;
+pub mod typed;
 
 pub use args::ArgError;
 pub use bindings::{FlowStores, InProcessFlowBindings};
@@ -42,10 +43,11 @@ pub use tools::propose::FlowPropose;
 pub use tools::runs::{RunToolSettings, SidecarRuns};
 pub use tools::twin::SidecarTwin;
 pub use tools::version::{FlowVersion, FlowVersionResource};
+pub use typed::{ToolGate, TypedTool};
 
 use std::sync::Arc;
 
-use metaforge_ports::FlowBindings;
+use metaforge_api::FlowBindings;
 
 /// The full sidecar host over local stores: the flow reads, `flow.propose` and `flow.version`
 /// through in-process bindings without a generator, `approvals.list`, the version resource, and

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use crate::settings::Settings;
 use clap::{Args, Subcommand};
+use metaforge_api::FlowBindings;
 use metaforge_api::RunBindings;
 use metaforge_app::approvals::ApprovalService;
 use metaforge_app::unreachable_holds::UnreachableApproverLedger;
-use metaforge_ports::{CallerGrants, Clock, FlowBindings, ToolHost};
+use metaforge_ports::{CallerGrants, Clock, ToolHost};
 use metaforge_sidecar::{
     ClientTaskGrants, FlowStores, HeldWrites, HoldPolicy, SidecarCallerGrants, SidecarRuns,
     host_with_bindings, host_with_stores, with_runs,

@@ -369,7 +369,7 @@ fn compose_mcp(inputs: McpInputs<'_>) -> Result<ComposedMcp, StartError> {
         &runs,
         inputs.skills,
     );
-    let flows: Arc<dyn metaforge_ports::FlowBindings> = Arc::new(
+    let flows: Arc<dyn metaforge_api::FlowBindings> = Arc::new(
         metaforge_sidecar::InProcessFlowBindings::new(metaforge_sidecar::FlowStores {
             approvals: Arc::clone(inputs.ledger),
             versions: Arc::clone(inputs.versions),

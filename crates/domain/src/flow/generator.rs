@@ -59,7 +59,7 @@ pub enum QuestionSource {
 }
 
 /// A question as the person sees it, whoever asked it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AskedQuestion {
     /// Stable id: the server's ids, or `model_1` … for the model's.
@@ -71,7 +71,7 @@ pub struct AskedQuestion {
     /// choice, list_group or text.
     pub answer_type: String,
     /// The allowed answers, for choices.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Vec<String>>,
     /// The request field the answer goes in.
     pub field: String,

@@ -113,7 +113,7 @@ impl TailorStatus {
 }
 
 /// An operation that changed the flow.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AppliedOperation {
     /// Position in the submitted list; `None` for the server's own operation.
@@ -129,7 +129,7 @@ pub struct AppliedOperation {
 }
 
 /// An operation that was not applied, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OperationProblem {
     /// Position in the submitted list.

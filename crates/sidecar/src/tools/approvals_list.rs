@@ -1,18 +1,13 @@
 //! `approvals.list`: what is waiting for a person (read only; deciding happens elsewhere).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use metaforge_ports::{
-    ApprovalLedger, CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolOutput,
-};
-use serde_json::{Map, Value, json};
+use metaforge_ports::{ApprovalLedger, CallFacts, CallerContext, HostCallOutcome, ToolHints, ToolOutput};
+use serde_json::json;
 
-use super::{read_only, schema_once};
-use crate::args::{ApprovalsListArgs, parse};
-use crate::envelope::{ToolError, at_boundary};
-use crate::host::SidecarTool;
-
-const TOOL: &str = "approvals.list";
+use crate::args::ApprovalsListArgs;
+use crate::envelope::ToolError;
+use crate::typed::{READ_ONLY, TypedTool};
 
 /// `approvals.list` over the one approval ledger.
 pub struct ApprovalsList {
@@ -24,9 +19,23 @@ impl ApprovalsList {
     pub fn new(approvals: Arc<dyn ApprovalLedger>) -> Self {
         Self { approvals }
     }
+}
 
-    async fn list(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: ApprovalsListArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for ApprovalsList {
+    const NAME: &'static str = "approvals.list";
+    const TITLE: &'static str = "List approvals";
+    const DESCRIPTION: &'static str = "Holds waiting for a person (or, with recent, the latest of \
+        any state). Read only: approving happens in the MetaForge approvals queue.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = ApprovalsListArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: ApprovalsListArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let records = match args.recent {
             Some(n) => self.approvals.list_recent(n).await?,
             None => self.approvals.list_pending().await?,
@@ -35,29 +44,5 @@ impl ApprovalsList {
             "count": records.len(),
             "approvals": records,
         }))))
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for ApprovalsList {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: TOOL.to_owned(),
-            title: Some("List approvals".to_owned()),
-            description: "Holds waiting for a person (or, with recent, the latest of any state). \
-                          Read only: approving happens in the MetaForge approvals queue."
-                .to_owned(),
-            input_schema: schema_once::<ApprovalsListArgs>(&SCHEMA),
-            hints: read_only(),
-        }
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(TOOL, self.list(arguments).await)
     }
 }

@@ -6,56 +6,45 @@ use std::sync::OnceLock;
 
 use metaforge_app::flow_validation::{ValidationError, validate_flow};
 use metaforge_domain::flow::{Flow, Syntax, catalogue, parse_document, template};
-use metaforge_ports::{CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolOutput};
-use serde_json::{Map, Value, json};
+use metaforge_ports::{
+    CallFacts, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolHints, ToolOutput,
+};
+use serde_json::json;
 
-use super::{read_only, schema_once};
-use crate::args::{ArgError, FlowListArgs, FlowToValidate, FlowValidateArgs, parse};
-use crate::envelope::{ToolError, at_boundary};
-use crate::host::SidecarTool;
+use crate::args::{ArgError, FlowListArgs, FlowToValidate, FlowValidateArgs};
+use crate::envelope::ToolError;
+use crate::typed::{READ_ONLY, TypedTool};
 
 /// `flow.list`: the catalogue, as the gateway will run it.
 pub struct FlowList;
 
 #[async_trait::async_trait]
-impl SidecarTool for FlowList {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: LIST.to_owned(),
-            title: Some("List design flows".to_owned()),
-            description: "The design-flow catalogue: every template with its phases, gates, \
-                          deliverables, and whether it can be started."
-                .to_owned(),
-            input_schema: schema_once::<FlowListArgs>(&SCHEMA),
-            hints: read_only(),
-        }
-    }
+impl TypedTool for FlowList {
+    const NAME: &'static str = "flow.list";
+    const TITLE: &'static str = "List design flows";
+    const DESCRIPTION: &'static str = "The design-flow catalogue: every template with its phases, \
+        gates, deliverables, and whether it can be started.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = FlowListArgs;
 
-    async fn call(
+    async fn run(
         &self,
         _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(LIST, list(arguments))
+        _facts: &CallFacts,
+        FlowListArgs {}: FlowListArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
+        // The templates are embedded in the binary, so the answer never changes: parse, validate
+        // and serialize them once, not on every call (a read tool is the sidecar's hot path).
+        static ANSWER: OnceLock<ToolOutput> = OnceLock::new();
+        let answer = ANSWER.get_or_init(|| {
+            let flows = catalogue();
+            ToolOutput::json(json!({
+                "count": flows.len(),
+                "flows": flows,
+            }))
+        });
+        Ok(HostCallOutcome::Done(answer.clone()))
     }
-}
-
-const LIST: &str = "flow.list";
-
-fn list(arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-    let FlowListArgs {} = parse(arguments)?;
-    // The templates are embedded in the binary, so the answer never changes: parse, validate and
-    // serialize them once, not on every call (a read tool is the sidecar's hot path).
-    static ANSWER: OnceLock<ToolOutput> = OnceLock::new();
-    let answer = ANSWER.get_or_init(|| {
-        let flows = catalogue();
-        ToolOutput::json(json!({
-            "count": flows.len(),
-            "flows": flows,
-        }))
-    });
-    Ok(HostCallOutcome::Done(answer.clone()))
 }
 
 /// `flow.validate`: a flow (inline, as YAML/JSON text, or a template id) checked against every
@@ -65,33 +54,26 @@ pub struct FlowValidate;
 const VALIDATE: &str = "flow.validate";
 
 #[async_trait::async_trait]
-impl SidecarTool for FlowValidate {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: VALIDATE.to_owned(),
-            title: Some("Validate a design flow".to_owned()),
-            description: "Check a flow against every invariant and list all violations. Give \
-                          exactly one of: flow (a flow object), source (YAML or JSON text), \
-                          template_id (a built-in template). Optional context checks it for a \
-                          manufacturing route."
-                .to_owned(),
-            input_schema: schema_once::<FlowValidateArgs>(&SCHEMA),
-            hints: read_only(),
-        }
-    }
+impl TypedTool for FlowValidate {
+    const NAME: &'static str = VALIDATE;
+    const TITLE: &'static str = "Validate a design flow";
+    const DESCRIPTION: &'static str = "Check a flow against every invariant and list all violations. \
+        Give exactly one of: flow (a flow object), source (YAML or JSON text), template_id (a \
+        built-in template). Optional context checks it for a manufacturing route.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = FlowValidateArgs;
 
-    async fn call(
+    async fn run(
         &self,
         _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(VALIDATE, validate(arguments).await)
+        _facts: &CallFacts,
+        args: FlowValidateArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
+        validate(args).await
     }
 }
 
-async fn validate(arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-    let mut args: FlowValidateArgs = parse(arguments)?;
+async fn validate(mut args: FlowValidateArgs) -> Result<HostCallOutcome, ToolError> {
     let context = args.context.take();
     let flow: Flow = match args.flow_to_validate()? {
         FlowToValidate::Flow(flow) => *flow,

@@ -4,9 +4,10 @@
 //! (`flow.start_run`, `flow.status`, `flow.await_gate`, `run.*`, `phase.*`, their resource and
 //! prompt, sharing one module).
 //!
-//! Each tool parses its arguments into its type from [`crate::args`] and declares the schema
-//! generated from that type; its body returns [`crate::envelope::ToolError`], and
-//! [`crate::envelope::at_boundary`] turns an argument error into the MCP envelope once.
+//! Each tool is a [`crate::typed::TypedTool`]: it names its argument type from [`crate::args`]
+//! (whose generated schema it declares), its hints and its gate, and runs on parsed arguments,
+//! returning [`crate::envelope::ToolError`]; the one blanket impl turns an argument error into the
+//! MCP envelope. The twin's writes share their own steps (`twin::write`).
 
 pub mod approvals_list;
 pub mod flow_read;
@@ -14,24 +15,3 @@ pub mod propose;
 pub mod runs;
 pub mod twin;
 pub mod version;
-
-use std::sync::OnceLock;
-
-use metaforge_ports::ToolHints;
-use schemars::JsonSchema;
-use serde_json::Value;
-
-/// A read: never held, changes nothing.
-pub(crate) fn read_only() -> ToolHints {
-    ToolHints {
-        read_only_hint: Some(true),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(true),
-        open_world_hint: Some(false),
-    }
-}
-
-/// `T`'s generated input schema, built once per tool (the descriptor is read on every call).
-pub(crate) fn schema_once<T: JsonSchema>(cell: &'static OnceLock<Value>) -> Value {
-    cell.get_or_init(crate::args::input_schema::<T>).clone()
-}

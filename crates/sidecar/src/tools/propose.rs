@@ -8,23 +8,21 @@
 //! The tool returns the proposal, the diff and the approval id and stops: the version it writes is
 //! held in the one approval ledger; the call itself is not held, and no tool here decides anything.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
+use metaforge_api::{CallerProposal, FlowBindings, ProposalAnswer};
 use metaforge_domain::flow::DEFAULT_TEMPLATE_ID;
-use metaforge_domain::tool_gating::{Annotation, Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
-    CallerClass, CallerContext, CallerProposal, FlowBindings, HostCallOutcome, PortError, PortErrorKind,
-    ProposalAnswer, ToolDescriptor, ToolHints, ToolOutput,
+    CallFacts, CallerClass, CallerContext, HostCallOutcome, PortErrorKind, ToolHints, ToolOutput,
 };
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::schema_once;
-use crate::args::{ArgError, FlowProposeArgs, parse};
+use crate::args::{ArgError, FlowProposeArgs};
 use crate::envelope::{
-    ToolError, at_boundary, generated_needs_input, generator_unavailable, held_proposal_output,
-    invalid_proposal, refusal, refused, template_needs_input,
+    ToolError, generated_needs_input, generator_unavailable, held_proposal_output, invalid_proposal, refusal,
+    template_needs_input,
 };
-use crate::host::SidecarTool;
+use crate::typed::{ADDITIVE_WRITE, ToolGate, TypedTool, class_verdict};
 
 const TOOL: &str = "flow.propose";
 
@@ -40,89 +38,46 @@ impl<B: FlowBindings + ?Sized> FlowPropose<B> {
     }
 }
 
-/// `flow.propose`'s descriptor.
-fn descriptor() -> ToolDescriptor {
-    static SCHEMA: OnceLock<Value> = OnceLock::new();
-    ToolDescriptor {
-        name: TOOL.to_owned(),
-        title: Some("Propose a tailored design flow".to_owned()),
-        description: "Tailor a built-in flow template with your operations (template_id + \
+#[async_trait::async_trait]
+impl<B: FlowBindings + ?Sized + 'static> TypedTool for FlowPropose<B> {
+    const NAME: &'static str = TOOL;
+    const TITLE: &'static str = "Propose a tailored design flow";
+    const DESCRIPTION: &'static str = "Tailor a built-in flow template with your operations (template_id + \
                       operations), or send only the intent and context to have MetaForge's \
                       own generator tailor it. Missing context comes back as questions \
                       (needs_input): ask the person, do not answer them yourself. A valid \
                       proposal is stored as a new version held for a person: the result \
                       carries the diff and the approval id and does not wait. Nothing here \
-                      approves it."
-            .to_owned(),
-        input_schema: schema_once::<FlowProposeArgs>(&SCHEMA),
-        hints: ToolHints {
-            read_only_hint: Some(false),
-            destructive_hint: Some(false),
-            idempotent_hint: Some(false),
-            open_world_hint: Some(false),
-        },
-    }
-}
-
-/// `flow.propose`'s gating spec: additive, not approval-gated (its effect is the hold).
-fn spec() -> ToolSpec {
-    let d = descriptor();
-    ToolSpec {
-        name: d.name,
-        origin: "native".to_owned(),
-        input_schema: Some(d.input_schema),
-        required_gates: Vec::new(),
+                      approves it.";
+    const HINTS: ToolHints = ADDITIVE_WRITE;
+    const GATE: ToolGate = ToolGate::Write {
         requires_approval: false,
-        annotation: Annotation::Additive,
-    }
-}
-
-#[async_trait::async_trait]
-impl<B: FlowBindings + ?Sized + 'static> SidecarTool for FlowPropose<B> {
-    fn descriptor(&self) -> ToolDescriptor {
-        descriptor()
-    }
-
-    fn gate_spec(&self) -> ToolSpec {
-        spec()
-    }
-
-    fn holds_its_own_effect(&self) -> bool {
-        true
-    }
+    };
+    // Its effect is the hold: the version it writes waits for a person.
+    const HOLDS_ITS_OWN_EFFECT: bool = true;
+    type Args = FlowProposeArgs;
 
     fn offered_to(&self, class: CallerClass) -> bool {
         // Flow administration is outside a service or client-task caller's bounds (FORGE-487/584).
         !matches!(class, CallerClass::Service | CallerClass::ClientTask)
     }
 
-    async fn call(
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(TOOL, self.propose(caller, arguments).await)
+        _facts: &CallFacts,
+        args: FlowProposeArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
+        self.propose(caller, args).await
     }
 }
 
-impl<B: FlowBindings + ?Sized> FlowPropose<B> {
+impl<B: FlowBindings + ?Sized + 'static> FlowPropose<B> {
     async fn propose(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
+        args: FlowProposeArgs,
     ) -> Result<HostCallOutcome, ToolError> {
-        let verdict = decide(
-            &spec(),
-            &Caller::from(caller.class),
-            &Value::Object(arguments.clone()),
-        );
-        if verdict.decision == Decision::Refuse {
-            return Ok(refused(TOOL, &verdict.reason));
-        }
-        // Stored sizes are capped as at the HTTP route (issue 12), before anything is parsed or
-        // sent: nothing oversized is stored, or echoed back.
-        metaforge_app::limits::check_tool_arguments(TOOL, &arguments).map_err(ArgError::from)?;
-        let args: FlowProposeArgs = parse(arguments)?;
         let generated = args.wants_generator();
         let intent = args.generator_intent();
         if generated && intent.is_none() {
@@ -132,28 +87,18 @@ impl<B: FlowBindings + ?Sized> FlowPropose<B> {
             )
             .into());
         }
-        let context = args.context_with_answers()?;
-        let to_value = |value: Result<Value, serde_json::Error>| {
-            value.map_err(|e| PortError::new(PortErrorKind::Internal, e.to_string()))
-        };
         let proposal = CallerProposal {
+            context: args.context_with_answers()?,
             template_id: args.template_id.clone(),
-            operations: match &args.operations {
-                Some(ops) => to_value(serde_json::to_value(ops))?,
-                None => Value::Null,
-            },
+            operations: args.operations,
             intent,
-            context: context
-                .as_ref()
-                .map(serde_json::to_value)
-                .transpose()
-                .map_err(|e| ArgError::new("context", e.to_string()))?,
-            requirements: args.requirements.clone(),
+            requirements: args.requirements,
             caller: caller.class.as_str().to_owned(),
             requested_by: caller.identity.clone(),
         };
         match self.bindings.propose(proposal).await {
             Ok(ProposalAnswer::Held(held)) => {
+                let verdict = class_verdict(self, caller, &Value::Null);
                 tracing::info!(
                     event = "mcp_flow_proposal_held",
                     approval_id = %held.approval_id,

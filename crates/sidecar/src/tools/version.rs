@@ -2,21 +2,20 @@
 //! stored version, verified against its hash, in one shape whether the record came from the local
 //! store or from the gateway.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
+use metaforge_api::FlowBindings;
 use metaforge_domain::flow::verify_version;
 use metaforge_ports::{
-    CallerContext, FlowBindings, FlowVersionRecord, HostCallOutcome, PortError, PortErrorKind,
-    ResourceTemplateDescriptor, ResourceText, ToolDescriptor, ToolOutput,
+    CallFacts, CallerContext, FlowVersionRecord, HostCallOutcome, PortError, PortErrorKind,
+    ResourceTemplateDescriptor, ResourceText, ToolHints, ToolOutput,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::{read_only, schema_once};
-use crate::args::{FlowVersionArgs, parse};
-use crate::envelope::{ToolError, at_boundary, not_found};
-use crate::host::{SidecarResource, SidecarTool};
-
-const TOOL: &str = "flow.version";
+use crate::args::FlowVersionArgs;
+use crate::envelope::{ToolError, not_found};
+use crate::host::SidecarResource;
+use crate::typed::{READ_ONLY, TypedTool};
 
 /// `flow.version`: one stored version, verified against its hash.
 pub struct FlowVersion {
@@ -28,36 +27,27 @@ impl FlowVersion {
     pub fn new(bindings: Arc<dyn FlowBindings>) -> Self {
         Self { bindings }
     }
+}
 
-    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: FlowVersionArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for FlowVersion {
+    const NAME: &'static str = "flow.version";
+    const TITLE: &'static str = "Read a flow version";
+    const DESCRIPTION: &'static str = "One stored flow version: status, approval, hash and the flow itself.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = FlowVersionArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: FlowVersionArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         match read_version(self.bindings.as_ref(), &args.id).await {
             Ok(value) => Ok(HostCallOutcome::Done(ToolOutput::json(value))),
             Err(e) if e.kind == PortErrorKind::NotFound => Ok(not_found(&args.id, &e.message)),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for FlowVersion {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: TOOL.to_owned(),
-            title: Some("Read a flow version".to_owned()),
-            description: "One stored flow version: status, approval, hash and the flow itself.".to_owned(),
-            input_schema: schema_once::<FlowVersionArgs>(&SCHEMA),
-            hints: read_only(),
-        }
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(TOOL, self.read(arguments).await)
     }
 }
 

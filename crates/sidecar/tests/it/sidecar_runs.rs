@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::channel::mpsc::UnboundedReceiver;
-use metaforge_api::{GateDecisionBody, RunBindings, RunReply};
+use metaforge_api::{FlowBindings, GateDecisionBody, RunBindings, RunReply};
 use metaforge_app::runs::{
     ClientPhaseBrain, EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, RunEngine, RunService,
     RunServicePorts, RunServiceSettings,
@@ -26,7 +26,7 @@ use metaforge_app::runs::{
 use metaforge_app::twin::{EngineRunScopes, RunScopes, TwinService};
 use metaforge_ports::{
     ApprovalKind, ApprovalLedger, ApprovalStatus, BusEvent, CallFacts, CallerClass, CallerContext,
-    CallerGrants, ClassClaim, Clock, DecisionSurface, EventBus, FlowBindings, FlowEngine, GateDecisionKind,
+    CallerGrants, ClassClaim, Clock, DecisionSurface, EventBus, FlowEngine, GateDecisionKind,
     HostCallOutcome, InputChannel, PortError, PortErrorKind, PublishReceipt, RunEvent, RunLedger,
     TWIN_MAIN_BRANCH, ToolHost, ToolOutput, TwinNodeQuery, TwinNodeType, TwinStore, gate_approval_id,
     run_branch,

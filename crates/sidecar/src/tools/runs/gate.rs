@@ -12,25 +12,23 @@
 //! client (`service`, `untrusted`) is never asked.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use metaforge_api::{FlowStateView, GateView};
 use metaforge_api::{GateDecisionBody, RunReply};
 use metaforge_app::limits::check_tool_arguments;
-use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
     CallFacts, CallerClass, CallerContext, DecisionSurface, GateDecisionKind, HostCallOutcome, InputQuestion,
-    PortError, PortErrorKind, RunStatus, Timestamp, ToolDescriptor, ToolOutput,
+    PortErrorKind, RunStatus, Timestamp, ToolHints, ToolOutput,
 };
 use serde_json::{Map, Value, json};
 
 use super::args::{AwaitGateArgs, GateAnswers};
-use super::{MAX_GATE_WAIT, SidecarRuns, failure, identity, output, write_hints, write_spec};
-use crate::args::{ArgError, parse};
-use crate::envelope::{ToolError, at_boundary, refused, run_refusal};
-use crate::host::SidecarTool;
-use crate::tools::schema_once;
+use super::{MAX_GATE_WAIT, SidecarRuns, failure, identity, output};
+use crate::args::ArgError;
+use crate::envelope::{ToolError, run_refusal};
+use crate::typed::{ADDITIVE_WRITE, ToolGate, TypedTool};
 
 /// The tool's name.
 pub const TOOL: &str = "flow.await_gate";
@@ -105,31 +103,6 @@ impl AwaitGate {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key)
-    }
-
-    async fn run(
-        &self,
-        caller: &CallerContext,
-        facts: &CallFacts,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, ToolError> {
-        // Outside a service or client-task caller's bounds only if the domain says so (it lets a
-        // client task ask: the tool decides nothing); asked here because the host does not hold
-        // a call that only asks a person.
-        let verdict = decide(
-            &self.gate_spec(),
-            &Caller::from(caller.class),
-            &Value::Object(arguments.clone()),
-        );
-        if verdict.decision == Decision::Refuse {
-            return Ok(refused(TOOL, &verdict.reason));
-        }
-        let args: AwaitGateArgs = parse(arguments)?;
-        let key = asked_key(caller, &args.run_id);
-        match &facts.answers {
-            Some(answers) if asks_a_person(caller.class) => self.record(caller, &args, &key, answers).await,
-            Some(_) | None => self.wait(caller, &args, key).await,
-        }
     }
 
     /// Waits for the run's gate; asks the person when one is open.
@@ -335,46 +308,33 @@ fn rework_targets(state: &FlowStateView, gate: &GateView) -> Vec<String> {
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for AwaitGate {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: TOOL.to_owned(),
-            title: Some("Bring a run's gate to the person".to_owned()),
-            description: "Wait for the run's next gate, then ask the person (elicitation) with only \
-                          the decisions the gate allows; their answer is recorded as theirs. You \
-                          never answer it yourself: a client that cannot ask gets the gate's \
-                          details and nothing is decided. Dismissing the question leaves the gate \
-                          open."
-                .to_owned(),
-            input_schema: schema_once::<AwaitGateArgs>(&SCHEMA),
-            hints: write_hints(),
-        }
-    }
+impl TypedTool for AwaitGate {
+    const NAME: &'static str = TOOL;
+    const TITLE: &'static str = "Bring a run's gate to the person";
+    const DESCRIPTION: &'static str = "Wait for the run's next gate, then ask the person (elicitation) \
+        with only the decisions the gate allows; their answer is recorded as theirs. You never \
+        answer it yourself: a client that cannot ask gets the gate's details and nothing is \
+        decided. Dismissing the question leaves the gate open.";
+    const HINTS: ToolHints = ADDITIVE_WRITE;
+    const GATE: ToolGate = ToolGate::Write {
+        requires_approval: false,
+    };
+    // It only asks the person; what they answer is their decision, recorded as theirs. The
+    // domain's rule for the caller's class is still asked (it lets a client task ask: the tool
+    // decides nothing).
+    const HOLDS_ITS_OWN_EFFECT: bool = true;
+    type Args = AwaitGateArgs;
 
-    fn gate_spec(&self) -> ToolSpec {
-        write_spec(&self.descriptor(), false)
-    }
-
-    fn holds_its_own_effect(&self) -> bool {
-        // It only asks the person; what they answer is their decision, recorded as theirs.
-        true
-    }
-
-    async fn call(
-        &self,
-        caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        self.call_with(caller, &CallFacts::default(), arguments).await
-    }
-
-    async fn call_with(
+    async fn run(
         &self,
         caller: &CallerContext,
         facts: &CallFacts,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(TOOL, self.run(caller, facts, arguments).await)
+        args: AwaitGateArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
+        let key = asked_key(caller, &args.run_id);
+        match &facts.answers {
+            Some(answers) if asks_a_person(caller.class) => self.record(caller, &args, &key, answers).await,
+            Some(_) | None => self.wait(caller, &args, key).await,
+        }
     }
 }

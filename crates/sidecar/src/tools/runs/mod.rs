@@ -81,10 +81,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_api::RunBindings;
-use metaforge_domain::tool_gating::{Annotation, ToolSpec};
-use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput,
-};
+use metaforge_ports::{CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolOutput};
 use serde::Serialize;
 
 use crate::envelope::{not_found, port_failure};
@@ -187,27 +184,4 @@ pub(crate) fn output(value: &impl Serialize) -> Result<HostCallOutcome, PortErro
     let value = serde_json::to_value(value)
         .map_err(|e| PortError::with_source(PortErrorKind::Internal, "a run tool's answer", e))?;
     Ok(HostCallOutcome::Done(ToolOutput::json(value)))
-}
-
-/// A write's hints: changes a record, destroys nothing.
-pub(crate) fn write_hints() -> ToolHints {
-    ToolHints {
-        read_only_hint: Some(false),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(false),
-        open_world_hint: Some(false),
-    }
-}
-
-/// How the domain's gating sees a run write: additive, held for a person when
-/// `requires_approval` (the ask tier).
-pub(crate) fn write_spec(descriptor: &ToolDescriptor, requires_approval: bool) -> ToolSpec {
-    ToolSpec {
-        name: descriptor.name.clone(),
-        origin: "native".to_owned(),
-        input_schema: Some(descriptor.input_schema.clone()),
-        required_gates: Vec::new(),
-        requires_approval,
-        annotation: Annotation::Additive,
-    }
 }

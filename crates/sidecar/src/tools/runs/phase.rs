@@ -12,24 +12,17 @@
 //! checks the twin, never the summary; only the claimant may submit (the task store's rule), and
 //! submitting ends the grant.
 
-use std::sync::OnceLock;
-
 use metaforge_api::{RunReply, TaskSubmission};
-use metaforge_app::limits::check_tool_arguments;
-use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
 use metaforge_ports::{
-    CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, PortError, ToolDescriptor,
-    ToolOutput,
+    CallFacts, CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, ToolHints, ToolOutput,
 };
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::args::{ClaimArgs, SubmitArgs};
-use super::{SidecarRuns, failure, identity, output, write_hints, write_spec};
-use crate::args::{ArgError, parse};
-use crate::envelope::{ToolError, at_boundary, invalid_arguments, refused, run_refusal};
+use super::{SidecarRuns, failure, identity, output};
+use crate::envelope::{ToolError, refused, run_refusal};
 use crate::grants::Grant;
-use crate::host::SidecarTool;
-use crate::tools::schema_once;
+use crate::typed::{ADDITIVE_WRITE, ToolGate, TypedTool};
 
 /// `phase.claim`.
 pub const CLAIM_TOOL: &str = "phase.claim";
@@ -59,13 +52,62 @@ impl Claim {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn claim(
+#[async_trait::async_trait]
+impl TypedTool for Claim {
+    const NAME: &'static str = CLAIM_TOOL;
+    const TITLE: &'static str = "Take a phase";
+    const DESCRIPTION: &'static str = "Take an open client task (a client-mode phase) to do its work. \
+        Held for a person: they approve letting you take the phase, once. Send a stable \
+        X-MetaForge-Session header so the claim stays yours across MCP sessions.";
+    const HINTS: ToolHints = ADDITIVE_WRITE;
+    const GATE: ToolGate = ToolGate::Write {
+        requires_approval: true,
+    };
+    // A person is never asked to approve a claim that was always going to be refused.
+    const PREFLIGHT: bool = true;
+    type Args = ClaimArgs;
+
+    async fn preflight(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
+        args: &ClaimArgs,
+    ) -> Result<Option<HostCallOutcome>, ToolError> {
+        match caller.class {
+            CallerClass::Service => {
+                return Ok(Some(refused(
+                    CLAIM_TOOL,
+                    "a service caller does the server's phases; client tasks are taken by a person's client",
+                )));
+            }
+            CallerClass::ClientTask => {
+                return Ok(Some(refused(
+                    CLAIM_TOOL,
+                    "this session already holds a client task: hand it back with phase.submit before taking another (each claim is approved by a person)",
+                )));
+            }
+            CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {}
+        }
+        // A person is never asked to approve a claim that was always going to be refused.
+        match self.runs.bindings.client_task(&args.task_id).await {
+            Ok(task) if task.status == ClientTaskStatus::Open => Ok(None),
+            Ok(task) => Ok(Some(HostCallOutcome::Done(ToolOutput::error(json!({
+                "status": "conflict", "error": "not_open", "tool": CLAIM_TOOL,
+                "task_id": task.id, "task_status": task.status.as_str(),
+                "claimed_by": task.claimed_by,
+                "message": format!("task {} is {}, not open; nothing was held", task.id, task.status.as_str()),
+            }))))),
+            Err(e) => Ok(failure(CLAIM_TOOL, &args.task_id, e).map(Some)?),
+        }
+    }
+
+    async fn run(
+        &self,
+        caller: &CallerContext,
+        _facts: &CallFacts,
+        args: ClaimArgs,
     ) -> Result<HostCallOutcome, ToolError> {
-        let args: ClaimArgs = parse(arguments)?;
         let who = claimant(caller);
         let task = match self.runs.bindings.claim_client_task(&args.task_id, &who).await {
             Ok(RunReply::Done(task)) => task,
@@ -95,72 +137,6 @@ impl Claim {
     }
 }
 
-#[async_trait::async_trait]
-impl SidecarTool for Claim {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: CLAIM_TOOL.to_owned(),
-            title: Some("Take a phase".to_owned()),
-            description: "Take an open client task (a client-mode phase) to do its work. Held for a \
-                          person: they approve letting you take the phase, once. Send a stable \
-                          X-MetaForge-Session header so the claim stays yours across MCP sessions."
-                .to_owned(),
-            input_schema: schema_once::<ClaimArgs>(&SCHEMA),
-            hints: write_hints(),
-        }
-    }
-
-    fn gate_spec(&self) -> ToolSpec {
-        write_spec(&self.descriptor(), true)
-    }
-
-    async fn preflight(
-        &self,
-        caller: &CallerContext,
-        arguments: &Map<String, Value>,
-    ) -> Result<Option<HostCallOutcome>, PortError> {
-        match caller.class {
-            CallerClass::Service => {
-                return Ok(Some(refused(
-                    CLAIM_TOOL,
-                    "a service caller does the server's phases; client tasks are taken by a person's client",
-                )));
-            }
-            CallerClass::ClientTask => {
-                return Ok(Some(refused(
-                    CLAIM_TOOL,
-                    "this session already holds a client task: hand it back with phase.submit before taking another (each claim is approved by a person)",
-                )));
-            }
-            CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {}
-        }
-        let args: ClaimArgs = match parse(arguments.clone()) {
-            Ok(args) => args,
-            Err(e) => return Ok(Some(invalid_arguments(CLAIM_TOOL, &e))),
-        };
-        // A person is never asked to approve a claim that was always going to be refused.
-        match self.runs.bindings.client_task(&args.task_id).await {
-            Ok(task) if task.status == ClientTaskStatus::Open => Ok(None),
-            Ok(task) => Ok(Some(HostCallOutcome::Done(ToolOutput::error(json!({
-                "status": "conflict", "error": "not_open", "tool": CLAIM_TOOL,
-                "task_id": task.id, "task_status": task.status.as_str(),
-                "claimed_by": task.claimed_by,
-                "message": format!("task {} is {}, not open; nothing was held", task.id, task.status.as_str()),
-            }))))),
-            Err(e) => failure(CLAIM_TOOL, &args.task_id, e).map(Some),
-        }
-    }
-
-    async fn call(
-        &self,
-        caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(CLAIM_TOOL, self.claim(caller, arguments).await)
-    }
-}
-
 /// `phase.submit`.
 pub struct Submit {
     runs: SidecarRuns,
@@ -171,23 +147,29 @@ impl Submit {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn submit(
+#[async_trait::async_trait]
+impl TypedTool for Submit {
+    const NAME: &'static str = SUBMIT_TOOL;
+    const TITLE: &'static str = "Hand a phase back";
+    const DESCRIPTION: &'static str = "Hand a claimed phase back with a summary of what was done and \
+        what is open. The gate that follows checks what the twin recorded on the run's branch \
+        (twin.commit_work_product), not what the summary claims.";
+    const HINTS: ToolHints = ADDITIVE_WRITE;
+    const GATE: ToolGate = ToolGate::Write {
+        requires_approval: false,
+    };
+    // What it hands back is reviewed by a person at the gate that follows.
+    const HOLDS_ITS_OWN_EFFECT: bool = true;
+    type Args = SubmitArgs;
+
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
+        _facts: &CallFacts,
+        args: SubmitArgs,
     ) -> Result<HostCallOutcome, ToolError> {
-        let verdict = decide(
-            &self.gate_spec(),
-            &Caller::from(caller.class),
-            &Value::Object(arguments.clone()),
-        );
-        if verdict.decision == Decision::Refuse {
-            return Ok(refused(SUBMIT_TOOL, &verdict.reason));
-        }
-        // Stored sizes are capped as at the HTTP route, before anything is sent.
-        check_tool_arguments(SUBMIT_TOOL, &arguments).map_err(ArgError::from)?;
-        let args: SubmitArgs = parse(arguments)?;
         let who = claimant(caller);
         let submission = TaskSubmission {
             summary: args.summary,
@@ -214,39 +196,5 @@ impl Submit {
             "grant_ended": ended,
             "next": "follow the run with flow.status; when a gate opens, call flow.await_gate so the person decides it; take the next phase with phase.list_tasks + phase.claim",
         }))?)
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for Submit {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: SUBMIT_TOOL.to_owned(),
-            title: Some("Hand a phase back".to_owned()),
-            description: "Hand a claimed phase back with a summary of what was done and what is \
-                          open. The gate that follows checks what the twin recorded on the run's \
-                          branch (twin.commit_work_product), not what the summary claims."
-                .to_owned(),
-            input_schema: schema_once::<SubmitArgs>(&SCHEMA),
-            hints: write_hints(),
-        }
-    }
-
-    fn gate_spec(&self) -> ToolSpec {
-        write_spec(&self.descriptor(), false)
-    }
-
-    fn holds_its_own_effect(&self) -> bool {
-        // What it hands back is reviewed by a person at the gate that follows.
-        true
-    }
-
-    async fn call(
-        &self,
-        caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(SUBMIT_TOOL, self.submit(caller, arguments).await)
     }
 }

@@ -3,21 +3,18 @@
 //! markdown for a client with no canvas: its phases and statuses, the open gate, and whether the
 //! state was read live or is unknown.
 
-use std::sync::OnceLock;
-
 use metaforge_api::RunQuery;
 use metaforge_api::{FlowStateView, RunDetail};
 use metaforge_ports::{
-    CallerContext, HostCallOutcome, PortError, ResourceTemplateDescriptor, ResourceText, ToolDescriptor,
+    CallFacts, CallerContext, HostCallOutcome, PortError, ResourceTemplateDescriptor, ResourceText, ToolHints,
 };
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::args::{ListTasksArgs, RunIdArgs, RunListArgs};
 use super::{SidecarRuns, failure, output};
-use crate::args::parse;
-use crate::envelope::{ToolError, at_boundary};
-use crate::host::{SidecarResource, SidecarTool};
-use crate::tools::{read_only, schema_once};
+use crate::envelope::ToolError;
+use crate::host::SidecarResource;
+use crate::typed::{READ_ONLY, TypedTool};
 
 /// `flow.status`.
 pub const STATUS_TOOL: &str = "flow.status";
@@ -27,16 +24,6 @@ pub const LIST_TOOL: &str = "run.list";
 pub const GET_TOOL: &str = "run.get";
 /// `phase.list_tasks`.
 pub const LIST_TASKS_TOOL: &str = "phase.list_tasks";
-
-fn descriptor(name: &str, title: &str, description: &str, input_schema: Value) -> ToolDescriptor {
-    ToolDescriptor {
-        name: name.to_owned(),
-        title: Some(title.to_owned()),
-        description: description.to_owned(),
-        input_schema,
-        hints: read_only(),
-    }
-}
 
 /// `flow.status`: the run phase by phase, the open gate with the decisions it allows, `live`.
 pub struct FlowStatus {
@@ -48,9 +35,24 @@ impl FlowStatus {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: RunIdArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for FlowStatus {
+    const NAME: &'static str = STATUS_TOOL;
+    const TITLE: &'static str = "Follow a run";
+    const DESCRIPTION: &'static str = "The run phase by phase as its engine reports it now: each \
+        phase's status, the open gate (ready, findings, the decisions it allows) and live (false: \
+        the engine could not be asked; statuses then read unknown). Never held; poll it to follow a run.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = RunIdArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: RunIdArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         match self.runs.bindings.flow_state(&args.run_id).await {
             Ok(state) => {
                 let mut value = serde_json::to_value(&state).map_err(|e| {
@@ -64,29 +66,6 @@ impl FlowStatus {
     }
 }
 
-#[async_trait::async_trait]
-impl SidecarTool for FlowStatus {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        descriptor(
-            STATUS_TOOL,
-            "Follow a run",
-            "The run phase by phase as its engine reports it now: each phase's status, the open \
-             gate (ready, findings, the decisions it allows) and live (false: the engine could not \
-             be asked; statuses then read unknown). Never held; poll it to follow a run.",
-            schema_once::<RunIdArgs>(&SCHEMA),
-        )
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(STATUS_TOOL, self.read(arguments).await)
-    }
-}
-
 /// `run.list`: runs, oldest first.
 pub struct RunList {
     runs: SidecarRuns,
@@ -97,9 +76,24 @@ impl RunList {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: RunListArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for RunList {
+    const NAME: &'static str = LIST_TOOL;
+    const TITLE: &'static str = "List runs";
+    const DESCRIPTION: &'static str = "Design-flow runs, oldest first, optionally of one status \
+        and/or project: what each runs on (template, version id and hash), its engine and \
+        intelligence, where it is.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = RunListArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: RunListArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let query = RunQuery {
             status: args.status.map(Into::into),
             project_id: args.project_id.filter(|p| !p.trim().is_empty()),
@@ -108,28 +102,6 @@ impl RunList {
             Ok(runs) => Ok(output(&json!({ "runs": runs }))?),
             Err(e) => Ok(failure(LIST_TOOL, "runs", e)?),
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for RunList {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        descriptor(
-            LIST_TOOL,
-            "List runs",
-            "Design-flow runs, oldest first, optionally of one status and/or project: what each runs \
-             on (template, version id and hash), its engine and intelligence, where it is.",
-            schema_once::<RunListArgs>(&SCHEMA),
-        )
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(LIST_TOOL, self.read(arguments).await)
     }
 }
 
@@ -143,35 +115,27 @@ impl RunGet {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: RunIdArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for RunGet {
+    const NAME: &'static str = GET_TOOL;
+    const TITLE: &'static str = "Read a run";
+    const DESCRIPTION: &'static str = "One run: its record (engine, template, version id and hash, \
+        status, approval reason), its status history and the model usage recorded for it.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = RunIdArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: RunIdArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         match self.runs.bindings.get(&args.run_id).await {
             Ok(run) => Ok(output(&run)?),
             Err(e) => Ok(failure(GET_TOOL, &args.run_id, e)?),
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for RunGet {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        descriptor(
-            GET_TOOL,
-            "Read a run",
-            "One run: its record (engine, template, version id and hash, status, approval reason), \
-             its status history and the model usage recorded for it.",
-            schema_once::<RunIdArgs>(&SCHEMA),
-        )
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(GET_TOOL, self.read(arguments).await)
     }
 }
 
@@ -185,9 +149,24 @@ impl ListTasks {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn read(&self, arguments: Map<String, Value>) -> Result<HostCallOutcome, ToolError> {
-        let args: ListTasksArgs = parse(arguments)?;
+#[async_trait::async_trait]
+impl TypedTool for ListTasks {
+    const NAME: &'static str = LIST_TASKS_TOOL;
+    const TITLE: &'static str = "List phase tasks";
+    const DESCRIPTION: &'static str = "The phases client-mode runs posted for you (tasks \
+        run:phase:attempt), oldest first, each with the brief a phase brain would get: goal, \
+        required deliverables, context, feedback. Take an open one with phase.claim.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = ListTasksArgs;
+
+    async fn run(
+        &self,
+        _caller: &CallerContext,
+        _facts: &CallFacts,
+        args: ListTasksArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let run_id = args.run_id.filter(|r| !r.trim().is_empty());
         match self
             .runs
@@ -198,29 +177,6 @@ impl ListTasks {
             Ok(tasks) => Ok(output(&json!({ "tasks": tasks }))?),
             Err(e) => Ok(failure(LIST_TASKS_TOOL, run_id.as_deref().unwrap_or("tasks"), e)?),
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for ListTasks {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        descriptor(
-            LIST_TASKS_TOOL,
-            "List phase tasks",
-            "The phases client-mode runs posted for you (tasks run:phase:attempt), oldest first, \
-             each with the brief a phase brain would get: goal, required deliverables, context, \
-             feedback. Take an open one with phase.claim.",
-            schema_once::<ListTasksArgs>(&SCHEMA),
-        )
-    }
-
-    async fn call(
-        &self,
-        _caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(LIST_TASKS_TOOL, self.read(arguments).await)
     }
 }
 

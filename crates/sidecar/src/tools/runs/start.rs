@@ -3,20 +3,14 @@
 //! run service 409-style and nothing is recorded; the call is never held — the person's decision
 //! was the version's approval, and holding the start would only ask them twice.
 
-use std::sync::OnceLock;
-
 use metaforge_api::{RunReply, StartRunBody};
-use metaforge_app::limits::check_tool_arguments;
-use metaforge_domain::tool_gating::{Caller, Decision, ToolSpec, decide};
-use metaforge_ports::{CallerContext, HostCallOutcome, PortError, ToolDescriptor};
-use serde_json::{Map, Value, json};
+use metaforge_ports::{CallFacts, CallerContext, HostCallOutcome, ToolHints};
+use serde_json::json;
 
 use super::args::StartRunArgs;
-use super::{SidecarRuns, failure, output, write_hints, write_spec};
-use crate::args::{ArgError, parse};
-use crate::envelope::{ToolError, at_boundary, refused, run_refusal};
-use crate::host::SidecarTool;
-use crate::tools::schema_once;
+use super::{SidecarRuns, failure, output};
+use crate::envelope::{ToolError, run_refusal};
+use crate::typed::{ADDITIVE_WRITE, ToolGate, TypedTool};
 
 /// The tool's name.
 pub const TOOL: &str = "flow.start_run";
@@ -31,25 +25,30 @@ impl FlowStartRun {
     pub fn new(runs: SidecarRuns) -> Self {
         Self { runs }
     }
+}
 
-    async fn start(
+#[async_trait::async_trait]
+impl TypedTool for FlowStartRun {
+    const NAME: &'static str = TOOL;
+    const TITLE: &'static str = "Start a design-flow run";
+    const DESCRIPTION: &'static str = "Start a run on an approved flow version (flow_version_id, \
+        approved by a person after flow.propose) or on a shipped template as it is (template_id). \
+        intelligence=client makes you do the phase work through phase.* tasks. A version that is \
+        not approved is refused (409-style); nothing is held or recorded then.";
+    const HINTS: ToolHints = ADDITIVE_WRITE;
+    const GATE: ToolGate = ToolGate::Write {
+        requires_approval: false,
+    };
+    // The person's decision was the version's approval: holding the start would ask them twice.
+    const HOLDS_ITS_OWN_EFFECT: bool = true;
+    type Args = StartRunArgs;
+
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
+        _facts: &CallFacts,
+        args: StartRunArgs,
     ) -> Result<HostCallOutcome, ToolError> {
-        // Run administration is outside a service or client-task caller's bounds (FORGE-487/584):
-        // the domain's rule, asked here because the host does not gate a call whose effect was
-        // approved already.
-        let verdict = decide(
-            &self.gate_spec(),
-            &Caller::from(caller.class),
-            &Value::Object(arguments.clone()),
-        );
-        if verdict.decision == Decision::Refuse {
-            return Ok(refused(TOOL, &verdict.reason));
-        }
-        check_tool_arguments(TOOL, &arguments).map_err(ArgError::from)?;
-        let args: StartRunArgs = parse(arguments)?;
         let request = StartRunBody {
             flow_version_id: args.flow_version_id,
             template_id: args.template_id,
@@ -72,40 +71,5 @@ impl FlowStartRun {
             Ok(RunReply::Refused(refusal)) => Ok(run_refusal(&refusal)),
             Err(e) => Ok(failure(TOOL, "flow.start_run", e)?),
         }
-    }
-}
-
-#[async_trait::async_trait]
-impl SidecarTool for FlowStartRun {
-    fn descriptor(&self) -> ToolDescriptor {
-        static SCHEMA: OnceLock<Value> = OnceLock::new();
-        ToolDescriptor {
-            name: TOOL.to_owned(),
-            title: Some("Start a design-flow run".to_owned()),
-            description: "Start a run on an approved flow version (flow_version_id, approved by a \
-                          person after flow.propose) or on a shipped template as it is \
-                          (template_id). intelligence=client makes you do the phase work through \
-                          phase.* tasks. A version that is not approved is refused (409-style); \
-                          nothing is held or recorded then."
-                .to_owned(),
-            input_schema: schema_once::<StartRunArgs>(&SCHEMA),
-            hints: write_hints(),
-        }
-    }
-
-    fn gate_spec(&self) -> ToolSpec {
-        write_spec(&self.descriptor(), false)
-    }
-
-    fn holds_its_own_effect(&self) -> bool {
-        true
-    }
-
-    async fn call(
-        &self,
-        caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        at_boundary(TOOL, self.start(caller, arguments).await)
     }
 }

@@ -20,7 +20,7 @@ pub mod write;
 use std::sync::Arc;
 
 use metaforge_app::twin::{RunScopes, TwinError, TwinService, WriteTarget};
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolHints, ToolOutput};
+use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolOutput};
 use serde_json::json;
 
 use crate::args::ArgError;
@@ -97,17 +97,6 @@ pub(crate) fn author(caller: &CallerContext) -> String {
     match caller.session.as_deref().filter(|s| !s.trim().is_empty()) {
         Some(session) => format!("{}:{session}", caller.class.as_str()),
         None => caller.class.as_str().to_owned(),
-    }
-}
-
-/// A write: changes the twin, never destroys (every commit keeps the history), so the gating
-/// rule reads it as additive — run for a run's worker, held for anyone else by the ask tier.
-pub(crate) fn write_hints() -> ToolHints {
-    ToolHints {
-        read_only_hint: Some(false),
-        destructive_hint: Some(false),
-        idempotent_hint: Some(false),
-        open_world_hint: Some(false),
     }
 }
 

@@ -3,18 +3,16 @@
 
 use metaforge_app::twin::WORK_PRODUCT_CONTENT;
 use metaforge_ports::{
-    CallerContext, EdgeDirection, HostCallOutcome, PortError, TWIN_MAIN_BRANCH, ToolDescriptor, ToolOutput,
+    CallFacts, CallerContext, EdgeDirection, HostCallOutcome, TWIN_MAIN_BRANCH, ToolHints, ToolOutput,
     TwinNode,
 };
-use schemars::JsonSchema;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::args::{DiffArgs, GetNodeArgs, TwinQueryArgs};
 use super::{SidecarTwin, answer_error};
-use crate::args::{ArgError, input_schema, parse};
-use crate::envelope::invalid_arguments;
-use crate::host::SidecarTool;
-use crate::tools::read_only;
+use crate::args::ArgError;
+use crate::envelope::ToolError;
+use crate::typed::{READ_ONLY, TypedTool};
 
 /// `twin.query`.
 pub const QUERY_TOOL: &str = "twin.query";
@@ -22,16 +20,6 @@ pub const QUERY_TOOL: &str = "twin.query";
 pub const GET_NODE_TOOL: &str = "twin.get_node";
 /// `twin.diff`.
 pub const DIFF_TOOL: &str = "twin.diff";
-
-fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> ToolDescriptor {
-    ToolDescriptor {
-        name: name.to_owned(),
-        title: Some(title.to_owned()),
-        description: description.to_owned(),
-        input_schema: input_schema::<T>(),
-        hints: read_only(),
-    }
-}
 
 /// A node as a listing shows it: its text content left out (`twin.get_node` returns it).
 fn listed(node: &TwinNode) -> Value {
@@ -55,39 +43,30 @@ fn listed(node: &TwinNode) -> Value {
 /// `twin.query`: the nodes of a branch by type and properties.
 pub struct TwinQuery {
     twin: SidecarTwin,
-    descriptor: ToolDescriptor,
 }
 
 impl TwinQuery {
     /// The tool.
     pub fn new(twin: SidecarTwin) -> Self {
-        Self {
-            twin,
-            descriptor: descriptor::<TwinQueryArgs>(
-                QUERY_TOOL,
-                "Query the twin",
-                "Lists the nodes of a twin branch by type and exact property values (e.g. type WorkProduct, \
-                 properties {\"artifact\": \"cad_model\"}); text content is left out, twin.get_node returns it.",
-            ),
-        }
+        Self { twin }
     }
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for TwinQuery {
-    fn descriptor(&self) -> ToolDescriptor {
-        self.descriptor.clone()
-    }
+impl TypedTool for TwinQuery {
+    const NAME: &'static str = QUERY_TOOL;
+    const TITLE: &'static str = "Query the twin";
+    const DESCRIPTION: &'static str = "Lists the nodes of a twin branch by type and exact property values (e.g. type WorkProduct, \
+                 properties {\"artifact\": \"cad_model\"}); text content is left out, twin.get_node returns it.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = TwinQueryArgs;
 
-    async fn call(
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        let args: TwinQueryArgs = match parse(arguments) {
-            Ok(args) => args,
-            Err(e) => return Ok(invalid_arguments(QUERY_TOOL, &e)),
-        };
+        _facts: &CallFacts,
+        args: TwinQueryArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let branch = match &args.branch {
             Some(branch) => branch.clone(),
             None => self.twin.default_read_branch(caller).await?,
@@ -99,7 +78,7 @@ impl SidecarTool for TwinQuery {
                 "truncated": found.truncated,
                 "nodes": found.nodes.iter().map(listed).collect::<Vec<_>>(),
             })))),
-            Err(e) => answer_error(QUERY_TOOL, e, true),
+            Err(e) => Ok(answer_error(QUERY_TOOL, e, true)?),
         }
     }
 }
@@ -107,45 +86,37 @@ impl SidecarTool for TwinQuery {
 /// `twin.get_node`: one node, whole, with its edges both ways.
 pub struct GetNode {
     twin: SidecarTwin,
-    descriptor: ToolDescriptor,
 }
 
 impl GetNode {
     /// The tool.
     pub fn new(twin: SidecarTwin) -> Self {
-        Self {
-            twin,
-            descriptor: descriptor::<GetNodeArgs>(
-                GET_NODE_TOOL,
-                "Read a twin node",
-                "One twin node with all its properties (text content included) and its edges in both directions.",
-            ),
-        }
+        Self { twin }
     }
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for GetNode {
-    fn descriptor(&self) -> ToolDescriptor {
-        self.descriptor.clone()
-    }
+impl TypedTool for GetNode {
+    const NAME: &'static str = GET_NODE_TOOL;
+    const TITLE: &'static str = "Read a twin node";
+    const DESCRIPTION: &'static str =
+        "One twin node with all its properties (text content included) and its edges in both directions.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = GetNodeArgs;
 
-    async fn call(
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        let args: GetNodeArgs = match parse(arguments) {
-            Ok(args) => args,
-            Err(e) => return Ok(invalid_arguments(GET_NODE_TOOL, &e)),
-        };
+        _facts: &CallFacts,
+        args: GetNodeArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let branch = match &args.branch {
             Some(branch) => branch.clone(),
             None => self.twin.default_read_branch(caller).await?,
         };
         let node = match self.twin.service.node(&branch, &args.id).await {
             Ok(node) => node,
-            Err(e) => return answer_error(GET_NODE_TOOL, e, true),
+            Err(e) => return Ok(answer_error(GET_NODE_TOOL, e, true)?),
         };
         let edges = match self
             .twin
@@ -154,7 +125,7 @@ impl SidecarTool for GetNode {
             .await
         {
             Ok(edges) => edges,
-            Err(e) => return answer_error(GET_NODE_TOOL, e, true),
+            Err(e) => return Ok(answer_error(GET_NODE_TOOL, e, true)?),
         };
         Ok(HostCallOutcome::Done(ToolOutput::json(json!({
             "branch": branch,
@@ -167,52 +138,41 @@ impl SidecarTool for GetNode {
 /// `twin.diff`: what differs from one branch to another.
 pub struct TwinDiffTool {
     twin: SidecarTwin,
-    descriptor: ToolDescriptor,
 }
 
 impl TwinDiffTool {
     /// The tool.
     pub fn new(twin: SidecarTwin) -> Self {
-        Self {
-            twin,
-            descriptor: descriptor::<DiffArgs>(
-                DIFF_TOOL,
-                "Diff two twin branches",
-                "What differs from base (default main) to head (default this caller's run branch): nodes and \
-                 edges added, removed and changed.",
-            ),
-        }
+        Self { twin }
     }
 }
 
 #[async_trait::async_trait]
-impl SidecarTool for TwinDiffTool {
-    fn descriptor(&self) -> ToolDescriptor {
-        self.descriptor.clone()
-    }
+impl TypedTool for TwinDiffTool {
+    const NAME: &'static str = DIFF_TOOL;
+    const TITLE: &'static str = "Diff two twin branches";
+    const DESCRIPTION: &'static str = "What differs from base (default main) to head (default this caller's run branch): nodes and \
+                 edges added, removed and changed.";
+    const HINTS: ToolHints = READ_ONLY;
+    type Args = DiffArgs;
 
-    async fn call(
+    async fn run(
         &self,
         caller: &CallerContext,
-        arguments: Map<String, Value>,
-    ) -> Result<HostCallOutcome, PortError> {
-        let args: DiffArgs = match parse(arguments) {
-            Ok(args) => args,
-            Err(e) => return Ok(invalid_arguments(DIFF_TOOL, &e)),
-        };
+        _facts: &CallFacts,
+        args: DiffArgs,
+    ) -> Result<HostCallOutcome, ToolError> {
         let base = args.base.unwrap_or_else(|| TWIN_MAIN_BRANCH.to_owned());
         let head = match args.head {
             Some(head) => head,
             None => {
                 let own = self.twin.default_read_branch(caller).await?;
                 if own == base {
-                    return Ok(invalid_arguments(
-                        DIFF_TOOL,
-                        &ArgError::new(
-                            "head",
-                            format!("name the branch to compare with {base} (this caller writes to {own})"),
-                        ),
-                    ));
+                    return Err(ArgError::new(
+                        "head",
+                        format!("name the branch to compare with {base} (this caller writes to {own})"),
+                    )
+                    .into());
                 }
                 own
             }
@@ -230,7 +190,7 @@ impl SidecarTool for TwinDiffTool {
                 },
                 "diff": diff,
             })))),
-            Err(e) => answer_error(DIFF_TOOL, e, true),
+            Err(e) => Ok(answer_error(DIFF_TOOL, e, true)?),
         }
     }
 }

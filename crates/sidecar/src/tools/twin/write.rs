@@ -15,10 +15,11 @@ use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
 use super::args::{CommitGeometryArgs, CommitWorkProductArgs, LinkArgs, RecordDecisionArgs};
-use super::{SidecarTwin, answer_error, author, write_hints};
+use super::{SidecarTwin, answer_error, author};
 use crate::args::{ArgError, input_schema, parse};
 use crate::envelope::invalid_arguments;
 use crate::host::SidecarTool;
+use crate::typed::ADDITIVE_WRITE;
 
 /// `twin.commit_work_product`.
 pub const COMMIT_WORK_PRODUCT_TOOL: &str = "twin.commit_work_product";
@@ -36,7 +37,7 @@ fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> Tool
         title: Some(title.to_owned()),
         description: description.to_owned(),
         input_schema: input_schema::<T>(),
-        hints: write_hints(),
+        hints: ADDITIVE_WRITE,
     }
 }
 

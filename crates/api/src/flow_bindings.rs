@@ -2,40 +2,48 @@
 //!
 //! Inside the gateway they run in process over the flow-version store and the approval ledger;
 //! in a sidecar with `METAFORGE_GATEWAY_URL` set they call the gateway's own routes, so a proposal
-//! from a plugin is the one the dashboard shows. Both answer with these types, so the tool's
-//! result has the same shape either way — a refusal included: it crosses the port typed
-//! ([`ProposalAnswer::Refused`], with the service's code), never as a bare error message.
+//! from a plugin is the one the dashboard shows. Both answer with these types, typed with the
+//! domain's own values (operations, context, the tailoring's diff, applied and skipped
+//! operations, the questions to ask), so the tool's result has the same shape either way — a
+//! refusal included: it crosses the port typed ([`ProposalAnswer::Refused`], with the service's
+//! code), never as a bare error message. Only free-form fields (`requirements`, a refusal's
+//! `details`) stay JSON.
 
 use async_trait::async_trait;
+use metaforge_domain::flow::{
+    AppliedOperation, AskedQuestion, FlowContext, GeneratedBy, Operation, OperationProblem,
+};
+use metaforge_ports::{FlowVersionRecord, PortError};
 use serde::{Deserialize, Serialize};
-
-use crate::error::PortError;
-use crate::flow_version::FlowVersionRecord;
+use serde_json::Value;
 
 /// A tailoring request from a plugin: a template and the caller's own operations (checked
 /// strictly, no model call), or — with neither — the intent for the server's own generator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallerProposal {
     /// The built-in template to tailor, e.g. `mech_v1` (`design_v1` when operations come without
     /// one). With neither a template nor operations the server's generator tailors the flow.
-    #[serde(default)]
     pub template_id: Option<String>,
-    /// The caller's operations, `[{op, phase, value, rationale}]`, checked strictly.
-    pub operations: serde_json::Value,
+    /// The caller's operations, checked strictly.
+    pub operations: Option<Vec<Operation>>,
     /// What the person wants made; required by the server's generator.
-    #[serde(default)]
     pub intent: Option<String>,
     /// The tailoring context (`manufacturing_context`, `target_maturity`, `loads_and_use`).
-    pub context: Option<serde_json::Value>,
+    pub context: Option<FlowContext>,
     /// Requirements already known, for the server's generator (free-form).
-    #[serde(default)]
-    pub requirements: Option<serde_json::Value>,
+    pub requirements: Option<Value>,
     /// The proposing caller's class, recorded as provenance.
     pub caller: String,
     /// The identity the proposing caller's transport authenticated: the hold's requester, whom
     /// four eyes keep from approving it.
-    #[serde(default)]
     pub requested_by: Option<String>,
+}
+
+impl CallerProposal {
+    /// True when the server's generator is asked: neither a template nor operations.
+    pub fn wants_generator(&self) -> bool {
+        self.template_id.is_none() && self.operations.is_none()
+    }
 }
 
 /// A proposal stored as a new version and held for a person.
@@ -49,33 +57,31 @@ pub struct HeldProposal {
     pub template_id: String,
     /// The version's content hash.
     pub content_hash: String,
-    /// The human-readable diff against the template.
-    pub diff: serde_json::Value,
+    /// The prose diff against the template.
+    pub diff: Vec<String>,
     /// The operations that were applied.
-    pub applied: serde_json::Value,
+    pub applied: Vec<AppliedOperation>,
     /// Operations the server's generator skipped, with reasons (empty for caller operations).
     #[serde(default)]
-    pub skipped: serde_json::Value,
-    /// `{provider, model, fellBackFrom}` of the model that wrote a generated proposal.
+    pub skipped: Vec<OperationProblem>,
+    /// The model that wrote a generated proposal.
     #[serde(default)]
-    pub generated_by: Option<serde_json::Value>,
+    pub generated_by: Option<GeneratedBy>,
     /// The generator's product-specific questions, left open for the reviewer.
     #[serde(default)]
     pub open_questions: Vec<String>,
 }
 
 /// How a proposal ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ProposalAnswer {
     /// Stored and held for a person.
     Held(Box<HeldProposal>),
     /// Context is missing: these questions must be answered first; nothing was stored.
     NeedsInput {
         /// The questions, as the domain words them.
-        questions: serde_json::Value,
+        questions: Vec<AskedQuestion>,
         /// What the server's generator noted while asking (empty for caller operations).
-        #[serde(default)]
         notes: Vec<String>,
     },
     /// The flow service refused the proposal; nothing was stored. The same refusal carries the
@@ -86,8 +92,7 @@ pub enum ProposalAnswer {
         /// A sentence for people naming the first problem.
         message: String,
         /// Structured detail (refused operations, violations, diff, a limit), when there is any.
-        #[serde(default)]
-        details: Option<serde_json::Value>,
+        details: Option<Value>,
     },
 }
 
