@@ -33,7 +33,8 @@
 //! `tests/run_events_kafka.rs` (feature `kafka`, tansu). `examples/scripted_phase_model.rs` serves
 //! the phase model on a port (`--port N`) for a walk-through without a provider.
 //!
-//! **One HTTP listener** (`src/listen.rs`, issues 12.4/13) serves the gateway and the HTTP sidecar
+//! **One HTTP listener** (`metaforge_gateway::listen`, issues 12.4/13; its limits read by
+//! `src/http_limits.rs`) serves the gateway and the HTTP sidecar
 //! (`metaforge gateway`, `up`, `mcp serve --http`): hyper-util's auto builder, `TCP_NODELAY` on
 //! every accepted socket, headers within `METAFORGE_HTTP_HEADER_TIMEOUT_SECS` (10), no gap in a body
 //! longer than `METAFORGE_HTTP_BODY_TIMEOUT_SECS` (30), the whole body within
@@ -56,9 +57,10 @@
 
 mod banner;
 mod cmd;
+mod compose;
+mod http_limits;
 mod ledger_engine;
 mod ledgers;
-mod listen;
 mod local_processes;
 mod providers_config;
 mod runs_config;

@@ -15,7 +15,7 @@ use metaforge_ports::{
     IntelligenceMode, LeaseStore, RunLedger, RunSettings, TwinStore, UsageStore,
 };
 
-use crate::cmd::serve::StartError;
+use crate::compose::{StartContext, StartError};
 #[cfg(not(feature = "kafka"))]
 use crate::settings::KAFKA_BOOTSTRAP_SERVERS_ENV;
 
@@ -125,12 +125,12 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         .ledgers
         .runs(inputs.runs_path)
         .await
-        .map_err(StartError::Runtime)?;
+        .map_err(StartError::runtime_text)?;
     let tasks: Arc<dyn ClientTaskStore> = inputs
         .ledgers
         .client_tasks(inputs.tasks_path, &runs)
         .await
-        .map_err(StartError::Runtime)?;
+        .map_err(StartError::runtime_text)?;
     let twin = inputs.twin;
     let bus = event_bus(inputs.settings.kafka_bootstrap.clone()).await?;
     let service_ports = RunServicePorts {
@@ -192,7 +192,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
                 metaforge_app::processes::LeaseTimings::default(),
             )
             .await
-            .map_err(|e| StartError::Runtime(format!("resuming runs: {e}")))?;
+            .runtime_in("resuming runs")?;
             match start {
                 metaforge_app::runs::LeadStart::Leading(report) => {
                     tracing::info!(
@@ -253,7 +253,7 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
             None,
         ),
         FlowEngineKind::InProcess => {
-            return Err(StartError::Config(format!(
+            return Err(StartError::config_text(format!(
                 "{}=in_process names the test engine, which the binary does not run; use embedded",
                 metaforge_app::runs::settings::FLOW_ENGINE_ENV
             )));
@@ -298,7 +298,7 @@ async fn event_bus(bootstrap: Option<String>) -> Result<Arc<dyn EventBus>, Start
     #[cfg(not(feature = "kafka"))]
     match bootstrap {
         None => Ok(Arc::new(metaforge_adapters_store::InProcessEventBus::new())),
-        Some(servers) => Err(StartError::Config(format!(
+        Some(servers) => Err(StartError::config_text(format!(
             "{KAFKA_BOOTSTRAP_SERVERS_ENV}={servers}: this metaforge was built without Kafka; build it with \
              `cargo build --release -p metaforge-bins --features kafka` or unset the variable"
         ))),

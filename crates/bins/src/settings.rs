@@ -22,7 +22,7 @@ use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, ROUTE_ENV_PREFIX};
 use metaforge_domain::usage::RUN_SPEND_ALERT_ENV;
 use metaforge_ports::{FlowEngineKind, IntelligenceMode};
 
-use crate::listen::Limits;
+use metaforge_gateway::listen::Limits;
 
 /// The process environment as it was when the binary started (names to values, as set).
 #[derive(Debug, Clone, Default)]
@@ -212,7 +212,7 @@ impl Settings {
                 }),
             otlp_endpoint: env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         };
-        let http = Limits::parse(&env).unwrap_or_else(|problem| {
+        let http = crate::http_limits::http_limits(&env).unwrap_or_else(|problem| {
             check(Err(problem));
             Limits::default()
         });

@@ -20,6 +20,7 @@ mod flows;
 pub mod harness;
 mod health;
 pub mod limits;
+pub mod listen;
 mod models;
 pub mod providers;
 mod runs;

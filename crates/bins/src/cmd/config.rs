@@ -1,6 +1,6 @@
 //! `metaforge config`: the variables MetaForge reads, and this environment checked by the same
 //! parse every command runs at start and the same rules `up` and `gateway` apply to the files and
-//! addresses it names (`serve::preflight`) — so an operator can check a deployment before
+//! addresses it names (`compose::preflight`) — so an operator can check a deployment before
 //! starting anything.
 
 use std::io::Write as _;
@@ -35,7 +35,7 @@ pub(crate) fn run(command: &ConfigCommand, settings: &Settings) -> ExitCode {
     match command {
         ConfigCommand::Variables => variables(),
         ConfigCommand::Check => {
-            let problems = crate::cmd::serve::preflight(settings);
+            let problems = crate::compose::preflight(settings);
             if !problems.is_empty() {
                 for problem in &problems {
                     let _ = writeln!(std::io::stderr(), "metaforge: configuration: {problem}");

@@ -364,7 +364,7 @@ async fn serve_http(
     service_key: Option<String>,
     client_keys: Vec<metaforge_adapters_mcp::ClientKey>,
     failures: Option<Arc<dyn metaforge_ports::auth_failures::AuthFailures>>,
-    limits: crate::listen::Limits,
+    limits: metaforge_gateway::listen::Limits,
 ) -> Result<(), metaforge_adapters_mcp::ServeError> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let keys_required = !client_keys.is_empty();
@@ -399,7 +399,7 @@ async fn serve_http(
         }
     });
     let (listener, router) = sidecar.into_parts();
-    crate::listen::serve(listener, router, limits, async move {
+    metaforge_gateway::listen::serve(listener, router, limits, async move {
         shutdown.cancelled_owned().await
     })
     .await

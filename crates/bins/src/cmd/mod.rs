@@ -45,7 +45,7 @@ pub(crate) enum Command {
     Check(check::CheckArgs),
     /// Serve the HTTP gateway (design flows, approvals, metrics) on embedded defaults.
     #[command(after_help = SERVING_CONFIGURATION)]
-    Gateway(serve::GatewayArgs),
+    Gateway(crate::compose::GatewayArgs),
     /// Everything in one process: the gateway and the HTTP MCP sidecar, one ledger. Keeps the
     /// terminal; stop it with Ctrl-C.
     #[command(after_help = SERVING_CONFIGURATION)]
@@ -54,7 +54,7 @@ pub(crate) enum Command {
     /// `TEMPORAL_HOST` (default 127.0.0.1:7233) and runs phases with the same brains the
     /// embedded engine builds. Stop it with Ctrl-C.
     #[command(after_help = SERVING_CONFIGURATION)]
-    Worker(serve::GatewayArgs),
+    Worker(crate::compose::GatewayArgs),
     /// Check recorded Temporal histories of design-flow runs (files, or `--run` fetched from
     /// `TEMPORAL_HOST`) against this build's workflow with Temporal's replayer (feature
     /// `temporal`): exit 1 names each history this build would decide differently.

@@ -5,41 +5,23 @@
 
 use std::process::ExitCode;
 
-use super::serve::GatewayArgs;
+use crate::compose::GatewayArgs;
 
 /// Runs `metaforge worker`.
 #[cfg(feature = "temporal")]
 pub(crate) fn run(args: &GatewayArgs, settings: &crate::settings::Settings) -> ExitCode {
-    use super::serve::StartError;
     let _traces = crate::system::init_logging(&settings.log, "worker");
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("metaforge worker: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(work(args, settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(StartError::Config(message)) => {
-            eprintln!("metaforge worker: {message}");
-            ExitCode::from(2)
-        }
-        Err(StartError::Runtime(message)) => {
-            eprintln!("metaforge worker: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    crate::compose::run_serving("worker", work(args, settings))
 }
 
 #[cfg(feature = "temporal")]
 async fn work(
     args: &GatewayArgs,
     settings: &crate::settings::Settings,
-) -> Result<(), super::serve::StartError> {
-    use super::serve::StartError;
+) -> Result<(), crate::compose::StartError> {
+    use crate::compose::StartError;
     let composition =
-        super::serve::compose_as(args, settings, Some(metaforge_ports::FlowEngineKind::Temporal)).await?;
+        crate::compose::compose_as(args, settings, Some(metaforge_ports::FlowEngineKind::Temporal)).await?;
     let host = crate::runs_temporal::temporal_host(&settings.runs);
     let activities = crate::runs_temporal::activities(
         &composition.runs.brains,
@@ -51,7 +33,7 @@ async fn work(
     ));
     let worked = tokio::select! {
         worked = metaforge_adapters_temporal::run_worker(&host, activities) => {
-            worked.map_err(|e| StartError::Runtime(e.to_string()))
+            worked.map_err(StartError::runtime)
         }
         () = super::serve::shutdown_signal() => {
             tracing::info!(event = "design_flow_worker_stopped", "the worker stopped; Temporal hands its tasks to another worker");

@@ -9,7 +9,7 @@
 //!
 //! A request target or header section over the gateway's limits (`gateway::limits`) is answered
 //! `414`/`431` with a JSON body on every listener, the MCP sidecar's included
-//! (`gateway::error::request_size_limits`); hyper's own bodiless `431` only answers four times
+//! (`crate::error::request_size_limits`); hyper's own bodiless `431` only answers four times
 //! the header lines or a header block past its ~400 KiB buffer, where the connection is cut before
 //! a request exists.
 //!
@@ -35,23 +35,21 @@ use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::time::{Instant, Sleep};
 
-use metaforge_gateway::SHUTDOWN_GRACE;
+use crate::SHUTDOWN_GRACE;
 
-use crate::settings::Environment;
-
-/// The slow-client limits of one listener; [`Limits::parse`] reads the operator's overrides.
+/// The slow-client limits of one listener (the binary reads the operator's overrides).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// A request's headers must arrive within this (`METAFORGE_HTTP_HEADER_TIMEOUT_SECS`, 10 s).
-    pub(crate) header_read: Duration,
+    pub header_read: Duration,
     /// The longest gap allowed between two pieces of a body (`METAFORGE_HTTP_BODY_TIMEOUT_SECS`,
     /// 30 s).
-    pub(crate) body_idle: Duration,
+    pub body_idle: Duration,
     /// The whole body must arrive within this of the headers
     /// (`METAFORGE_HTTP_REQUEST_TIMEOUT_SECS`, 60 s).
-    pub(crate) request_read: Duration,
+    pub request_read: Duration,
     /// Connections served at once (`METAFORGE_HTTP_MAX_CONNECTIONS`, 1024).
-    pub(crate) max_connections: usize,
+    pub max_connections: usize,
 }
 
 impl Default for Limits {
@@ -65,45 +63,9 @@ impl Default for Limits {
     }
 }
 
-impl Limits {
-    /// The defaults with each `METAFORGE_HTTP_*` override applied; a bad value is an error naming
-    /// the variable (seconds may be fractional, e.g. `0.5`).
-    pub(crate) fn parse(env: &Environment) -> Result<Self, String> {
-        let defaults = Self::default();
-        let seconds = |name: &str, default: Duration| {
-            env.get(name).map_or(Ok(default), |raw| parse_seconds(name, &raw))
-        };
-        Ok(Self {
-            header_read: seconds("METAFORGE_HTTP_HEADER_TIMEOUT_SECS", defaults.header_read)?,
-            body_idle: seconds("METAFORGE_HTTP_BODY_TIMEOUT_SECS", defaults.body_idle)?,
-            request_read: seconds("METAFORGE_HTTP_REQUEST_TIMEOUT_SECS", defaults.request_read)?,
-            max_connections: match env.get("METAFORGE_HTTP_MAX_CONNECTIONS") {
-                None => defaults.max_connections,
-                Some(raw) => match raw.trim().parse::<usize>() {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        return Err(format!(
-                            "METAFORGE_HTTP_MAX_CONNECTIONS={raw}: expected a whole number of connections, at least 1"
-                        ));
-                    }
-                },
-            },
-        })
-    }
-}
-
-fn parse_seconds(name: &str, raw: &str) -> Result<Duration, String> {
-    raw.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{name}={raw}: expected a number of seconds between 0 and 86400"))
-}
-
 /// Serves `router` on `listener` with `limits` until `shutdown` resolves, then stops accepting
 /// and lets in-flight connections finish (up to 10 s).
-pub(crate) async fn serve(
+pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     limits: Limits,
@@ -113,15 +75,13 @@ pub(crate) async fn serve(
         .layer(axum::middleware::from_fn(
             move |request: Request, next: axum::middleware::Next| read_within(limits, request, next),
         ))
-        .layer(axum::middleware::from_fn(
-            metaforge_gateway::error::request_size_limits,
-        ));
+        .layer(axum::middleware::from_fn(crate::error::request_size_limits));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read)
-        .max_headers(metaforge_gateway::limits::MAX_HEADER_COUNT * 4);
+        .max_headers(crate::limits::MAX_HEADER_COUNT * 4);
     builder.http2().timer(TokioTimer::new());
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
@@ -283,19 +243,5 @@ mod tests {
         assert_eq!(limits.body_idle, Duration::from_secs(30));
         assert_eq!(limits.request_read, Duration::from_secs(60));
         assert_eq!(limits.max_connections, 1024);
-    }
-
-    #[test]
-    fn a_bad_timeout_is_refused_naming_the_variable() {
-        for raw in ["0", "-1", "soon", "NaN", "1e9"] {
-            let err = parse_seconds("METAFORGE_HTTP_HEADER_TIMEOUT_SECS", raw);
-            assert!(err.is_err(), "{raw} accepted");
-            assert!(err.unwrap_err().contains("METAFORGE_HTTP_HEADER_TIMEOUT_SECS"));
-        }
-        assert_eq!(
-            parse_seconds("X", "0.5"),
-            Ok(Duration::from_millis(500)),
-            "fractional seconds are allowed"
-        );
     }
 }
