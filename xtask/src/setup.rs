@@ -64,6 +64,8 @@ pub(crate) fn ensure() -> Result<()> {
     promtool()?;
     chromium()?;
     postgresql()?;
+    bubblewrap()?;
+    ngspice()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
     let node = tools.join("node");
@@ -145,6 +147,24 @@ fn postgresql() -> Result<()> {
         return Ok(());
     }
     debian_packages("postgresql", &["postgresql"])
+}
+
+/// Debian's bubblewrap: every stdio tool server runs in its sandbox, and the sandbox tests
+/// drive it.
+fn bubblewrap() -> Result<()> {
+    if Path::new("/usr/bin/bwrap").exists() {
+        return Ok(());
+    }
+    debian_packages("bubblewrap", &["bubblewrap"])
+}
+
+/// Debian's ngspice: the circuit simulation tool server runs it, and its physics tests check it
+/// against textbook answers.
+fn ngspice() -> Result<()> {
+    if Path::new("/usr/bin/ngspice").exists() {
+        return Ok(());
+    }
+    debian_packages("ngspice", &["ngspice"])
 }
 
 /// Debian's Chromium, which the console's browser tests drive headless.

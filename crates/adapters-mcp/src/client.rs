@@ -30,7 +30,8 @@ use tokio::sync::{Mutex, RwLock};
 use crate::config::{ProtocolChoice, ServerConfig, ServerTransport};
 use crate::convert::{descriptor_from_tool, output_from_result};
 use crate::glob::tool_passes;
-use crate::launch::StdioLaunch;
+use crate::launch::{LaunchError, StdioLaunch};
+use metaforge_sandbox::Sandbox;
 
 /// Shared between the client and its notification handler.
 #[derive(Default)]
@@ -293,15 +294,31 @@ impl McpToolServer {
                     tokio::fs::create_dir_all(&home).await.map_err(|e| {
                         unavailable(&format!("cannot create its directory {}", home.display()), &e)
                     })?;
-                    let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args)
-                        .env_clear()
-                        .envs(self.launch.environment(&name, env))
-                        .current_dir(&home);
-                    let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                        .stderr(std::process::Stdio::null())
+                    let sandbox = &self.config.sandbox;
+                    let cmd =
+                        self.launch
+                            .command(&name, command, args, env, sandbox)
+                            .map_err(|e| match e {
+                                LaunchError::NotFound { .. } => {
+                                    unavailable(&format!("cannot start {command}"), &e)
+                                }
+                                LaunchError::Sandbox(_) => unavailable("sandbox unavailable", &e),
+                            })?;
+                    match sandbox {
+                        Sandbox::On(_) => {
+                            tracing::info!(event = "mcp_server_sandboxed", server = %name, "starting a tool server in its sandbox");
+                        }
+                        Sandbox::Off => {
+                            tracing::warn!(event = "mcp_server_unsandboxed", server = %name, "starting a tool server WITHOUT a sandbox (\"sandbox\": \"off\" in its entry): it sees this machine's files and network");
+                        }
+                    }
+                    let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
+                        .stderr(std::process::Stdio::piped())
                         .spawn()
                         .map_err(|e| unavailable(&format!("cannot start {command}"), &e))?;
+                    if let Some(stderr) = stderr {
+                        tokio::spawn(crate::stderr_log::forward(name.clone(), stderr));
+                    }
                     handler
                         .serve_with_lifecycle(transport, lifecycle)
                         .await

@@ -17,7 +17,10 @@
 //! `requires_approval` (tool-name globs held for a person on every call),
 //! `connect_timeout_secs`, `call_timeout_secs`, `protocol` (`2025-11-25` | `2026-07-28` | `auto`),
 //! `disabled`, and for domain scoping `domains` (the disciplines the server serves) and `core`
-//! (always visible, whatever the turn's disciplines). The older MetaForge shape
+//! (always visible, whatever the turn's disciplines). A stdio server runs in a sandbox
+//! ([`crate::sandbox`]): `sandbox` is `"off"` or `{env, hide, cpu_seconds, memory_mb,
+//! file_size_mb, open_files, processes}`, `workspace` the directory it works on and
+//! `workspace_access` `ro` (default) or `rw`. The older MetaForge shape
 //! `{"servers": [{"name": …, …}]}` is still read.
 //!
 //! A bad file is refused as a whole — nothing connects to a half-understood configuration. Every
@@ -32,6 +35,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::Value;
+
+use metaforge_sandbox::{ResourceLimits, Sandbox, SandboxOptions, Workspace};
 
 /// Which MCP protocol era to speak to a server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -106,6 +111,9 @@ pub struct ServerConfig {
     /// Tool-name globs of this server whose every call is held for a person (the "ask" tier:
     /// a server cannot declare it itself).
     pub requires_approval: Vec<String>,
+    /// How a stdio server is isolated (`sandbox`, `workspace`, `workspace_access`; on by
+    /// default, [`crate::sandbox`]).
+    pub sandbox: Sandbox,
 }
 
 impl ServerConfig {
@@ -123,6 +131,7 @@ impl ServerConfig {
             domains: Vec::new(),
             core: None,
             requires_approval: Vec::new(),
+            sandbox: Sandbox::default(),
         }
     }
 }
@@ -151,6 +160,9 @@ const ENTRY_FIELDS: &[&str] = &[
     "domains",
     "core",
     "requires_approval",
+    "sandbox",
+    "workspace",
+    "workspace_access",
 ];
 
 /// Why a servers file was refused.
@@ -457,6 +469,128 @@ impl Fields {
         }
     }
 
+    /// `sandbox` (`"off"`, or `{env, hide, cpu_seconds, memory_mb, file_size_mb, open_files,
+    /// processes}`), `workspace` (an absolute directory) and `workspace_access` (`ro` | `rw`);
+    /// only a stdio server has a sandbox.
+    fn sandbox(&mut self, stdio: bool) -> Result<Sandbox, FieldProblem> {
+        let setting = self.fields.remove("sandbox");
+        let workspace = self.string("workspace")?;
+        let access = self.string("workspace_access")?;
+        if !stdio {
+            for (name, given) in [
+                ("sandbox", setting.is_some()),
+                ("workspace", workspace.is_some()),
+                ("workspace_access", access.is_some()),
+            ] {
+                if given {
+                    return Err(self.problem(
+                        name,
+                        "only valid with command (a stdio server runs in the sandbox)",
+                    ));
+                }
+            }
+            return Ok(Sandbox::default());
+        }
+        let mut options = match setting {
+            None => SandboxOptions::default(),
+            Some(Value::String(off)) if off == "off" => {
+                if workspace.is_some() || access.is_some() {
+                    return Err(self.problem(
+                        "workspace",
+                        "a workspace is bound into the sandbox; with \"sandbox\": \"off\" the server sees the whole filesystem",
+                    ));
+                }
+                return Ok(Sandbox::Off);
+            }
+            Some(Value::Object(map)) => self.sandbox_options(map)?,
+            Some(_) => {
+                return Err(self.problem(
+                    "sandbox",
+                    "must be \"off\" or an object {env, hide, cpu_seconds, memory_mb, file_size_mb, open_files, processes}",
+                ));
+            }
+        };
+        let writable = match access.as_deref() {
+            None | Some("ro") => false,
+            Some("rw") => true,
+            Some(other) => {
+                return Err(self.problem(
+                    "workspace_access",
+                    format!("{other:?} is not an access; use \"ro\" (the default) or \"rw\""),
+                ));
+            }
+        };
+        match workspace {
+            Some(path) => {
+                let path = std::path::PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(self.problem("workspace", "must be an absolute path"));
+                }
+                options.workspace = Some(Workspace { path, writable });
+            }
+            None if access.is_some() => {
+                return Err(self.problem("workspace_access", "only valid with workspace"));
+            }
+            None => {}
+        }
+        Ok(Sandbox::On(options))
+    }
+
+    fn sandbox_options(&self, map: serde_json::Map<String, Value>) -> Result<SandboxOptions, FieldProblem> {
+        let mut inner = Fields {
+            at: self.field("sandbox"),
+            fields: map.into_iter().collect(),
+        };
+        let env = inner.strings("env")?.unwrap_or_default();
+        if let Some(i) = env
+            .iter()
+            .position(|n| n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            return Err((
+                format!("{}[{i}]", inner.field("env")),
+                "not a variable name".to_owned(),
+            ));
+        }
+        let hide = inner.strings("hide")?.unwrap_or_default();
+        if let Some(i) = hide.iter().position(|p| !Path::new(p).is_absolute()) {
+            return Err((
+                format!("{}[{i}]", inner.field("hide")),
+                "must be an absolute path".to_owned(),
+            ));
+        }
+        let defaults = ResourceLimits::default();
+        let limits = ResourceLimits {
+            cpu_seconds: inner.limit("cpu_seconds", defaults.cpu_seconds, 7 * 86_400)?,
+            memory_mb: inner.limit("memory_mb", defaults.memory_mb, 1 << 20)?,
+            file_size_mb: inner.limit("file_size_mb", defaults.file_size_mb, 1 << 20)?,
+            open_files: inner.limit("open_files", defaults.open_files, 1 << 20)?,
+            processes: inner.limit("processes", defaults.processes, 1 << 16)?,
+        };
+        if let Some(unknown) = inner.fields.keys().next() {
+            return Err(inner.problem(
+                unknown,
+                "unknown field; expected one of env, hide, cpu_seconds, memory_mb, file_size_mb, open_files, processes",
+            ));
+        }
+        Ok(SandboxOptions {
+            env,
+            hide: hide.into_iter().map(std::path::PathBuf::from).collect(),
+            workspace: None,
+            limits,
+        })
+    }
+
+    fn limit(&mut self, name: &str, default: u64, max: u64) -> Result<u64, FieldProblem> {
+        match self.fields.remove(name) {
+            None => Ok(default),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) if (1..=max).contains(&v) => Ok(v),
+                _ => Err(self.problem(name, format!("must be a whole number from 1 to {max}"))),
+            },
+            Some(_) => Err(self.problem(name, format!("must be a whole number from 1 to {max}"))),
+        }
+    }
+
     fn globs(&mut self, name: &str) -> Result<Vec<String>, FieldProblem> {
         let globs = self.strings(name)?.unwrap_or_default();
         if let Some(i) = globs.iter().position(|g| g.is_empty()) {
@@ -603,6 +737,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
     }
     let core = f.bool("core")?;
     let requires_approval = f.globs("requires_approval")?;
+    let sandbox = f.sandbox(matches!(transport, ServerTransport::Stdio { .. }))?;
     if let Some(unknown) = f.fields.keys().next() {
         return Err(f.problem(
             unknown,
@@ -621,6 +756,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
         domains,
         core,
         requires_approval,
+        sandbox,
     })
 }
 
@@ -646,5 +782,110 @@ mod tests {
         assert!(err.is_missing_file(), "{err}");
         let syntax = parse_servers("f.json", "{").unwrap_err();
         assert!(!syntax.is_missing_file());
+    }
+
+    #[test]
+    fn a_stdio_server_is_sandboxed_by_default_and_off_only_when_written() {
+        let servers = parse_servers(
+            "f.json",
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "sandbox": "off"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(servers[0].sandbox, Sandbox::On(SandboxOptions::default()));
+        assert_eq!(servers[1].sandbox, Sandbox::Off);
+    }
+
+    #[test]
+    fn sandbox_settings_limits_and_the_workspace_are_read() {
+        let servers = parse_servers(
+            "f.json",
+            r#"{"mcpServers": {"spice": {"command": "x", "workspace": "/srv/project", "workspace_access": "rw",
+                "sandbox": {"env": ["LANG_EXTRA"], "hide": ["/srv/secrets"], "cpu_seconds": 60, "memory_mb": 1024,
+                            "file_size_mb": 64, "open_files": 128, "processes": 32}}}}"#,
+        )
+        .unwrap();
+        let Sandbox::On(options) = &servers[0].sandbox else {
+            panic!("expected a sandbox");
+        };
+        assert_eq!(options.env, ["LANG_EXTRA"]);
+        assert_eq!(options.hide, [std::path::PathBuf::from("/srv/secrets")]);
+        assert_eq!(
+            options.workspace,
+            Some(Workspace {
+                path: "/srv/project".into(),
+                writable: true
+            })
+        );
+        assert_eq!(
+            options.limits,
+            ResourceLimits {
+                cpu_seconds: 60,
+                memory_mb: 1024,
+                file_size_mb: 64,
+                open_files: 128,
+                processes: 32
+            }
+        );
+    }
+
+    #[test]
+    fn bad_sandbox_settings_are_refused_naming_the_field() {
+        let cases = [
+            (
+                r#"{"url": "http://x/mcp", "sandbox": "off"}"#,
+                "mcpServers.a.sandbox",
+                "only valid with command",
+            ),
+            (
+                r#"{"command": "x", "sandbox": "none"}"#,
+                "mcpServers.a.sandbox",
+                "must be \"off\" or an object",
+            ),
+            (
+                r#"{"command": "x", "workspace": "project"}"#,
+                "mcpServers.a.workspace",
+                "absolute",
+            ),
+            (
+                r#"{"command": "x", "workspace": "/p", "workspace_access": "write"}"#,
+                "mcpServers.a.workspace_access",
+                "\"rw\"",
+            ),
+            (
+                r#"{"command": "x", "workspace_access": "rw"}"#,
+                "mcpServers.a.workspace_access",
+                "only valid with workspace",
+            ),
+            (
+                r#"{"command": "x", "sandbox": {"cpu_seconds": 0}}"#,
+                "mcpServers.a.sandbox.cpu_seconds",
+                "whole number",
+            ),
+            (
+                r#"{"command": "x", "sandbox": {"env": ["A-B"]}}"#,
+                "mcpServers.a.sandbox.env[0]",
+                "variable name",
+            ),
+            (
+                r#"{"command": "x", "sandbox": {"hide": ["rel"]}}"#,
+                "mcpServers.a.sandbox.hide[0]",
+                "absolute",
+            ),
+            (
+                r#"{"command": "x", "sandbox": {"network": true}}"#,
+                "mcpServers.a.sandbox.network",
+                "unknown field",
+            ),
+            (
+                r#"{"command": "x", "sandbox": "off", "workspace": "/p"}"#,
+                "mcpServers.a.workspace",
+                "sandbox",
+            ),
+        ];
+        for (entry, field, words) in cases {
+            let text = format!(r#"{{"mcpServers": {{"a": {entry}}}}}"#);
+            let err = parse_servers("f.json", &text).unwrap_err().to_string();
+            assert!(err.contains(field) && err.contains(words), "{entry}: {err}");
+        }
     }
 }

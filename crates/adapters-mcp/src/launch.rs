@@ -5,10 +5,13 @@
 //! `TERM`), a `HOME` and `TMPDIR` of its own (a directory per server, which is also its working
 //! directory — never the gateway's), and the entry's own `env`, which wins. A secret a server
 //! really needs (an API key of its own) is named in its entry; provider keys, cloud
-//! credentials, `METAFORGE_*` and `HARNESS_*` never reach it.
+//! credentials, `METAFORGE_*` and `HARNESS_*` never reach it. It runs in its sandbox
+//! ([`crate::sandbox`]) unless its entry says `"sandbox": "off"`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+use metaforge_sandbox::{ProcMount, Sandbox, SandboxPlan, SandboxPrograms, SandboxUnavailable, key_stores};
 
 /// The inherited variables a tool server may see, by exact name.
 const PASSED_THROUGH: &[&str] = &["PATH", "LANG", "LANGUAGE", "TZ", "TERM"];
@@ -20,23 +23,53 @@ const PASSED_THROUGH_PREFIXES: &[&str] = &["LC_"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StdioLaunch {
     passed: BTreeMap<String, String>,
+    /// Everything this process inherited, read only for the names an entry's `sandbox.env`
+    /// lists.
+    inherited: BTreeMap<String, String>,
     homes: PathBuf,
+    /// `bwrap` and `prlimit`, or why a sandbox cannot be built here.
+    programs: Result<SandboxPrograms, SandboxUnavailable>,
+    /// What every sandbox hides: MetaForge's home and the users' key stores.
+    hidden: Vec<PathBuf>,
 }
 
 impl StdioLaunch {
     /// From the environment the binary read (`inherited`): only the allowed variables are kept.
-    /// Each server's own directory is `<homes>/<server name>`.
+    /// Each server's own directory is `<homes>/<server name>`; the sandbox's programs are found
+    /// on the inherited `PATH`, and `homes`' parent (MetaForge's home) is hidden from every
+    /// sandbox, as are the key stores of `HOME`, `/root` and every home under `/home`.
     pub fn new(inherited: impl IntoIterator<Item = (String, String)>, homes: PathBuf) -> Self {
+        let inherited: BTreeMap<String, String> = inherited.into_iter().collect();
         let passed = inherited
-            .into_iter()
+            .iter()
             .filter(|(name, _)| {
                 PASSED_THROUGH.contains(&name.as_str())
                     || PASSED_THROUGH_PREFIXES
                         .iter()
                         .any(|prefix| name.starts_with(prefix))
             })
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        Self { passed, homes }
+        let programs = SandboxPrograms::find(inherited.get("PATH").map(String::as_str));
+        let mut user_homes = vec![PathBuf::from("/root")];
+        user_homes.extend(inherited.get("HOME").map(PathBuf::from));
+        if let Ok(entries) = std::fs::read_dir("/home") {
+            user_homes.extend(entries.filter_map(Result::ok).map(|e| e.path()));
+        }
+        let mut hidden = key_stores(&user_homes);
+        hidden.extend(
+            homes
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(Path::to_path_buf),
+        );
+        Self {
+            passed,
+            inherited,
+            homes,
+            programs,
+            hidden,
+        }
     }
 
     /// The directory of `server`: its `HOME`, `TMPDIR` and working directory.
@@ -55,6 +88,90 @@ impl StdioLaunch {
         environment.extend(entry.iter().map(|(k, v)| (k.clone(), v.clone())));
         environment
     }
+
+    /// The process that starts `server`: `command args` in its sandbox (or, with `"sandbox":
+    /// "off"`, as a plain child), with a cleared environment holding only
+    /// [`environment`](Self::environment) and the inherited variables its `sandbox.env` names,
+    /// working in its own directory.
+    ///
+    /// # Errors
+    /// When `command` is not found (on the server's own `PATH` for a bare name), or when the
+    /// sandbox cannot be built here (`bwrap` or `prlimit` missing): the server is then
+    /// unavailable, never started unsandboxed.
+    pub fn command(
+        &self,
+        server: &str,
+        command: &str,
+        args: &[String],
+        entry_env: &BTreeMap<String, String>,
+        sandbox: &Sandbox,
+    ) -> Result<tokio::process::Command, LaunchError> {
+        let home = self.home_of(server);
+        let mut environment = self.environment(server, entry_env);
+        if let (Sandbox::On(_), Err(missing)) = (sandbox, &self.programs) {
+            return Err(LaunchError::Sandbox(missing.clone()));
+        }
+        // Found before the sandbox starts, so a missing program is named as such rather than
+        // seen as a server that closed during its handshake.
+        if !program_exists(command, environment.get("PATH").map(String::as_str)) {
+            return Err(LaunchError::NotFound {
+                command: command.to_owned(),
+            });
+        }
+        let mut process = match sandbox {
+            Sandbox::Off => {
+                let mut process = tokio::process::Command::new(command);
+                process.args(args);
+                process
+            }
+            Sandbox::On(options) => {
+                let programs = self
+                    .programs
+                    .as_ref()
+                    .map_err(|e| LaunchError::Sandbox(e.clone()))?;
+                for name in &options.env {
+                    if let Some(value) = self.inherited.get(name) {
+                        environment.entry(name.clone()).or_insert_with(|| value.clone());
+                    }
+                }
+                let plan = SandboxPlan {
+                    programs,
+                    options,
+                    scratch: &home,
+                    hidden: &self.hidden,
+                    proc_mount: ProcMount::Fresh,
+                };
+                let (program, argv) = plan.command_line(command, args);
+                let mut process = tokio::process::Command::new(program);
+                process.args(argv);
+                process
+            }
+        };
+        process.env_clear().envs(environment).current_dir(&home);
+        Ok(process)
+    }
+}
+
+/// Why a stdio server could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    /// Its program does not exist (or, for a bare name, is not on its `PATH`).
+    #[error("{command}: no such program (a bare name is looked up on the server's PATH)")]
+    NotFound {
+        /// The entry's `command`.
+        command: String,
+    },
+    /// The sandbox cannot be built on this machine.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxUnavailable),
+}
+
+/// Whether `command` names a program: a path that exists, or a bare name found on `path`.
+fn program_exists(command: &str, path: Option<&str>) -> bool {
+    if command.contains('/') {
+        return Path::new(command).is_file();
+    }
+    path.is_some_and(|path| std::env::split_paths(path).any(|dir| dir.join(command).is_file()))
 }
 
 fn path_text(path: &Path) -> String {

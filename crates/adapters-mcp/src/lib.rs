@@ -138,13 +138,16 @@ mod launch;
 mod serve;
 mod server;
 mod skills;
+mod stderr_log;
 mod trace_meta;
 
 pub use client::{ClientStats, McpToolServer};
 pub use config::{
     ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
 };
-pub use launch::StdioLaunch;
+pub use launch::{LaunchError, StdioLaunch};
+/// The sandbox stdio servers run in (the `metaforge-sandbox` crate).
+pub use metaforge_sandbox as sandbox;
 pub use serve::{
     ClientKey, HttpSidecar, MCP_PATH, METRICS_PATH, MetricsRender, ServeError, bind_http, serve_stdio,
 };

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use metaforge_adapters_mcp::{ConfigError, McpToolServer, ServerConfig, StdioLaunch, load_servers_file};
+use metaforge_adapters_mcp::{
+    ConfigError, McpToolServer, ServerConfig, ServerTransport, StdioLaunch, load_servers_file,
+};
 use metaforge_agent::ToolPolicy;
 use metaforge_app::flow_generator::ProposalGenerator;
 use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatuses, ToolRegistry};
@@ -205,7 +207,11 @@ pub(crate) async fn compose_tools(
     let mut builder = ToolRegistry::builder()
         .natives(Arc::clone(&natives.host))
         .skills(Arc::clone(&shelf));
+    let mut sandboxes = Vec::new();
     for config in servers {
+        if !config.disabled && matches!(config.transport, ServerTransport::Stdio { .. }) {
+            sandboxes.push((config.name.clone(), config.sandbox.as_str()));
+        }
         scope.add_server(&config.name, config.core, &config.domains);
         for tools in &config.requires_approval {
             policy
@@ -237,6 +243,9 @@ pub(crate) async fn compose_tools(
         })?;
     let registry = Arc::new(registry);
     let statuses = registry.statuses();
+    for (server, sandbox) in sandboxes {
+        statuses.set_sandbox(&server, sandbox);
+    }
     let states = statuses.snapshot();
     let count = |wanted: &str| states.values().filter(|s| s.as_str() == wanted).count();
     tracing::info!(

@@ -63,6 +63,9 @@ pub(crate) struct McpServerHealth {
     /// How many tools it offers (after its include/exclude globs), when ok.
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<usize>,
+    /// A stdio server's sandbox: `on`, or `off` when its entry says `"sandbox": "off"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sandbox: Option<String>,
 }
 
 /// The MCP tool servers of the servers file (`METAFORGE_MCP_SERVERS_PATH`).
@@ -235,6 +238,7 @@ pub(crate) async fn health(
             llm_usage_24h: None,
         });
     }
+    let sandboxes = state.mcp_servers.sandboxes();
     let servers = state
         .mcp_servers
         .snapshot()
@@ -249,6 +253,7 @@ pub(crate) async fn health(
                 status: status.as_str().to_owned(),
                 reason,
                 tools,
+                sandbox: sandboxes.get(&name).map(|s| (*s).to_owned()),
             };
             (name, server)
         })

@@ -61,6 +61,10 @@ pub enum Peer {
     SkillsRef,
     /// Debian `postgresql` (15 or later): answers the directory holding `initdb` and `postgres`.
     Postgres,
+    /// Debian `bubblewrap`: answers `bwrap` (the tool-server sandbox).
+    Bubblewrap,
+    /// Debian `ngspice`: answers the circuit simulator.
+    Ngspice,
 }
 
 /// Where Debian installs the Chromium the browser tests drive.
@@ -84,6 +88,8 @@ impl Peer {
             Self::Recordings => "the recordings in ../shared/upstream",
             Self::SkillsRef => "the Agent Skills reference validator (npm skills-ref)",
             Self::Postgres => "PostgreSQL (Debian postgresql: initdb, postgres, pg_isready)",
+            Self::Bubblewrap => "bubblewrap (Debian bubblewrap: bwrap, the tool-server sandbox)",
+            Self::Ngspice => "ngspice (Debian ngspice: the circuit simulator)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -115,6 +121,8 @@ impl Peer {
             Self::Recordings => shared_dir().map(|s| s.join("upstream")).filter(|p| p.is_dir()),
             Self::SkillsRef => npm("skills-ref/dist/cli.js"),
             Self::Postgres => crate::postgres::server_bin_dir(),
+            Self::Bubblewrap => Some(PathBuf::from("/usr/bin/bwrap")).filter(|p| p.exists()),
+            Self::Ngspice => Some(PathBuf::from("/usr/bin/ngspice")).filter(|p| p.exists()),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())

@@ -110,8 +110,14 @@ async fn a_stdio_server_sees_only_path_its_own_home_and_its_entry_env_never_the_
     let mut names: Vec<&str> = seen.keys().map(String::as_str).collect();
     names.sort_unstable();
     let home = launch.home_of("isolated").display().to_string();
-    assert_eq!(names, ["HOME", "PATH", "SERVER_OWN_TOKEN", "TMPDIR"], "{seen:?}");
+    // PWD is the sandbox's working directory, the server's own (bwrap sets it).
+    assert_eq!(
+        names,
+        ["HOME", "PATH", "PWD", "SERVER_OWN_TOKEN", "TMPDIR"],
+        "{seen:?}"
+    );
     assert_eq!(seen["HOME"], home.as_str());
+    assert_eq!(seen["PWD"], home.as_str());
     assert_eq!(seen["TMPDIR"], home.as_str());
     assert_eq!(seen["PATH"], metaforge_test_support::peers::path().as_str());
     assert_eq!(seen["SERVER_OWN_TOKEN"], "named-in-the-entry");

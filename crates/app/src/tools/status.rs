@@ -38,6 +38,8 @@ impl ServerStatus {
 #[derive(Debug, Default)]
 pub struct ServerStatuses {
     inner: RwLock<BTreeMap<String, ServerStatus>>,
+    /// Each stdio server's sandbox, `on` or `off`.
+    sandboxes: RwLock<BTreeMap<String, &'static str>>,
 }
 
 impl ServerStatuses {
@@ -58,6 +60,23 @@ impl ServerStatuses {
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .any(|s| matches!(s, ServerStatus::Unavailable { .. }))
+    }
+
+    /// Records how `server` is isolated (`on` or `off` for a stdio server's sandbox), for
+    /// `/health`.
+    pub fn set_sandbox(&self, server: &str, sandbox: &'static str) {
+        self.sandboxes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(server.to_owned(), sandbox);
+    }
+
+    /// Each stdio server's sandbox (`on` or `off`), by name; an HTTP server has none here.
+    pub fn sandboxes(&self) -> BTreeMap<String, &'static str> {
+        self.sandboxes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Records `status` for `server`, logging a change to or from unavailable; returns the

@@ -9,6 +9,7 @@ pub(crate) mod mcp;
 pub(crate) mod replay;
 pub(crate) mod serve;
 pub(crate) mod skills;
+pub(crate) mod tool_server;
 pub(crate) mod worker;
 
 use std::process::ExitCode;
@@ -82,6 +83,10 @@ pub(crate) enum Command {
     /// The MCP sidecar: `mcp serve [--stdio | --http 127.0.0.1:PORT]`.
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
+    /// MetaForge's own engineering tool servers, each an MCP server on stdio:
+    /// `tool-server spice` (ngspice circuit simulation).
+    #[command(subcommand)]
+    ToolServer(tool_server::ToolServerCommand),
 }
 
 /// Runs the parsed command and returns the process exit code. The environment is read and
@@ -118,5 +123,6 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::Chat(args) => chat::run(&args, &settings),
         Command::Sessions(command) => chat::run_sessions(&command, &settings),
         Command::Skills(command) => skills::run(&command, &settings),
+        Command::ToolServer(command) => tool_server::run(&command, &settings),
     }
 }

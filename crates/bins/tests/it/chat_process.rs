@@ -468,8 +468,11 @@ fn a_server_that_answers_after_its_first_handshake_timed_out_becomes_available_a
     )
     .unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    // Unsandboxed: the script keeps its first-start marker in the test's home, which a sandbox
+    // hides (MetaForge's home is never visible to a tool server).
     let servers = json!({"mcpServers": {"slow": {
-        "command": script.display().to_string(), "args": [], "connect_timeout_secs": 2
+        "command": script.display().to_string(), "args": [], "connect_timeout_secs": 2,
+        "sandbox": "off"
     }}});
     std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
     let started = Instant::now();

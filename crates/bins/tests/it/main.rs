@@ -31,6 +31,7 @@ mod sidecar_json_responses;
 mod sidecar_remote;
 mod skills_cli;
 mod slow_clients;
+mod spice_tool_server;
 mod tool_servers_process;
 mod traces_process;
 mod usage_durability;

@@ -140,3 +140,73 @@ fn a_bad_servers_file_or_a_missing_explicit_one_refuses_start_naming_it() {
         "{stderr}"
     );
 }
+
+/// The sandbox probe the adapter's tests drive (`crates/adapters-mcp/tests/fixtures`).
+fn sandbox_probe() -> String {
+    metaforge_test_support::peers::manifest_dir()
+        .join("../adapters-mcp/tests/fixtures/sandbox_probe.py")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn a_stdio_server_runs_in_its_sandbox_and_one_written_off_is_warned_and_shown_in_health() {
+    use metaforge_test_support::{Peer, require};
+    if require(Peer::Bubblewrap).is_none() {
+        return;
+    }
+    let Some(python) = require(Peer::PythonMcp) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let file = home.path().join("tools.json");
+    let python = python.display().to_string();
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {
+            "probe": {"command": python, "args": [sandbox_probe()], "protocol": "2025-11-25"},
+            "loose": {"command": python, "args": [sandbox_probe()], "protocol": "2025-11-25",
+                      "sandbox": "off"}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let log = home.path().join("gateway.log");
+    let mut command = crate::common::server_command(&["gateway", "--bind", "127.0.0.1:0"], home.path());
+    command
+        .env("METAFORGE_MCP_SERVERS_PATH", file.display().to_string())
+        .env("RUST_LOG", "info")
+        .env("METAFORGE_LOG_FORMAT", "json")
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
+    let mut gateway = crate::common::spawn(&mut command, "gateway");
+    let stdout = gateway.child_mut().stdout.take().expect("stdout");
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("banner");
+    let addr = crate::common::banner_address(&line);
+    crate::common::wait_until_listening(addr.as_str(), "gateway");
+    let (status, health) = http(&addr, "GET", "/health", None);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&health["mcp_servers"]).unwrap()
+    );
+    assert_eq!(status, 200);
+    let servers = &health["mcp_servers"]["servers"];
+    assert_eq!(servers["probe"]["status"], "ok", "{servers}");
+    assert_eq!(servers["probe"]["sandbox"], "on", "{servers}");
+    assert_eq!(servers["loose"]["status"], "ok", "{servers}");
+    assert_eq!(servers["loose"]["sandbox"], "off", "{servers}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let event = |name: &str, server: &str| {
+        events
+            .iter()
+            .find(|e| e["fields"]["event"] == name && e["fields"]["server"] == server)
+    };
+    let warned = event("mcp_server_unsandboxed", "loose").expect("the unsandboxed start is warned");
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    assert!(event("mcp_server_sandboxed", "probe").is_some(), "{text}");
+    assert!(event("mcp_server_unsandboxed", "probe").is_none(), "{text}");
+}

@@ -1,0 +1,4 @@
+//! The engineering tool servers against the real programs, in their real sandboxes; textbook
+//! answers are the oracle.
+
+mod spice_physics;

@@ -1,0 +1,86 @@
+//! `metaforge tool-server spice` as a user reaches it: an entry in the servers file, started by
+//! the gateway in its sandbox (each analysis then runs ngspice in a sandbox nested in the
+//! server's), listed in `/health`, and called over MCP stdio with the answer a textbook gives.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use metaforge_adapters_mcp::{McpToolServer, ProtocolChoice, ServerConfig, ServerTransport, StdioLaunch};
+use metaforge_ports::ToolSource;
+use metaforge_test_support::{Peer, require};
+use serde_json::{Map, Value, json};
+
+use crate::common::{http, start_gateway};
+
+fn spice_entry() -> Value {
+    json!({"command": env!("CARGO_BIN_EXE_metaforge"), "args": ["tool-server", "spice"],
+           "domains": ["electronics", "simulation"]})
+}
+
+#[test]
+fn the_gateway_starts_the_spice_server_in_its_sandbox_and_lists_its_five_tools() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Ngspice).is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"spice": spice_entry()}}).to_string(),
+    )
+    .unwrap();
+    let (_gateway, addr) = start_gateway(home.path(), &[]);
+    let (_, health) = http(&addr, "GET", "/health", None);
+    let spice = &health["mcp_servers"]["servers"]["spice"];
+    println!("{spice}");
+    assert_eq!(spice["status"], "ok", "{health}");
+    assert_eq!(spice["tools"], 5, "{spice}");
+    assert_eq!(spice["sandbox"], "on", "{spice}");
+}
+
+#[tokio::test]
+async fn a_divider_simulated_through_the_sandboxed_server_over_mcp_sits_at_2_5_v() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Ngspice).is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.path().join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        "spice",
+        ServerTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
+            args: vec!["tool-server".into(), "spice".into()],
+            env: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    config.call_timeout = Duration::from_secs(60);
+    let server = McpToolServer::new(config, launch);
+    let tools = server.list_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "spice.validate_netlist",
+            "spice.op",
+            "spice.dc",
+            "spice.ac",
+            "spice.transient"
+        ]
+    );
+    assert!(tools.iter().all(|t| t.hints.read_only_hint == Some(true)));
+    let arguments: Map<String, Value> =
+        json!({"netlist": "divider\nV1 in 0 DC 5\nR1 in out 10k\nR2 out 0 10k\n"})
+            .as_object()
+            .cloned()
+            .unwrap();
+    let answer = server.call_tool("spice.op", arguments).await.unwrap();
+    let result = answer.structured.clone().unwrap_or(Value::Null);
+    println!("{result}");
+    assert!(!answer.is_error, "{}", answer.text());
+    let out = result["node_voltages_v"]["out"].as_f64().unwrap();
+    assert!((out - 2.5).abs() < 1e-6, "v(out) = {out} V, theory 2.5 V");
+    server.close().await;
+}
