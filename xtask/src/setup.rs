@@ -66,6 +66,7 @@ pub(crate) fn ensure() -> Result<()> {
     postgresql()?;
     bubblewrap()?;
     ngspice()?;
+    fea_programs()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
     let node = tools.join("node");
@@ -165,6 +166,15 @@ fn ngspice() -> Result<()> {
         return Ok(());
     }
     debian_packages("ngspice", &["ngspice"])
+}
+
+/// Debian's gmsh and CalculiX: the structural tool server meshes and solves with them, and its
+/// physics tests check them against beam theory.
+fn fea_programs() -> Result<()> {
+    if Path::new("/usr/bin/gmsh").exists() && Path::new("/usr/bin/ccx").exists() {
+        return Ok(());
+    }
+    debian_packages("gmsh and CalculiX", &["gmsh", "calculix-ccx"])
 }
 
 /// Debian's Chromium, which the console's browser tests drive headless.

@@ -1,5 +1,6 @@
 //! First-party engineering tool servers over the [`metaforge_ports::ToolHost`] port, served by
-//! `metaforge tool-server <name>` over MCP stdio: [`spice::SpiceHost`] (ngspice, batch mode).
+//! `metaforge tool-server <name>` over MCP stdio: [`spice::SpiceHost`] (ngspice, batch mode) and
+//! [`fea::FeaHost`] (gmsh and CalculiX).
 //!
 //! Each analysis is a fresh program run in its own sandbox and scratch directory
 //! ([`runner::Runner`]: no network, a read-only filesystem with secrets hidden, CPU, memory,
@@ -7,5 +8,6 @@
 //! before the program sees it, and every refusal names what to fix. Results are typed JSON with
 //! units, checked against textbook answers by the tests (`tests/it/spice_physics.rs`).
 
+pub mod fea;
 pub mod runner;
 pub mod spice;

@@ -65,6 +65,10 @@ pub enum Peer {
     Bubblewrap,
     /// Debian `ngspice`: answers the circuit simulator.
     Ngspice,
+    /// Debian `gmsh`: answers the mesher.
+    Gmsh,
+    /// Debian `calculix-ccx`: answers `ccx`, the structural solver.
+    Calculix,
 }
 
 /// Where Debian installs the Chromium the browser tests drive.
@@ -90,6 +94,8 @@ impl Peer {
             Self::Postgres => "PostgreSQL (Debian postgresql: initdb, postgres, pg_isready)",
             Self::Bubblewrap => "bubblewrap (Debian bubblewrap: bwrap, the tool-server sandbox)",
             Self::Ngspice => "ngspice (Debian ngspice: the circuit simulator)",
+            Self::Gmsh => "gmsh (Debian gmsh: the mesher)",
+            Self::Calculix => "CalculiX (Debian calculix-ccx: ccx)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -123,6 +129,8 @@ impl Peer {
             Self::Postgres => crate::postgres::server_bin_dir(),
             Self::Bubblewrap => Some(PathBuf::from("/usr/bin/bwrap")).filter(|p| p.exists()),
             Self::Ngspice => Some(PathBuf::from("/usr/bin/ngspice")).filter(|p| p.exists()),
+            Self::Gmsh => Some(PathBuf::from("/usr/bin/gmsh")).filter(|p| p.exists()),
+            Self::Calculix => Some(PathBuf::from("/usr/bin/ccx")).filter(|p| p.exists()),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())

@@ -47,7 +47,7 @@ pub const MAX_POINTS: usize = 2_000;
 pub const DEFAULT_POINTS: usize = 200;
 
 /// A read: the tools compute, never change anything.
-const READ_ONLY: ToolHints = ToolHints {
+pub(crate) const READ_ONLY: ToolHints = ToolHints {
     read_only_hint: Some(true),
     destructive_hint: Some(false),
     idempotent_hint: Some(true),
@@ -149,26 +149,31 @@ impl SpiceHost {
                 "spice.validate_netlist",
                 "Check a SPICE netlist",
                 "Parse a netlist with ngspice: its elements and nodes, or each problem with its line number. Runs no analysis.",
+                READ_ONLY,
             ),
             descriptor::<NetlistArgs>(
                 "spice.op",
                 "DC operating point",
                 "The DC operating point (ngspice): every node voltage in volts and every source current in amperes.",
+                READ_ONLY,
             ),
             descriptor::<DcArgs>(
                 "spice.dc",
                 "DC sweep",
                 "Sweep one independent source (ngspice .dc): each output node's voltage in volts over the sweep.",
+                READ_ONLY,
             ),
             descriptor::<AcArgs>(
                 "spice.ac",
                 "AC frequency response",
                 "Small-signal frequency response (ngspice .ac, decades): magnitude in dB and phase in degrees per frequency, and the -3 dB points in Hz.",
+                READ_ONLY,
             ),
             descriptor::<TransientArgs>(
                 "spice.transient",
                 "Transient response",
                 "Time response (ngspice .tran): each output node's voltage in volts over time in seconds, downsampled keeping extremes, with min, max and final values and the netlist's .meas results.",
+                READ_ONLY,
             ),
         ]
     }
@@ -535,12 +540,22 @@ impl From<RunError> for Refusal {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(tool: &str, arguments: Map<String, Value>) -> Result<T, PortError> {
+/// The arguments of `tool` as its type; a mismatch is `Invalid`, naming the tool.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: Map<String, Value>,
+) -> Result<T, PortError> {
     serde_json::from_value(Value::Object(arguments))
         .map_err(|e| PortError::new(PortErrorKind::Invalid, format!("{tool}: {e}")))
 }
 
-fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> ToolDescriptor {
+/// A tool's descriptor, its input schema generated from `T`.
+pub(crate) fn descriptor<T: JsonSchema>(
+    name: &str,
+    title: &str,
+    description: &str,
+    hints: ToolHints,
+) -> ToolDescriptor {
     let mut schema =
         serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
     if let Some(root) = schema.as_object_mut() {
@@ -553,7 +568,7 @@ fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> Tool
         title: Some(title.to_owned()),
         description: description.to_owned(),
         input_schema: schema,
-        hints: READ_ONLY,
+        hints,
     }
 }
 

@@ -1,4 +1,5 @@
 //! The engineering tool servers against the real programs, in their real sandboxes; textbook
 //! answers are the oracle.
 
+mod fea_physics;
 mod spice_physics;

@@ -84,7 +84,7 @@ pub(crate) enum Command {
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
     /// MetaForge's own engineering tool servers, each an MCP server on stdio:
-    /// `tool-server spice` (ngspice circuit simulation).
+    /// `tool-server spice` (ngspice circuit simulation), `tool-server fea` (gmsh + CalculiX).
     #[command(subcommand)]
     ToolServer(tool_server::ToolServerCommand),
 }

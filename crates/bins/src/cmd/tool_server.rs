@@ -1,4 +1,4 @@
-//! `metaforge tool-server <name>`: MetaForge's own engineering tool servers, each an MCP server
+//! `metaforge tool-server <name>` (`spice`, `fea`): MetaForge's own engineering tool servers, each an MCP server
 //! on stdio (a servers-file entry `{"command": "metaforge", "args": ["tool-server", "spice"]}`
 //! runs it in its sandbox like any other). Each analysis runs the engineering program in a fresh
 //! sandbox of its own, nested in the server's.
@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use metaforge_adapters_engineering::fea::FeaHost;
 use metaforge_adapters_engineering::runner::Runner;
 use metaforge_adapters_engineering::spice::SpiceHost;
 use metaforge_sandbox::ResourceLimits;
@@ -20,6 +21,22 @@ pub(crate) enum ToolServerCommand {
     /// Circuit simulation with ngspice (`spice.validate_netlist`, `spice.op`, `spice.dc`,
     /// `spice.ac`, `spice.transient`), on stdio.
     Spice(SpiceArgs),
+    /// Structural analysis with gmsh and CalculiX (`fea.mesh`, `fea.static`), on stdio.
+    Fea(FeaArgs),
+}
+
+/// Options of `tool-server fea`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FeaArgs {
+    /// CPU seconds one mesh or solve may use.
+    #[arg(long, default_value_t = 300)]
+    cpu_seconds: u64,
+    /// Address space one mesh or solve may use, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    memory_mb: u64,
+    /// Wall-clock seconds one mesh or solve may take.
+    #[arg(long, default_value_t = 300)]
+    wall_seconds: u64,
 }
 
 /// Options of `tool-server spice`.
@@ -50,6 +67,7 @@ pub(crate) fn run(command: &ToolServerCommand, settings: &Settings) -> ExitCode 
         ToolServerCommand::Spice(args) => {
             crate::compose::run_serving("tool-server spice", spice(args, settings))
         }
+        ToolServerCommand::Fea(args) => crate::compose::run_serving("tool-server fea", fea(args, settings)),
     }
 }
 
@@ -67,7 +85,7 @@ async fn spice(args: &SpiceArgs, settings: &Settings) -> Result<(), crate::compo
                 )
             })?,
     };
-    let version = ngspice_version(&ngspice);
+    let version = program_version(&ngspice, "-v", "ngspice-");
     if args.no_program_sandbox {
         tracing::warn!(event = "engineering_program_unsandboxed", program = %ngspice.display(), "ngspice runs WITHOUT its per-analysis sandbox (--no-program-sandbox)");
     }
@@ -100,18 +118,83 @@ async fn spice(args: &SpiceArgs, settings: &Settings) -> Result<(), crate::compo
         .map_err(StartError::runtime)
 }
 
-/// `ngspice-39` from `ngspice -v`, or `ngspice` when it cannot be read.
-fn ngspice_version(program: &std::path::Path) -> String {
+async fn fea(args: &FeaArgs, settings: &Settings) -> Result<(), crate::compose::StartError> {
+    use crate::compose::StartError;
+    let path = settings.env().get("PATH");
+    let find = |name: &str| {
+        std::env::split_paths(path.as_deref().unwrap_or("/usr/bin:/bin"))
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+            .ok_or_else(|| {
+                StartError::config_text(format!(
+                    "{name} is not on PATH: install it (`apt-get install gmsh calculix-ccx`)"
+                ))
+            })
+    };
+    let (gmsh, ccx) = (find("gmsh")?, find("ccx")?);
+    let limits = ResourceLimits {
+        cpu_seconds: args.cpu_seconds,
+        memory_mb: args.memory_mb,
+        file_size_mb: 1024,
+        open_files: 256,
+        processes: 64,
+    };
+    let versions = (
+        program_version(&gmsh, "--version", ""),
+        format!("ccx {}", program_version(&ccx, "-v", "2.")),
+    );
+    let runner = |program: PathBuf| {
+        Runner::new(
+            program,
+            limits,
+            Duration::from_secs(args.wall_seconds),
+            true,
+            path.as_deref(),
+            &user_homes(settings),
+        )
+        .map_err(StartError::config)
+    };
+    let host = FeaHost::new(runner(gmsh)?, runner(ccx)?, versions);
+    tracing::info!(
+        event = "tool_server_started",
+        server = "fea",
+        "the fea tool server serves on stdio"
+    );
+    metaforge_adapters_mcp::serve_stdio(Arc::new(host))
+        .await
+        .map_err(StartError::runtime)
+}
+
+/// The users' homes whose key stores every program sandbox hides.
+fn user_homes(settings: &Settings) -> Vec<PathBuf> {
+    [
+        Some(PathBuf::from("/root")),
+        settings.env().get("HOME").map(PathBuf::from),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The first word of `program flag`'s output that starts with `prefix` (`ngspice-39`, `2.20`),
+/// or the program's name when it cannot be read.
+fn program_version(program: &std::path::Path, flag: &str, prefix: &str) -> String {
+    let name = program
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     std::process::Command::new(program)
-        .arg("-v")
+        .arg(flag)
         .output()
         .ok()
         .and_then(|out| {
-            String::from_utf8_lossy(&out.stdout).lines().find_map(|l| {
-                l.split_whitespace()
-                    .find(|w| w.starts_with("ngspice-"))
-                    .map(str::to_owned)
-            })
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            text.split_whitespace()
+                .find(|w| w.starts_with(prefix) && w.chars().any(|c| c.is_ascii_digit()))
+                .map(|w| w.trim_end_matches([',', ':']).to_owned())
         })
-        .unwrap_or_else(|| "ngspice".to_owned())
+        .unwrap_or(name)
 }

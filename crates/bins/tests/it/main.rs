@@ -10,6 +10,7 @@ mod common;
 mod config_cli;
 mod console_browser;
 #[cfg(feature = "falkordb")]
+mod engineering_tool_servers;
 mod falkordb_twin;
 mod flow_cli;
 mod gateway_process;
@@ -31,7 +32,6 @@ mod sidecar_json_responses;
 mod sidecar_remote;
 mod skills_cli;
 mod slow_clients;
-mod spice_tool_server;
 mod tool_servers_process;
 mod traces_process;
 mod usage_durability;

@@ -1,6 +1,7 @@
-//! `metaforge tool-server spice` as a user reaches it: an entry in the servers file, started by
-//! the gateway in its sandbox (each analysis then runs ngspice in a sandbox nested in the
-//! server's), listed in `/health`, and called over MCP stdio with the answer a textbook gives.
+//! `metaforge tool-server spice` and `tool-server fea` as a user reaches them: an entry in the
+//! servers file, started by the gateway in its sandbox (each analysis then runs its program in a
+//! sandbox nested in the server's), listed in `/health`, and called over MCP stdio with the
+//! answer a textbook gives.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,5 +83,56 @@ async fn a_divider_simulated_through_the_sandboxed_server_over_mcp_sits_at_2_5_v
     assert!(!answer.is_error, "{}", answer.text());
     let out = result["node_voltages_v"]["out"].as_f64().unwrap();
     assert!((out - 2.5).abs() < 1e-6, "v(out) = {out} V, theory 2.5 V");
+    server.close().await;
+}
+
+#[tokio::test]
+async fn a_cantilever_solved_through_the_sandboxed_fea_server_over_mcp_matches_beam_theory() {
+    if require(Peer::Bubblewrap).is_none()
+        || require(Peer::Gmsh).is_none()
+        || require(Peer::Calculix).is_none()
+    {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.path().join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        "fea",
+        ServerTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
+            args: vec!["tool-server".into(), "fea".into()],
+            env: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    config.call_timeout = Duration::from_secs(120);
+    let server = McpToolServer::new(config, launch);
+    let tools = server.list_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["fea.mesh", "fea.static"]);
+    let arguments: Map<String, Value> = json!({
+        "solid": {"kind": "box", "x_mm": 100, "y_mm": 10, "z_mm": 10},
+        "element_size_mm": 2.5,
+        "material": {"name": "steel_s235"},
+        "fixed_faces": ["x_min"],
+        "forces": [{"face": "x_max", "force_n": [0, -100, 0]}],
+    })
+    .as_object()
+    .cloned()
+    .unwrap();
+    let answer = server.call_tool("fea.static", arguments).await.unwrap();
+    assert!(!answer.is_error, "{}", answer.text());
+    let result = answer.structured.clone().unwrap_or(Value::Null);
+    let tip = result["max_displacement_mm"].as_f64().unwrap();
+    let theory = 100.0 * 100.0_f64.powi(3) / (3.0 * 210_000.0 * (10.0 * 1000.0 / 12.0));
+    println!(
+        "through MCP: tip {tip:.5} mm (theory {theory:.5}), {}",
+        result["run"]
+    );
+    assert!((tip - theory).abs() / theory < 0.05, "{result}");
+    assert_eq!(result["material"]["name"], "steel_s235");
     server.close().await;
 }

@@ -1,0 +1,261 @@
+//! CalculiX's side: the mesh gmsh wrote, kept to what a static step needs (nodes, the C3D10
+//! elements, the face node sets); the job (`*MATERIAL`, `*BOUNDARY`, `*CLOAD`, `*DLOAD GRAV`,
+//! what to print); and the `.dat` file read back (displacements, stresses, reactions, volume).
+
+use std::collections::BTreeMap;
+
+/// The mesh gmsh exported, reduced to nodes, the volume elements and the node sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Mesh {
+    /// The `.inp` text CalculiX includes.
+    pub text: String,
+    /// How many nodes.
+    pub nodes: usize,
+    /// How many volume elements.
+    pub elements: usize,
+    /// Each node set (a named face) by name, its node ids.
+    pub node_sets: BTreeMap<String, Vec<u64>>,
+}
+
+impl Mesh {
+    /// Keeps `*NODE`, the `C3D10` element blocks (as `ELSET=SOLID`) and the `*NSET`s of an `.inp`
+    /// gmsh wrote; its surface elements would be read as plane-stress elements without a section.
+    pub fn from_gmsh(inp: &str) -> Self {
+        let mut text = String::new();
+        let mut nodes = 0;
+        let mut elements = 0;
+        let mut node_sets = BTreeMap::new();
+        for block in blocks(inp) {
+            let head = block.lines().next().unwrap_or_default().to_ascii_uppercase();
+            let data = block
+                .lines()
+                .skip(1)
+                .filter(|l| !l.trim().is_empty() && !l.starts_with("**"));
+            if head.starts_with("*NODE") && !head.starts_with("*NODE PRINT") {
+                nodes += data.count();
+                text.push_str(block);
+            } else if head.starts_with("*ELEMENT") && head.contains("C3D10") {
+                elements += data.count();
+                text.push_str("*ELEMENT, TYPE=C3D10, ELSET=SOLID\n");
+                text.extend(block.lines().skip(1).map(|l| format!("{l}\n")));
+            } else if let Some(name) = head.strip_prefix("*NSET,NSET=") {
+                let ids: Vec<u64> = data
+                    .flat_map(|l| {
+                        l.split(',')
+                            .map(str::trim)
+                            .filter_map(|n| n.parse().ok())
+                            .collect::<Vec<u64>>()
+                    })
+                    .collect();
+                node_sets.insert(name.trim().to_owned(), ids);
+                text.push_str(block);
+            }
+        }
+        Self {
+            text,
+            nodes,
+            elements,
+            node_sets,
+        }
+    }
+}
+
+/// The blocks of an `.inp` file: each keyword line with the data lines after it.
+fn blocks(inp: &str) -> Vec<&str> {
+    let mut starts: Vec<usize> = inp
+        .match_indices('\n')
+        .map(|(i, _)| i + 1)
+        .filter(|&i| inp[i..].starts_with('*') && !inp[i..].starts_with("**"))
+        .collect();
+    if inp.starts_with('*') {
+        starts.insert(0, 0);
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(k, &start)| &inp[start..starts.get(k + 1).copied().unwrap_or(inp.len())])
+        .collect()
+}
+
+/// What a static job holds besides the mesh.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Young's modulus (MPa).
+    pub youngs_mpa: f64,
+    /// Poisson's ratio.
+    pub poisson: f64,
+    /// Density (kg/m³).
+    pub density_kg_m3: f64,
+    /// The node sets fixed in every direction.
+    pub fixed: Vec<String>,
+    /// Forces: the node set and the total force on it (N, x y z), shared equally by its nodes.
+    pub forces: Vec<(String, [f64; 3])>,
+    /// Gravity (m/s², x y z), if any.
+    pub gravity: Option<[f64; 3]>,
+}
+
+impl Job {
+    /// The CalculiX input (units mm, N, MPa, t/mm³) including `mesh.inp`.
+    pub fn input(&self, mesh: &Mesh) -> String {
+        let mut job = format!(
+            // CalculiX reads numbers from fields of at most 20 characters: nine significant
+            // digits fit.
+            "*INCLUDE, INPUT=mesh.inp\n*MATERIAL, NAME=MAT\n*ELASTIC\n{:.9e}, {:.9e}\n*DENSITY\n{:.9e}\n*SOLID SECTION, ELSET=SOLID, MATERIAL=MAT\n*BOUNDARY\n",
+            self.youngs_mpa,
+            self.poisson,
+            self.density_kg_m3 * 1e-12
+        );
+        for set in &self.fixed {
+            job.push_str(&format!("{set}, 1, 3\n"));
+        }
+        job.push_str("*STEP\n*STATIC\n");
+        let mut loads: BTreeMap<u64, [f64; 3]> = BTreeMap::new();
+        for (set, force) in &self.forces {
+            let ids = mesh.node_sets.get(set).map(Vec::as_slice).unwrap_or_default();
+            let share = ids.len().max(1) as f64;
+            for id in ids {
+                let load = loads.entry(*id).or_insert([0.0; 3]);
+                for axis in 0..3 {
+                    load[axis] += force[axis] / share;
+                }
+            }
+        }
+        if !loads.is_empty() {
+            job.push_str("*CLOAD\n");
+            for (id, load) in &loads {
+                for (axis, value) in load.iter().enumerate() {
+                    if *value != 0.0 {
+                        job.push_str(&format!("{id}, {}, {value:.9e}\n", axis + 1));
+                    }
+                }
+            }
+        }
+        if let Some(g) = self.gravity {
+            let magnitude = (g[0] * g[0] + g[1] * g[1] + g[2] * g[2]).sqrt();
+            if magnitude > 0.0 {
+                // mm/s² along the unit direction.
+                job.push_str(&format!(
+                    "*DLOAD\nSOLID, GRAV, {:.9e}, {:.9e}, {:.9e}, {:.9e}\n",
+                    magnitude * 1000.0,
+                    g[0] / magnitude,
+                    g[1] / magnitude,
+                    g[2] / magnitude
+                ));
+            }
+        }
+        job.push_str("*NODE PRINT, NSET=SOLID\nU\n");
+        for set in &self.fixed {
+            job.push_str(&format!("*NODE PRINT, NSET={set}, TOTALS=ONLY\nRF\n"));
+        }
+        job.push_str("*EL PRINT, ELSET=SOLID\nS\n*EL PRINT, ELSET=SOLID, TOTALS=ONLY\nEVOL\n*END STEP\n");
+        job
+    }
+}
+
+/// What a static step's `.dat` file says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Results {
+    /// The largest displacement magnitude (mm) and its node.
+    pub max_displacement_mm: f64,
+    /// The largest von Mises stress at an integration point (MPa) and its element.
+    pub max_von_mises_mpa: f64,
+    /// Where that stress is: the element.
+    pub max_von_mises_element: u64,
+    /// The reaction force on each fixed set (N, x y z).
+    pub reactions_n: BTreeMap<String, [f64; 3]>,
+    /// The volume CalculiX integrated (mm³).
+    pub volume_mm3: Option<f64>,
+}
+
+/// Reads a `.dat` file; `None` when it holds no displacements or stresses (the step failed).
+pub fn read_dat(dat: &str) -> Option<Results> {
+    let mut max_displacement_mm = f64::NAN;
+    let mut max_von_mises_mpa = f64::NAN;
+    let mut max_von_mises_element = 0;
+    let mut reactions_n = BTreeMap::new();
+    let mut volume_mm3 = None;
+    let mut section = "";
+    let mut set = String::new();
+    for line in dat.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        if trimmed.starts_with("displacements") {
+            section = "u";
+            continue;
+        }
+        if trimmed.starts_with("stresses") {
+            section = "s";
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("total force (fx,fy,fz) for set ") {
+            section = "rf";
+            set = rest.split_whitespace().next().unwrap_or_default().to_owned();
+            continue;
+        }
+        if trimmed.starts_with("total volume") {
+            section = "v";
+            continue;
+        }
+        let numbers: Vec<f64> = trimmed
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        match section {
+            "u" if numbers.len() == 4 => {
+                let d = (numbers[1].powi(2) + numbers[2].powi(2) + numbers[3].powi(2)).sqrt();
+                if max_displacement_mm.is_nan() || d > max_displacement_mm {
+                    max_displacement_mm = d;
+                }
+            }
+            "s" if numbers.len() == 8 => {
+                let [xx, yy, zz, xy, xz, yz] = [
+                    numbers[2], numbers[3], numbers[4], numbers[5], numbers[6], numbers[7],
+                ];
+                let vm = (0.5 * ((xx - yy).powi(2) + (yy - zz).powi(2) + (zz - xx).powi(2))
+                    + 3.0 * (xy * xy + xz * xz + yz * yz))
+                    .sqrt();
+                if max_von_mises_mpa.is_nan() || vm > max_von_mises_mpa {
+                    max_von_mises_mpa = vm;
+                    max_von_mises_element = numbers[0] as u64;
+                }
+            }
+            "rf" if numbers.len() == 3 => {
+                reactions_n.insert(set.to_ascii_lowercase(), [numbers[0], numbers[1], numbers[2]]);
+            }
+            "v" if numbers.len() == 1 => volume_mm3 = Some(numbers[0]),
+            _ => {}
+        }
+    }
+    if max_displacement_mm.is_nan() || max_von_mises_mpa.is_nan() {
+        return None;
+    }
+    Some(Results {
+        max_displacement_mm,
+        max_von_mises_mpa,
+        max_von_mises_element,
+        reactions_n,
+        volume_mm3,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dat_file_gives_the_largest_displacement_stress_reaction_and_volume() {
+        let dat = "\n displacements (vx,vy,vz) for set SOLID and time  0.1E+01\n\n         1  0.0 -3.0E-01  4.0E-01\n         2  0.0 -1.0E-01  0.0\n\n total force (fx,fy,fz) for set FACE_X_MIN and time  0.1E+01\n\n        0.0  1.0E+02  0.0\n\n stresses (elem, integ.pnt.,sxx,syy,szz,sxy,sxz,syz) for set SOLID and time  0.1E+01\n\n      7   1  6.0E+01  0.0  0.0  0.0  0.0  0.0\n      8   2  1.0E+01  0.0  0.0  0.0  0.0  0.0\n\n total volume for set SOLID and time  0.1E+01\n\n        1.0E+04\n";
+        let r = read_dat(dat).unwrap();
+        assert!((r.max_displacement_mm - 0.5).abs() < 1e-12);
+        assert!(
+            (r.max_von_mises_mpa - 60.0).abs() < 1e-9,
+            "uniaxial: von Mises is |sxx|"
+        );
+        assert_eq!(r.max_von_mises_element, 7);
+        assert_eq!(r.reactions_n["face_x_min"], [0.0, 100.0, 0.0]);
+        assert_eq!(r.volume_mm3, Some(1.0e4));
+        assert_eq!(read_dat("nothing"), None);
+    }
+}

@@ -1,0 +1,474 @@
+//! `metaforge tool-server fea`: structural analysis with gmsh (meshing) and CalculiX (`ccx`,
+//! linear static), each program run in a fresh sandbox per call.
+//!
+//! Tools (read-only: they compute, they change nothing):
+//! - `fea.mesh` — a parametric solid meshed with second-order tetrahedra: node and element
+//!   counts, the element size, its named faces;
+//! - `fea.static` — a linear static analysis: material (by name from [`MATERIALS`], or given),
+//!   fixed faces, forces on faces, gravity → the largest von Mises stress (MPa), the largest
+//!   displacement (mm), the reaction on each fixed face (N), the mass (kg) and the safety factor
+//!   against yield.
+//!
+//! Units: millimetres, newtons, megapascals; densities in kg/m³. A part with no fixed face is
+//! refused before anything runs ("no fixed face: the part can move freely"); a mesh or a solve
+//! that fails comes back as a structured error naming the program's words.
+
+pub mod calculix;
+pub mod geometry;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
+    ResourceText, ToolDescriptor, ToolHost, ToolOutput,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::runner::{RunError, RunOutput, Runner};
+use crate::spice::{READ_ONLY, descriptor, parse};
+use calculix::{Job, Mesh};
+use geometry::{MAX_ELEMENTS, Solid};
+
+/// A material of the shipped table: name, Young's modulus (MPa), Poisson's ratio, yield
+/// strength (MPa), density (kg/m³) — typical handbook values.
+pub const MATERIALS: &[(&str, f64, f64, f64, f64)] = &[
+    ("steel_s235", 210_000.0, 0.30, 235.0, 7_850.0),
+    ("steel_s355", 210_000.0, 0.30, 355.0, 7_850.0),
+    ("stainless_304", 193_000.0, 0.29, 215.0, 8_000.0),
+    ("aluminium_6061_t6", 68_900.0, 0.33, 276.0, 2_700.0),
+    ("titanium_6al4v", 113_800.0, 0.34, 880.0, 4_430.0),
+    ("abs", 2_300.0, 0.35, 40.0, 1_050.0),
+];
+
+/// A material: a name from the table, or the values.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaterialArgs {
+    /// A name from the shipped table (steel_s235, steel_s355, stainless_304,
+    /// aluminium_6061_t6, titanium_6al4v, abs); or give all four values.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Young's modulus (MPa).
+    #[serde(default)]
+    pub youngs_modulus_mpa: Option<f64>,
+    /// Poisson's ratio.
+    #[serde(default)]
+    pub poisson_ratio: Option<f64>,
+    /// Yield strength (MPa).
+    #[serde(default)]
+    pub yield_strength_mpa: Option<f64>,
+    /// Density (kg/m³).
+    #[serde(default)]
+    pub density_kg_m3: Option<f64>,
+}
+
+/// A force on one face (its total, shared by the face's nodes).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForceArgs {
+    /// The face (a box: x_min…z_max; a cylinder: bottom, top, side).
+    pub face: String,
+    /// The total force (N) along x, y and z.
+    pub force_n: [f64; 3],
+}
+
+/// `fea.mesh`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MeshArgs {
+    /// The solid.
+    pub solid: Solid,
+    /// The largest element edge (mm).
+    pub element_size_mm: f64,
+}
+
+/// `fea.static`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StaticArgs {
+    /// The solid.
+    pub solid: Solid,
+    /// The largest element edge (mm).
+    pub element_size_mm: f64,
+    /// The material.
+    pub material: MaterialArgs,
+    /// The faces fixed in every direction.
+    pub fixed_faces: Vec<String>,
+    /// Forces on faces.
+    #[serde(default)]
+    pub forces: Vec<ForceArgs>,
+    /// Gravity (m/s²) along x, y and z, e.g. [0, 0, -9.81].
+    #[serde(default)]
+    pub gravity_m_s2: Option<[f64; 3]>,
+}
+
+/// The structural tool server.
+pub struct FeaHost {
+    gmsh: Arc<Runner>,
+    ccx: Arc<Runner>,
+    versions: (String, String),
+}
+
+struct Material {
+    name: String,
+    youngs: f64,
+    poisson: f64,
+    yield_strength: f64,
+    density: f64,
+}
+
+impl FeaHost {
+    /// The tools over the `gmsh` and `ccx` runners; `versions` are theirs, reported with every
+    /// result.
+    pub fn new(gmsh: Runner, ccx: Runner, versions: (String, String)) -> Self {
+        Self {
+            gmsh: Arc::new(gmsh),
+            ccx: Arc::new(ccx),
+            versions,
+        }
+    }
+
+    async fn mesh(&self, solid: &Solid, size: f64) -> Result<(Mesh, RunOutput), Refusal> {
+        solid
+            .check()
+            .map_err(|(field, why)| Refusal::argument(field, why))?;
+        let smallest = match solid {
+            Solid::Box { x_mm, y_mm, z_mm } => x_mm.min(*y_mm).min(*z_mm),
+            Solid::Cylinder { radius_mm, height_mm } => radius_mm.min(*height_mm),
+        };
+        if !(size.is_finite() && size > 0.0) {
+            return Err(Refusal::argument("element_size_mm", "must be a positive length"));
+        }
+        if solid.volume_mm3() / size.powi(3) * 6.0 > MAX_ELEMENTS as f64 || size < smallest / 200.0 {
+            return Err(Refusal::argument(
+                "element_size_mm",
+                format!("{size} mm would make more than {MAX_ELEMENTS} elements: use a larger size"),
+            ));
+        }
+        let script = solid.gmsh_script(size);
+        let run = self
+            .gmsh
+            .run(
+                &[("part.geo", &script)],
+                &[
+                    "-3".to_owned(),
+                    "part.geo".to_owned(),
+                    "-format".to_owned(),
+                    "inp".to_owned(),
+                    "-o".to_owned(),
+                    "part.inp".to_owned(),
+                ],
+                &["part.inp"],
+            )
+            .await?;
+        let Some(inp) = run.files.get("part.inp") else {
+            return Err(Refusal::Program {
+                program: "gmsh",
+                error: "mesh_failed",
+                message: "gmsh wrote no mesh".to_owned(),
+                output: tail(&run.output),
+            });
+        };
+        let mesh = Mesh::from_gmsh(inp);
+        if mesh.elements == 0 {
+            return Err(Refusal::Program {
+                program: "gmsh",
+                error: "mesh_failed",
+                message: "the mesh has no volume elements".to_owned(),
+                output: tail(&run.output),
+            });
+        }
+        Ok((mesh, run))
+    }
+
+    async fn mesh_tool(&self, args: MeshArgs) -> Result<Value, Refusal> {
+        let (mesh, run) = self.mesh(&args.solid, args.element_size_mm).await?;
+        Ok(json!({
+            "nodes": mesh.nodes,
+            "elements": mesh.elements,
+            "element_type": "C3D10 (second-order tetrahedron)",
+            "element_size_mm": args.element_size_mm,
+            "faces": args.solid.faces(),
+            "volume_mm3": args.solid.volume_mm3(),
+            "run": {"program": "gmsh", "version": self.versions.0, "elapsed_ms": millis(&run)},
+        }))
+    }
+
+    fn material(args: &MaterialArgs) -> Result<Material, Refusal> {
+        if let Some(name) = &args.name {
+            let Some((name, youngs, poisson, yield_strength, density)) =
+                MATERIALS.iter().find(|m| m.0 == name.as_str())
+            else {
+                return Err(Refusal::argument(
+                    "material.name",
+                    format!(
+                        "{name} is not in the table ({}); or give youngs_modulus_mpa, poisson_ratio, yield_strength_mpa and density_kg_m3",
+                        MATERIALS.iter().map(|m| m.0).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            };
+            return Ok(Material {
+                name: (*name).to_owned(),
+                youngs: *youngs,
+                poisson: *poisson,
+                yield_strength: *yield_strength,
+                density: *density,
+            });
+        }
+        let (Some(youngs), Some(poisson), Some(yield_strength), Some(density)) = (
+            args.youngs_modulus_mpa,
+            args.poisson_ratio,
+            args.yield_strength_mpa,
+            args.density_kg_m3,
+        ) else {
+            return Err(Refusal::argument(
+                "material",
+                "give a name from the table, or youngs_modulus_mpa, poisson_ratio, yield_strength_mpa and density_kg_m3",
+            ));
+        };
+        if !(youngs > 0.0 && (0.0..0.5).contains(&poisson) && yield_strength > 0.0 && density > 0.0) {
+            return Err(Refusal::argument(
+                "material",
+                "need E > 0, 0 <= nu < 0.5, yield > 0 and density > 0",
+            ));
+        }
+        Ok(Material {
+            name: "custom".to_owned(),
+            youngs,
+            poisson,
+            yield_strength,
+            density,
+        })
+    }
+
+    async fn static_tool(&self, args: StaticArgs) -> Result<Value, Refusal> {
+        if args.fixed_faces.is_empty() {
+            return Err(Refusal::argument(
+                "fixed_faces",
+                "no fixed face: the part can move freely; fix at least one face",
+            ));
+        }
+        let faces = args.solid.faces();
+        for (field, face) in args
+            .fixed_faces
+            .iter()
+            .map(|f| ("fixed_faces", f))
+            .chain(args.forces.iter().map(|f| ("forces.face", &f.face)))
+        {
+            if !faces.contains(&face.as_str()) {
+                return Err(Refusal::argument(
+                    field,
+                    format!("{face} is not a face of this solid ({})", faces.join(", ")),
+                ));
+            }
+        }
+        if args.forces.is_empty() && args.gravity_m_s2.is_none() {
+            return Err(Refusal::argument(
+                "forces",
+                "no load: give forces on faces or gravity",
+            ));
+        }
+        let material = Self::material(&args.material)?;
+        let (mesh, _) = self.mesh(&args.solid, args.element_size_mm).await?;
+        let set = |face: &str| format!("FACE_{}", face.to_ascii_uppercase());
+        let job = Job {
+            youngs_mpa: material.youngs,
+            poisson: material.poisson,
+            density_kg_m3: material.density,
+            fixed: args.fixed_faces.iter().map(|f| set(f)).collect(),
+            forces: args.forces.iter().map(|f| (set(&f.face), f.force_n)).collect(),
+            gravity: args.gravity_m_s2,
+        };
+        let input = job.input(&mesh);
+        let run = self
+            .ccx
+            .run(
+                &[("mesh.inp", &mesh.text), ("job.inp", &input)],
+                &["-i".to_owned(), "job".to_owned()],
+                &["job.dat"],
+            )
+            .await?;
+        let dat = run.files.get("job.dat").map_or("", String::as_str);
+        let Some(results) = calculix::read_dat(dat) else {
+            let singular = run.output.contains("singular") || run.output.contains("zero pivot");
+            return Err(Refusal::Program {
+                program: "calculix",
+                error: if singular {
+                    "singular_system"
+                } else {
+                    "solve_failed"
+                },
+                message: if singular {
+                    "the stiffness matrix is singular: the part is not held against every rigid-body motion"
+                        .to_owned()
+                } else {
+                    "CalculiX produced no results".to_owned()
+                },
+                output: tail(&run.output),
+            });
+        };
+        let volume = results.volume_mm3.unwrap_or_else(|| args.solid.volume_mm3());
+        let mass_kg = volume * 1e-9 * material.density;
+        let reactions: Map<String, Value> = args
+            .fixed_faces
+            .iter()
+            .map(|face| {
+                let key = set(face).to_ascii_lowercase();
+                (face.clone(), json!(results.reactions_n.get(&key)))
+            })
+            .collect();
+        Ok(json!({
+            "analysis": "linear_static",
+            "max_von_mises_mpa": results.max_von_mises_mpa,
+            "max_von_mises_element": results.max_von_mises_element,
+            "max_displacement_mm": results.max_displacement_mm,
+            "reaction_forces_n": reactions,
+            "mass_kg": mass_kg,
+            "volume_mm3": volume,
+            "safety_factor": material.yield_strength / results.max_von_mises_mpa,
+            "material": {
+                "name": material.name, "youngs_modulus_mpa": material.youngs,
+                "poisson_ratio": material.poisson, "yield_strength_mpa": material.yield_strength,
+                "density_kg_m3": material.density,
+            },
+            "mesh": {"nodes": mesh.nodes, "elements": mesh.elements, "element_size_mm": args.element_size_mm},
+            "units": {"stress": "MPa", "displacement": "mm", "force": "N", "mass": "kg"},
+            "run": {
+                "programs": [["gmsh", self.versions.0], ["calculix", self.versions.1]],
+                "input_sha256": sha256(&input),
+                "elapsed_ms": millis(&run),
+            },
+        }))
+    }
+}
+
+#[async_trait]
+impl ToolHost for FeaHost {
+    fn tools(&self, _caller: CallerClass) -> Vec<ToolDescriptor> {
+        vec![
+            descriptor::<MeshArgs>(
+                "fea.mesh",
+                "Mesh a solid",
+                "Mesh a parametric solid (box or cylinder, millimetres) with second-order tetrahedra (gmsh): node and element counts and its named faces.",
+                READ_ONLY,
+            ),
+            descriptor::<StaticArgs>(
+                "fea.static",
+                "Linear static analysis",
+                "Linear static FEA (gmsh + CalculiX): material, fixed faces, forces on faces, gravity → max von Mises stress (MPa), max displacement (mm), reactions (N), mass (kg), safety factor against yield.",
+                READ_ONLY,
+            ),
+        ]
+    }
+
+    async fn call(
+        &self,
+        _caller: &CallerContext,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<HostCallOutcome, PortError> {
+        let answer = match tool {
+            "fea.mesh" => self.mesh_tool(parse(tool, arguments)?).await,
+            "fea.static" => self.static_tool(parse(tool, arguments)?).await,
+            other => {
+                return Err(PortError::new(
+                    PortErrorKind::NotFound,
+                    format!("unknown tool: {other}"),
+                ));
+            }
+        };
+        Ok(match answer {
+            Ok(value) => HostCallOutcome::Done(ToolOutput::json(value)),
+            Err(refusal) => HostCallOutcome::Done(ToolOutput::error(refusal.envelope(tool))),
+        })
+    }
+
+    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
+        Vec::new()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
+        Err(PortError::new(
+            PortErrorKind::NotFound,
+            format!("unknown resource: {uri}"),
+        ))
+    }
+}
+
+/// Why a call was refused or failed.
+#[derive(Debug)]
+enum Refusal {
+    Argument {
+        field: &'static str,
+        message: String,
+    },
+    Program {
+        program: &'static str,
+        error: &'static str,
+        message: String,
+        output: String,
+    },
+    Run(RunError),
+}
+
+impl From<RunError> for Refusal {
+    fn from(e: RunError) -> Self {
+        Self::Run(e)
+    }
+}
+
+impl Refusal {
+    fn argument(field: &'static str, message: impl Into<String>) -> Self {
+        Self::Argument {
+            field,
+            message: message.into(),
+        }
+    }
+
+    fn envelope(&self, tool: &str) -> Value {
+        match self {
+            Self::Argument { field, message } => json!({
+                "status": "error", "error": "invalid_arguments", "tool": tool,
+                "validation_errors": [format!("{field}: {message}")],
+                "hint": "fix the arguments and call again; nothing was computed",
+            }),
+            Self::Program {
+                program,
+                error,
+                message,
+                output,
+            } => json!({
+                "status": "error", "error": error, "tool": tool, "program": program,
+                "message": message, "output_tail": output,
+            }),
+            Self::Run(RunError::TimedOut(limit)) => json!({
+                "status": "error", "error": "time_limit", "tool": tool,
+                "message": format!("the run took longer than {:.1} s and was stopped", limit.as_secs_f64()),
+                "hint": "use a larger element size",
+            }),
+            Self::Run(e @ RunError::Start(_)) => json!({
+                "status": "error", "error": "unavailable", "tool": tool, "message": e.to_string(),
+            }),
+        }
+    }
+}
+
+fn millis(run: &RunOutput) -> u64 {
+    u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+fn tail(text: &str) -> String {
+    let start = text.len().saturating_sub(4000);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    text[start..].to_owned()
+}
