@@ -10,7 +10,7 @@
 //! - `layering` — fails when the pure crates pull IO crates, or an adapter depends on domain/app/another adapter.
 //! - `test`     — nextest over the workspace plus doctests (what CI runs after its services are up).
 //! - `alerts`   — `promtool check rules` and `promtool test rules` on `deploy/prometheus/`.
-//! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`, `bench gateway`, `bench mcp`, `bench agent`,
+//! - `bench`    — throughput benchmarks (`bench stores`, `bench pipeline`, `bench gateway`, `bench mcp`, `bench agent`, `bench sandbox`,
 //!   `bench runs`, `bench console`: the approvals page with 500 holds).
 //! - `api-fuzz` — schemathesis against a running gateway's `/openapi.json` (zero failures to pass).
 //! - `e2e --real-model` — opt-in real inference against llama-cpp-python serving SmolLM2.
@@ -65,6 +65,7 @@ mod bench_kit;
 mod bench_mcp;
 mod bench_pipeline;
 mod bench_runs;
+mod bench_sandbox;
 mod changed;
 mod ci;
 mod cluster;
@@ -98,6 +99,7 @@ fn main() -> ExitCode {
         Some("bench") if args.get(1).map(String::as_str) == Some("gateway") => bench_gateway::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("mcp") => bench_mcp::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("agent") => bench_agent::run(),
+        Some("bench") if args.get(1).map(String::as_str) == Some("sandbox") => bench_sandbox::run(),
         Some("bench") if args.get(1).map(String::as_str) == Some("runs") => bench_runs::run(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("console") => bench_console::run(&args[2..]),
         Some("bench") if args.get(1).map(String::as_str) == Some("upstream") => {

@@ -8,6 +8,7 @@
 //! before the program sees it, and every refusal names what to fix. Results are typed JSON with
 //! units, checked against textbook answers by the tests (`tests/it/spice_physics.rs`).
 
+mod answer;
 pub mod fea;
 pub mod runner;
 pub mod spice;

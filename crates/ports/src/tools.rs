@@ -385,11 +385,19 @@ pub trait ToolHost: Send + Sync {
         self.call(caller, tool, arguments).await
     }
 
-    /// The resource templates served.
-    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor>;
+    /// The resource templates served (none by default).
+    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
+        Vec::new()
+    }
 
-    /// Reads one resource by URI (`NotFound` for an unknown URI or record).
-    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError>;
+    /// Reads one resource by URI (`NotFound` for an unknown URI or record; every URI for a host
+    /// serving none, the default).
+    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
+        Err(PortError::new(
+            crate::error::PortErrorKind::NotFound,
+            format!("unknown resource: {uri}"),
+        ))
+    }
 
     /// The skills served over MCP (none by default): a transport declares the Skills extension
     /// only when there are some.

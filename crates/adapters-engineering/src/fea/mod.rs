@@ -19,16 +19,13 @@ pub mod geometry;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
-    ResourceText, ToolDescriptor, ToolHost, ToolOutput,
-};
+use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolHost};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::runner::{RunError, RunOutput, Runner};
-use crate::spice::{READ_ONLY, descriptor, parse};
+use crate::answer::{Refusal, answer, descriptor, millis, parse, sha256, tail, unknown_tool};
+use crate::runner::{RunOutput, Runner};
 use calculix::{Job, Mesh};
 use geometry::{MAX_ELEMENTS, Solid};
 
@@ -169,6 +166,7 @@ impl FeaHost {
                 program: "gmsh",
                 error: "mesh_failed",
                 message: "gmsh wrote no mesh".to_owned(),
+                errors: Vec::new(),
                 output: tail(&run.output),
             });
         };
@@ -178,6 +176,7 @@ impl FeaHost {
                 program: "gmsh",
                 error: "mesh_failed",
                 message: "the mesh has no volume elements".to_owned(),
+                errors: Vec::new(),
                 output: tail(&run.output),
             });
         }
@@ -307,6 +306,7 @@ impl FeaHost {
                 } else {
                     "CalculiX produced no results".to_owned()
                 },
+                errors: Vec::new(),
                 output: tail(&run.output),
             });
         };
@@ -353,13 +353,11 @@ impl ToolHost for FeaHost {
                 "fea.mesh",
                 "Mesh a solid",
                 "Mesh a parametric solid (box or cylinder, millimetres) with second-order tetrahedra (gmsh): node and element counts and its named faces.",
-                READ_ONLY,
             ),
             descriptor::<StaticArgs>(
                 "fea.static",
                 "Linear static analysis",
                 "Linear static FEA (gmsh + CalculiX): material, fixed faces, forces on faces, gravity → max von Mises stress (MPa), max displacement (mm), reactions (N), mass (kg), safety factor against yield.",
-                READ_ONLY,
             ),
         ]
     }
@@ -370,105 +368,11 @@ impl ToolHost for FeaHost {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        let answer = match tool {
+        let result = match tool {
             "fea.mesh" => self.mesh_tool(parse(tool, arguments)?).await,
             "fea.static" => self.static_tool(parse(tool, arguments)?).await,
-            other => {
-                return Err(PortError::new(
-                    PortErrorKind::NotFound,
-                    format!("unknown tool: {other}"),
-                ));
-            }
+            other => return Err(unknown_tool(other)),
         };
-        Ok(match answer {
-            Ok(value) => HostCallOutcome::Done(ToolOutput::json(value)),
-            Err(refusal) => HostCallOutcome::Done(ToolOutput::error(refusal.envelope(tool))),
-        })
+        Ok(answer(tool, result))
     }
-
-    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
-        Vec::new()
-    }
-
-    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
-        Err(PortError::new(
-            PortErrorKind::NotFound,
-            format!("unknown resource: {uri}"),
-        ))
-    }
-}
-
-/// Why a call was refused or failed.
-#[derive(Debug)]
-enum Refusal {
-    Argument {
-        field: &'static str,
-        message: String,
-    },
-    Program {
-        program: &'static str,
-        error: &'static str,
-        message: String,
-        output: String,
-    },
-    Run(RunError),
-}
-
-impl From<RunError> for Refusal {
-    fn from(e: RunError) -> Self {
-        Self::Run(e)
-    }
-}
-
-impl Refusal {
-    fn argument(field: &'static str, message: impl Into<String>) -> Self {
-        Self::Argument {
-            field,
-            message: message.into(),
-        }
-    }
-
-    fn envelope(&self, tool: &str) -> Value {
-        match self {
-            Self::Argument { field, message } => json!({
-                "status": "error", "error": "invalid_arguments", "tool": tool,
-                "validation_errors": [format!("{field}: {message}")],
-                "hint": "fix the arguments and call again; nothing was computed",
-            }),
-            Self::Program {
-                program,
-                error,
-                message,
-                output,
-            } => json!({
-                "status": "error", "error": error, "tool": tool, "program": program,
-                "message": message, "output_tail": output,
-            }),
-            Self::Run(RunError::TimedOut(limit)) => json!({
-                "status": "error", "error": "time_limit", "tool": tool,
-                "message": format!("the run took longer than {:.1} s and was stopped", limit.as_secs_f64()),
-                "hint": "use a larger element size",
-            }),
-            Self::Run(e @ RunError::Start(_)) => json!({
-                "status": "error", "error": "unavailable", "tool": tool, "message": e.to_string(),
-            }),
-        }
-    }
-}
-
-fn millis(run: &RunOutput) -> u64 {
-    u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn sha256(text: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
-}
-
-fn tail(text: &str) -> String {
-    let start = text.len().saturating_sub(4000);
-    let start = (start..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len());
-    text[start..].to_owned()
 }

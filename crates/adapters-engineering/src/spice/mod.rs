@@ -23,16 +23,24 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ResourceTemplateDescriptor,
-    ResourceText, ToolDescriptor, ToolHints, ToolHost, ToolOutput,
-};
+use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolHost};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::runner::{RunError, RunOutput, Runner};
+use crate::answer::{Refusal, answer, descriptor, millis, parse, sha256, tail, unknown_tool};
+use crate::runner::{RunOutput, Runner};
 use netlist::{Netlist, NetlistError};
+
+impl From<NetlistError> for Refusal {
+    fn from(e: NetlistError) -> Self {
+        Self::Line {
+            error: "invalid_netlist",
+            line: e.line,
+            message: e.to_string(),
+        }
+    }
+}
 
 /// The most output nodes one analysis reports.
 pub const MAX_OUTPUTS: usize = 32;
@@ -45,14 +53,6 @@ pub const MAX_POINTS: usize = 2_000;
 
 /// How many points a reported vector keeps unless the caller asks otherwise.
 pub const DEFAULT_POINTS: usize = 200;
-
-/// A read: the tools compute, never change anything.
-pub(crate) const READ_ONLY: ToolHints = ToolHints {
-    read_only_hint: Some(true),
-    destructive_hint: Some(false),
-    idempotent_hint: Some(true),
-    open_world_hint: Some(false),
-};
 
 /// `spice.validate_netlist` and `spice.op`: a netlist only.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -149,31 +149,26 @@ impl SpiceHost {
                 "spice.validate_netlist",
                 "Check a SPICE netlist",
                 "Parse a netlist with ngspice: its elements and nodes, or each problem with its line number. Runs no analysis.",
-                READ_ONLY,
             ),
             descriptor::<NetlistArgs>(
                 "spice.op",
                 "DC operating point",
                 "The DC operating point (ngspice): every node voltage in volts and every source current in amperes.",
-                READ_ONLY,
             ),
             descriptor::<DcArgs>(
                 "spice.dc",
                 "DC sweep",
                 "Sweep one independent source (ngspice .dc): each output node's voltage in volts over the sweep.",
-                READ_ONLY,
             ),
             descriptor::<AcArgs>(
                 "spice.ac",
                 "AC frequency response",
                 "Small-signal frequency response (ngspice .ac, decades): magnitude in dB and phase in degrees per frequency, and the -3 dB points in Hz.",
-                READ_ONLY,
             ),
             descriptor::<TransientArgs>(
                 "spice.transient",
                 "Transient response",
                 "Time response (ngspice .tran): each output node's voltage in volts over time in seconds, downsampled keeping extremes, with min, max and final values and the netlist's .meas results.",
-                READ_ONLY,
             ),
         ]
     }
@@ -183,23 +178,15 @@ impl SpiceHost {
         tool: &str,
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
-        let answer = match tool {
+        let result = match tool {
             "spice.validate_netlist" => self.validate(parse(tool, arguments)?).await,
             "spice.op" => self.op(parse(tool, arguments)?).await,
             "spice.dc" => self.dc(parse(tool, arguments)?).await,
             "spice.ac" => self.ac(parse(tool, arguments)?).await,
             "spice.transient" => self.transient(parse(tool, arguments)?).await,
-            other => {
-                return Err(PortError::new(
-                    PortErrorKind::NotFound,
-                    format!("unknown tool: {other}"),
-                ));
-            }
+            other => return Err(unknown_tool(other)),
         };
-        Ok(match answer {
-            Ok(value) => HostCallOutcome::Done(ToolOutput::json(value)),
-            Err(refusal) => HostCallOutcome::Done(ToolOutput::error(refusal.envelope(tool))),
-        })
+        Ok(answer(tool, result))
     }
 
     /// Runs `control` on `netlist`, reading back `files`.
@@ -223,23 +210,24 @@ impl SpiceHost {
         // `.print` card): its error lines, or a signal (a limit hit), do.
         let errors = results::errors(&output.output);
         if !errors.is_empty() || output.status.is_none() {
-            return Err(Refusal::Simulation {
+            return Err(Refusal::Program {
+                program: "ngspice",
+                error: "simulation_failed",
+                message: "ngspice could not simulate this circuit: read its errors (a line it names is the netlist's as sent)".to_owned(),
                 errors,
-                status: output.status,
-                output: tail(&output.output, 4000),
+                output: tail(&output.output),
             });
         }
         Ok(output)
     }
 
     fn provenance(&self, netlist_text: &str, run: &RunOutput) -> Value {
-        use sha2::Digest;
         let limits = self.runner.limits();
         json!({
             "program": "ngspice",
             "version": self.version,
-            "input_sha256": hex::encode(sha2::Sha256::digest(netlist_text.as_bytes())),
-            "elapsed_ms": u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "input_sha256": sha256(netlist_text),
+            "elapsed_ms": millis(run),
             "limits": {
                 "cpu_seconds": limits.cpu_seconds,
                 "memory_mb": limits.memory_mb,
@@ -276,10 +264,12 @@ impl SpiceHost {
             }
         }
         if voltages.is_empty() {
-            return Err(Refusal::Simulation {
-                errors: vec!["ngspice printed no operating point".to_owned()],
-                status: run.status,
-                output: tail(&run.output, 4000),
+            return Err(Refusal::Program {
+                program: "ngspice",
+                error: "simulation_failed",
+                message: "ngspice printed no operating point".to_owned(),
+                errors: Vec::new(),
+                output: tail(&run.output),
             });
         }
         Ok(json!({
@@ -457,119 +447,6 @@ impl ToolHost for SpiceHost {
     ) -> Result<HostCallOutcome, PortError> {
         self.run_tool(tool, arguments).await
     }
-
-    fn resource_templates(&self) -> Vec<ResourceTemplateDescriptor> {
-        Vec::new()
-    }
-
-    async fn read_resource(&self, uri: &str) -> Result<ResourceText, PortError> {
-        Err(PortError::new(
-            PortErrorKind::NotFound,
-            format!("unknown resource: {uri}"),
-        ))
-    }
-}
-
-/// Why a tool call was refused or failed, as its error envelope says.
-#[derive(Debug)]
-enum Refusal {
-    /// The netlist may not be run.
-    Netlist(NetlistError),
-    /// An argument is out of range.
-    Argument { field: &'static str, message: String },
-    /// ngspice reported errors or failed.
-    Simulation {
-        errors: Vec<String>,
-        status: Option<i32>,
-        output: String,
-    },
-    /// The run could not be made or took too long.
-    Run(RunError),
-}
-
-impl From<NetlistError> for Refusal {
-    fn from(e: NetlistError) -> Self {
-        Self::Netlist(e)
-    }
-}
-
-impl Refusal {
-    fn argument(field: &'static str, message: impl Into<String>) -> Self {
-        Self::Argument {
-            field,
-            message: message.into(),
-        }
-    }
-
-    fn envelope(&self, tool: &str) -> Value {
-        match self {
-            Self::Netlist(e) => json!({
-                "status": "error", "error": "invalid_netlist", "tool": tool,
-                "line": e.line, "message": e.to_string(),
-                "hint": "fix the netlist line named and call again; nothing was simulated",
-            }),
-            Self::Argument { field, message } => json!({
-                "status": "error", "error": "invalid_arguments", "tool": tool,
-                "validation_errors": [format!("{field}: {message}")],
-                "hint": "fix the arguments and call again; nothing was simulated",
-            }),
-            Self::Simulation {
-                errors,
-                status,
-                output,
-            } => json!({
-                "status": "error", "error": "simulation_failed", "tool": tool,
-                "errors": errors, "exit_status": status, "output_tail": output,
-                "hint": "ngspice could not simulate this circuit: read its errors (the line it names is in the netlist as sent)",
-            }),
-            Self::Run(RunError::TimedOut(limit)) => json!({
-                "status": "error", "error": "time_limit", "tool": tool,
-                "message": format!("the simulation took longer than {:.1} s and was stopped", limit.as_secs_f64()),
-                "hint": "simulate less: fewer points, a shorter stop time or a larger step",
-            }),
-            Self::Run(e @ RunError::Start(_)) => json!({
-                "status": "error", "error": "unavailable", "tool": tool, "message": e.to_string(),
-            }),
-        }
-    }
-}
-
-impl From<RunError> for Refusal {
-    fn from(e: RunError) -> Self {
-        Self::Run(e)
-    }
-}
-
-/// The arguments of `tool` as its type; a mismatch is `Invalid`, naming the tool.
-pub(crate) fn parse<T: serde::de::DeserializeOwned>(
-    tool: &str,
-    arguments: Map<String, Value>,
-) -> Result<T, PortError> {
-    serde_json::from_value(Value::Object(arguments))
-        .map_err(|e| PortError::new(PortErrorKind::Invalid, format!("{tool}: {e}")))
-}
-
-/// A tool's descriptor, its input schema generated from `T`.
-pub(crate) fn descriptor<T: JsonSchema>(
-    name: &str,
-    title: &str,
-    description: &str,
-    hints: ToolHints,
-) -> ToolDescriptor {
-    let mut schema =
-        serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
-    if let Some(root) = schema.as_object_mut() {
-        root.remove("$schema");
-        root.remove("title");
-        root.remove("description");
-    }
-    ToolDescriptor {
-        name: name.to_owned(),
-        title: Some(title.to_owned()),
-        description: description.to_owned(),
-        input_schema: schema,
-        hints,
-    }
 }
 
 /// The nodes reported: the caller's, each checked, or every node (at most [`MAX_OUTPUTS`]).
@@ -643,13 +520,4 @@ fn column_pairs(rows: &[Vec<f64>], index: usize) -> Vec<(f64, f64)> {
     rows.iter()
         .filter_map(|row| Some((*row.get(2 * index)?, *row.get(2 * index + 1)?)))
         .collect()
-}
-
-/// The last `limit` bytes of `text` (whole characters).
-fn tail(text: &str, limit: usize) -> String {
-    let start = text.len().saturating_sub(limit);
-    let start = (start..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len());
-    text[start..].to_owned()
 }

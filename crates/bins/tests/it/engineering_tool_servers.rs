@@ -13,6 +13,25 @@ use serde_json::{Map, Value, json};
 
 use crate::common::{http, start_gateway};
 
+/// `metaforge tool-server <name>` as a stdio MCP server in its sandbox, as the registry starts it.
+fn tool_server(name: &str, home: &std::path::Path) -> McpToolServer {
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        name,
+        ServerTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
+            args: vec!["tool-server".into(), name.into()],
+            env: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    config.call_timeout = Duration::from_secs(120);
+    McpToolServer::new(config, launch)
+}
+
 fn spice_entry() -> Value {
     json!({"command": env!("CARGO_BIN_EXE_metaforge"), "args": ["tool-server", "spice"],
            "domains": ["electronics", "simulation"]})
@@ -44,21 +63,7 @@ async fn a_divider_simulated_through_the_sandboxed_server_over_mcp_sits_at_2_5_v
         return;
     }
     let home = tempfile::tempdir().unwrap();
-    let launch = Arc::new(StdioLaunch::new(
-        [("PATH".to_owned(), metaforge_test_support::peers::path())],
-        home.path().join("tool-servers"),
-    ));
-    let mut config = ServerConfig::new(
-        "spice",
-        ServerTransport::Stdio {
-            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
-            args: vec!["tool-server".into(), "spice".into()],
-            env: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Initialize;
-    config.call_timeout = Duration::from_secs(60);
-    let server = McpToolServer::new(config, launch);
+    let server = tool_server("spice", home.path());
     let tools = server.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
@@ -95,21 +100,7 @@ async fn a_cantilever_solved_through_the_sandboxed_fea_server_over_mcp_matches_b
         return;
     }
     let home = tempfile::tempdir().unwrap();
-    let launch = Arc::new(StdioLaunch::new(
-        [("PATH".to_owned(), metaforge_test_support::peers::path())],
-        home.path().join("tool-servers"),
-    ));
-    let mut config = ServerConfig::new(
-        "fea",
-        ServerTransport::Stdio {
-            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
-            args: vec!["tool-server".into(), "fea".into()],
-            env: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Initialize;
-    config.call_timeout = Duration::from_secs(120);
-    let server = McpToolServer::new(config, launch);
+    let server = tool_server("fea", home.path());
     let tools = server.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["fea.mesh", "fea.static"]);

@@ -1,0 +1,149 @@
+//! What every engineering tool server answers with: its descriptors and argument parsing, and a
+//! refusal as the error envelope a model reads (what went wrong, what to do), never a bare
+//! protocol error for something the caller can fix.
+
+use metaforge_ports::{HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput};
+use schemars::JsonSchema;
+use serde_json::{Map, Value, json};
+
+use crate::runner::{RunError, RunOutput};
+
+/// A read: the tools compute, never change anything.
+pub(crate) const READ_ONLY: ToolHints = ToolHints {
+    read_only_hint: Some(true),
+    destructive_hint: Some(false),
+    idempotent_hint: Some(true),
+    open_world_hint: Some(false),
+};
+
+/// A read-only tool's descriptor, its input schema generated from `T`.
+pub(crate) fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> ToolDescriptor {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("$schema");
+        root.remove("title");
+        root.remove("description");
+    }
+    ToolDescriptor {
+        name: name.to_owned(),
+        title: Some(title.to_owned()),
+        description: description.to_owned(),
+        input_schema: schema,
+        hints: READ_ONLY,
+    }
+}
+
+/// The arguments of `tool` as its type; a mismatch is `Invalid`, naming the tool.
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: Map<String, Value>,
+) -> Result<T, PortError> {
+    serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| PortError::new(PortErrorKind::Invalid, format!("{tool}: {e}")))
+}
+
+/// Why a tool call was refused or failed.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// An argument is out of range.
+    Argument { field: &'static str, message: String },
+    /// A line of what the caller sent may not be run (a netlist's).
+    Line {
+        error: &'static str,
+        line: usize,
+        message: String,
+    },
+    /// The program ran and reported failure.
+    Program {
+        program: &'static str,
+        error: &'static str,
+        message: String,
+        errors: Vec<String>,
+        output: String,
+    },
+    /// The run could not be made, or took too long.
+    Run(RunError),
+}
+
+impl From<RunError> for Refusal {
+    fn from(e: RunError) -> Self {
+        Self::Run(e)
+    }
+}
+
+impl Refusal {
+    /// An argument out of range, naming it.
+    pub(crate) fn argument(field: &'static str, message: impl Into<String>) -> Self {
+        Self::Argument {
+            field,
+            message: message.into(),
+        }
+    }
+
+    /// The envelope of `tool`'s refusal.
+    fn envelope(&self, tool: &str) -> Value {
+        match self {
+            Self::Argument { field, message } => json!({
+                "status": "error", "error": "invalid_arguments", "tool": tool,
+                "validation_errors": [format!("{field}: {message}")],
+                "hint": "fix the arguments and call again; nothing was run",
+            }),
+            Self::Line { error, line, message } => json!({
+                "status": "error", "error": error, "tool": tool, "line": line, "message": message,
+                "hint": "fix the line named and call again; nothing was run",
+            }),
+            Self::Program {
+                program,
+                error,
+                message,
+                errors,
+                output,
+            } => json!({
+                "status": "error", "error": error, "tool": tool, "program": program,
+                "message": message, "errors": errors, "output_tail": output,
+            }),
+            Self::Run(RunError::TimedOut(limit)) => json!({
+                "status": "error", "error": "time_limit", "tool": tool,
+                "message": format!("the run took longer than {:.1} s and was stopped", limit.as_secs_f64()),
+                "hint": "compute less: fewer points, a shorter time span, a larger step or element size",
+            }),
+            Self::Run(e @ RunError::Start(_)) => json!({
+                "status": "error", "error": "unavailable", "tool": tool, "message": e.to_string(),
+            }),
+        }
+    }
+}
+
+/// A tool's answer: its result, or its refusal's envelope as a tool-level error.
+pub(crate) fn answer(tool: &str, result: Result<Value, Refusal>) -> HostCallOutcome {
+    HostCallOutcome::Done(match result {
+        Ok(value) => ToolOutput::json(value),
+        Err(refusal) => ToolOutput::error(refusal.envelope(tool)),
+    })
+}
+
+/// `NotFound` for a tool this server does not have.
+pub(crate) fn unknown_tool(tool: &str) -> PortError {
+    PortError::new(PortErrorKind::NotFound, format!("unknown tool: {tool}"))
+}
+
+/// The last 4000 bytes of a program's output (whole characters).
+pub(crate) fn tail(text: &str) -> String {
+    let start = text.len().saturating_sub(4000);
+    let start = (start..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    text[start..].to_owned()
+}
+
+/// How long a run took, in milliseconds.
+pub(crate) fn millis(run: &RunOutput) -> u64 {
+    u64::try_from(run.elapsed.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The hex SHA-256 of an input, so a result names exactly what was computed.
+pub(crate) fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
