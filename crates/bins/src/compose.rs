@@ -276,6 +276,7 @@ pub(crate) async fn compose_as(
     let tools = crate::tool_servers::compose_tools(
         &paths.home,
         settings.mcp.servers_path.as_deref(),
+        settings.mcp.engineering_tool_servers,
         settings.skills_dirs.as_deref(),
         &natives,
         settings.env(),

@@ -107,6 +107,9 @@ pub(crate) struct McpSettings {
     pub(crate) client_task_writes: bool,
     /// `METAFORGE_MCP_SERVERS_PATH`, when set.
     pub(crate) servers_path: Option<PathBuf>,
+    /// `METAFORGE_ENGINEERING_TOOL_SERVERS` (default on): offer MetaForge's own engineering tool
+    /// servers whose programs are installed, without a servers file.
+    pub(crate) engineering_tool_servers: bool,
 }
 
 /// The routing variables: which model serves which role.
@@ -243,6 +246,13 @@ impl Settings {
                 false
             }),
             servers_path: env.get("METAFORGE_MCP_SERVERS_PATH").map(PathBuf::from),
+            engineering_tool_servers: match env.get("METAFORGE_ENGINEERING_TOOL_SERVERS") {
+                None => true,
+                Some(_) => on_off(&env, "METAFORGE_ENGINEERING_TOOL_SERVERS").unwrap_or_else(|problem| {
+                    check(Err(problem));
+                    false
+                }),
+            },
         };
         let overrides = env.with_prefix(ROUTE_ENV_PREFIX);
         // The overrides on their own (an unknown role, a route that is not `provider:model`, an

@@ -188,11 +188,15 @@ pub(crate) struct Natives {
 pub(crate) async fn compose_tools(
     home: &Path,
     explicit: Option<&Path>,
+    engineering: bool,
     skills_dirs: Option<&str>,
     natives: &Natives,
     inherited: &Environment,
 ) -> Result<ComposedTools, ToolServersError> {
-    let (servers_file, servers) = read_servers(explicit.map(Path::to_path_buf), home)?;
+    let (servers_file, mut servers) = read_servers(explicit.map(Path::to_path_buf), home)?;
+    if engineering {
+        servers.extend(engineering_servers(&servers, inherited.get("PATH").as_deref()));
+    }
     let launch = Arc::new(StdioLaunch::new(inherited.pairs(), home.join(TOOL_SERVER_HOMES)));
     let mut scope = DomainScope::seed();
     let mut policy = ToolPolicy {
@@ -290,6 +294,60 @@ pub(crate) async fn compose_tools(
 }
 
 /// The servers configured, and the file they came from (`None`: no file at the default place).
+/// MetaForge's own engineering tool servers (`metaforge tool-server <name>`), with the programs
+/// each runs and the disciplines it serves.
+const ENGINEERING_SERVERS: &[(&str, &[&str], &[&str])] = &[
+    ("spice", &["ngspice"], &["electronics", "simulation"]),
+    ("fea", &["gmsh", "ccx"], &["mechanical", "simulation"]),
+];
+
+/// The engineering tool servers to offer beside the servers file's: each whose programs and
+/// `bwrap` are on `path` and whose name no entry of the file takes (an entry of that name, even
+/// a disabled one, replaces it). Each runs this binary in its sandbox.
+fn engineering_servers(configured: &[ServerConfig], path: Option<&str>) -> Vec<ServerConfig> {
+    let on_path = |program: &str| {
+        std::env::split_paths(path.unwrap_or("/usr/bin:/bin")).any(|dir| dir.join(program).is_file())
+    };
+    let Ok(binary) = std::env::current_exe() else {
+        tracing::warn!(
+            event = "engineering_tool_servers_unavailable",
+            "cannot find this binary's path: the engineering tool servers are not offered"
+        );
+        return Vec::new();
+    };
+    if !on_path("bwrap") {
+        tracing::info!(
+            event = "engineering_tool_servers_unavailable",
+            "bwrap is not on PATH: the engineering tool servers are not offered (apt-get install bubblewrap)"
+        );
+        return Vec::new();
+    }
+    ENGINEERING_SERVERS
+        .iter()
+        .filter(|(name, _, _)| !configured.iter().any(|c| c.name == *name))
+        .filter(|(name, programs, _)| {
+            let installed = programs.iter().all(|p| on_path(p));
+            if !installed {
+                tracing::info!(event = "engineering_tool_server_skipped", server = name, programs = ?programs, "its programs are not on PATH");
+            }
+            installed
+        })
+        .map(|(name, _, domains)| {
+            let mut config = ServerConfig::new(
+                *name,
+                ServerTransport::Stdio {
+                    command: binary.display().to_string(),
+                    args: vec!["tool-server".to_owned(), (*name).to_owned()],
+                    env: Default::default(),
+                },
+            );
+            config.domains = domains.iter().map(|d| (*d).to_owned()).collect();
+            config.call_timeout = std::time::Duration::from_secs(600);
+            config
+        })
+        .collect()
+}
+
 pub(crate) fn read_servers(
     explicit: Option<PathBuf>,
     home: &Path,

@@ -164,6 +164,12 @@ pub(crate) const VARIABLES: &[Variable] = &[
         effect: "`up` / `mcp serve` with `METAFORGE_GATEWAY_URL`: `on` lets an HTTP session that claimed a client task (with a stable `X-MetaForge-Session`) run as `client_task`, its twin writes unheld and on the run's branch, confirmed with the run service before every call; `on` without a gateway URL, or a value other than `on`/`off`, refuses start.",
     },
     Variable {
+        names: &["METAFORGE_ENGINEERING_TOOL_SERVERS"],
+        flag: None,
+        default: "`on`",
+        effect: "`on`: the gateway (`up`, `gateway`, `worker`) offers MetaForge's own engineering tool servers whose programs are installed, each in its sandbox and without a servers file: `spice` (ngspice, disciplines `electronics` and `simulation`) and `fea` (gmsh and CalculiX, `mechanical` and `simulation`); a servers-file entry of the same name replaces it (`\"disabled\": true` switches it off). Needs `bwrap`. `off`: only the servers file's. Another value refuses start.",
+    },
+    Variable {
         names: &["METAFORGE_MCP_SERVERS_PATH"],
         flag: None,
         default: "`$METAFORGE_HOME/mcp_servers.json`",

@@ -63,6 +63,7 @@ async fn compose_read_only(
     compose_tools(
         home,
         servers_file,
+        false,
         None,
         &read_only_natives(),
         &crate::system::environment(),
@@ -158,9 +159,16 @@ async fn the_native_tools_are_the_sidecars_flow_and_approval_tools() {
     let ids_gen: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
     let natives = sidecar_natives(&ledger, &versions, &clock, &ids_gen, Arc::new(NoGenerator), None);
     let home = tempfile::tempdir().unwrap();
-    let composed = compose_tools(home.path(), None, None, &natives, &crate::system::environment())
-        .await
-        .unwrap();
+    let composed = compose_tools(
+        home.path(),
+        None,
+        false,
+        None,
+        &natives,
+        &crate::system::environment(),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         ids(&composed, None),
         [

@@ -65,7 +65,11 @@ impl Clock for Wall {
 
 /// A command for the `metaforge` binary cargo built for these tests.
 pub(crate) fn metaforge() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_metaforge"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_metaforge"));
+    // The engineering tool servers (on by default where their programs are installed) would start
+    // beside every test's gateway; the tests that mean them turn them back on.
+    command.env("METAFORGE_ENGINEERING_TOOL_SERVERS", "off");
+    command
 }
 
 /// Waits until `addr` accepts TCP connections; fails the test naming `what` if it never does.

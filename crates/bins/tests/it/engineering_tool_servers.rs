@@ -127,3 +127,49 @@ async fn a_cantilever_solved_through_the_sandboxed_fea_server_over_mcp_matches_b
     assert_eq!(result["material"]["name"], "steel_s235");
     server.close().await;
 }
+
+#[test]
+fn without_a_servers_file_the_gateway_offers_the_engineering_servers_whose_programs_are_installed() {
+    if require(Peer::Bubblewrap).is_none()
+        || require(Peer::Ngspice).is_none()
+        || require(Peer::Gmsh).is_none()
+        || require(Peer::Calculix).is_none()
+    {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (_gateway, addr) = start_gateway(
+        home.path(),
+        &[("METAFORGE_ENGINEERING_TOOL_SERVERS", "on".to_owned())],
+    );
+    let (_, health) = http(&addr, "GET", "/health", None);
+    let servers = &health["mcp_servers"]["servers"];
+    println!("{servers}");
+    assert_eq!(
+        servers["spice"],
+        json!({"status": "ok", "tools": 5, "sandbox": "on"}),
+        "{servers}"
+    );
+    assert_eq!(
+        servers["fea"],
+        json!({"status": "ok", "tools": 2, "sandbox": "on"}),
+        "{servers}"
+    );
+
+    // An entry of the same name replaces the built-in one: disabled, it is not started.
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("mcp_servers.json"),
+        json!({"mcpServers": {"spice": {"command": "metaforge", "args": ["tool-server", "spice"], "disabled": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let (_gateway, addr) = start_gateway(
+        home.path(),
+        &[("METAFORGE_ENGINEERING_TOOL_SERVERS", "on".to_owned())],
+    );
+    let (_, health) = http(&addr, "GET", "/health", None);
+    let servers = &health["mcp_servers"]["servers"];
+    assert_eq!(servers["spice"], json!({"status": "disabled"}), "{servers}");
+    assert_eq!(servers["fea"]["status"], "ok", "{servers}");
+}
