@@ -2,7 +2,10 @@
 //! refusal as the error envelope a model reads (what went wrong, what to do), never a bare
 //! protocol error for something the caller can fix.
 
-use metaforge_ports::{HostCallOutcome, PortError, PortErrorKind, ToolDescriptor, ToolHints, ToolOutput};
+use metaforge_ports::{
+    EvidenceFile, FileText, HostCallOutcome, PortError, PortErrorKind, Quantity, QuantityKind,
+    ToolDescriptor, ToolHints, ToolOutput,
+};
 use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
@@ -116,11 +119,49 @@ impl Refusal {
 }
 
 /// A tool's answer: its result, or its refusal's envelope as a tool-level error.
-pub(crate) fn answer(tool: &str, result: Result<Value, Refusal>) -> HostCallOutcome {
+pub(crate) fn answer(tool: &str, result: Result<ToolOutput, Refusal>) -> HostCallOutcome {
     HostCallOutcome::Done(match result {
-        Ok(value) => ToolOutput::json(value),
+        Ok(output) => output,
         Err(refusal) => ToolOutput::error(refusal.envelope(tool)),
     })
+}
+
+/// The deliverable an analysis is evidence for.
+pub(crate) const SIMULATION_RESULT: &str = "simulation_result";
+
+/// The largest output file whose text a result carries (a larger one is named by its hash and
+/// size only).
+pub(crate) const MAX_EVIDENCE_FILE_BYTES: usize = 8 * 1024 * 1024;
+
+/// The output files of `run` named in `wanted` (name, media type) that it wrote, in that order:
+/// every one's entry for the evidence, and the texts small enough to carry.
+pub(crate) fn output_files(run: &RunOutput, wanted: &[(&str, &str)]) -> (Vec<EvidenceFile>, Vec<FileText>) {
+    let mut entries = Vec::new();
+    let mut texts = Vec::new();
+    for (name, media_type) in wanted {
+        if let Some(text) = run.files.get(*name) {
+            let file = FileText {
+                name: (*name).to_owned(),
+                media_type: (*media_type).to_owned(),
+                text: text.clone(),
+            };
+            entries.push(file.entry());
+            if text.len() <= MAX_EVIDENCE_FILE_BYTES {
+                texts.push(file);
+            }
+        }
+    }
+    (entries, texts)
+}
+
+/// A quantity of the evidence.
+pub(crate) fn quantity(name: impl Into<String>, kind: QuantityKind, value: f64, unit: &str) -> Quantity {
+    Quantity {
+        name: name.into(),
+        kind,
+        value,
+        unit: unit.to_owned(),
+    }
 }
 
 /// `NotFound` for a tool this server does not have.
@@ -144,6 +185,5 @@ pub(crate) fn millis(run: &RunOutput) -> u64 {
 
 /// The hex SHA-256 of an input, so a result names exactly what was computed.
 pub(crate) fn sha256(text: &str) -> String {
-    use sha2::Digest;
-    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+    metaforge_ports::sha256_hex(text)
 }

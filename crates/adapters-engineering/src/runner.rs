@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use metaforge_ports::SandboxReport;
 use metaforge_sandbox::{
     ProcMount, ResourceLimits, SandboxOptions, SandboxPlan, SandboxPrograms, key_stores,
 };
@@ -83,6 +84,17 @@ impl Runner {
     /// The program's path.
     pub fn program(&self) -> &std::path::Path {
         &self.program
+    }
+
+    /// The sandbox every run has, as a result reports it.
+    pub fn sandbox_report(&self) -> SandboxReport {
+        SandboxReport {
+            sandboxed: self.programs.is_some(),
+            cpu_seconds: self.limits.cpu_seconds,
+            memory_mb: self.limits.memory_mb,
+            file_size_mb: self.limits.file_size_mb,
+            wall_seconds: self.wall.as_secs(),
+        }
     }
 
     /// The limits every run has.

@@ -265,7 +265,7 @@ pub(crate) async fn compose_as(
     // Which run a twin write belongs to is asked of the engine, which is built after the tools.
     let run_scopes = Arc::new(metaforge_app::twin::LateRunScopes::new());
     let twin_tools = metaforge_sidecar::SidecarTwin::new(Arc::clone(&twin), run_scopes.clone() as _);
-    let natives = crate::tool_servers::sidecar_natives(
+    let mut natives = crate::tool_servers::sidecar_natives(
         &ledger,
         &versions,
         &clock,
@@ -273,6 +273,10 @@ pub(crate) async fn compose_as(
         generator.clone(),
         Some(twin_tools.clone()),
     );
+    natives.evidence = Some(Arc::new(metaforge_app::twin::EvidenceRecorder::new(
+        Arc::clone(&twin),
+        run_scopes.clone() as _,
+    )));
     let tools = crate::tool_servers::compose_tools(
         &paths.home,
         settings.mcp.servers_path.as_deref(),

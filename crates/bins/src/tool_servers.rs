@@ -125,6 +125,7 @@ pub(crate) fn sidecar_natives(
         gates: host.declared_gates(),
         holds: host.declared_holds(),
         host: Arc::new(host),
+        evidence: None,
     }
 }
 
@@ -179,6 +180,8 @@ pub(crate) struct Natives {
     /// The ask-tier tools: the agent loop holds them itself (and says so on the turn's stream),
     /// then passes the approved hold to the host, which runs the call without a second hold.
     pub(crate) holds: std::collections::BTreeSet<String>,
+    /// Records a run phase's tool evidence in the twin (a composition with a twin sets it).
+    pub(crate) evidence: Option<Arc<metaforge_app::twin::EvidenceRecorder>>,
 }
 
 /// Reads the servers file (`METAFORGE_MCP_SERVERS_PATH`, else `home/mcp_servers.json`), starts
@@ -211,6 +214,9 @@ pub(crate) async fn compose_tools(
     let mut builder = ToolRegistry::builder()
         .natives(Arc::clone(&natives.host))
         .skills(Arc::clone(&shelf));
+    if let Some(recorder) = &natives.evidence {
+        builder = builder.evidence(Arc::clone(recorder));
+    }
     let mut sandboxes = Vec::new();
     for config in servers {
         if !config.disabled && matches!(config.transport, ServerTransport::Stdio { .. }) {

@@ -1,11 +1,13 @@
 //! Post-turn grounding guard (FORGE-98) and claim-specific grounding (FORGE-520).
 //!
-//! Three deterministic checks on a model's own final reply, no model call:
+//! Four deterministic checks on a model's own final reply, no model call:
 //! 1. no tool call: a completion verb and no successful tool call at all (the reply then gets
 //!    only this banner, and it is the only one that marks a design-flow phase ungrounded);
 //! 2. twin write: the reply claims a twin write and no twin write call succeeded;
 //! 3. node id: the reply quotes a node id no successful call returned and the turn's evidence
-//!    does not contain; FreeCAD session object ids are never grounded.
+//!    does not contain; FreeCAD session object ids are never grounded;
+//! 4. numeric: the reply states a quantity a tool of the turn computed with a value no tool
+//!    returned ([`crate::numeric_grounding`]).
 //!
 //! The checks lean toward over-flagging: a false positive costs one banner line, a false
 //! negative is a fabricated design action a person believes.
@@ -17,6 +19,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::numeric_grounding::{NumericMismatch, numeric_mismatches};
 use crate::tool_naming::same_tool;
 
 /// Prepended when the reply claims an action and no tool call succeeded this turn.
@@ -24,6 +27,10 @@ pub const UNGROUNDED_BANNER: &str = "⚠ No tool calls were made this turn, so n
 
 /// Prepended when the reply claims a twin write and no twin write call succeeded this turn.
 pub const NO_TWIN_COMMIT_BANNER: &str = "⚠ No twin commit happened this turn, so nothing described below as saved or committed is in the digital twin.";
+
+/// Prepended (followed by each number and what the tools returned) when the reply states a
+/// quantity no tool of the turn returned ([`crate::numeric_grounding`]).
+pub const NUMERIC_MISMATCH_BANNER: &str = "⚠ Numbers that differ from what the tools returned this turn";
 
 /// Prepended (followed by the ids) when the reply quotes node ids no successful call returned.
 pub const UNVERIFIED_NODE_ID_BANNER: &str =
@@ -131,6 +138,8 @@ pub enum Banner {
     NoTwinCommit,
     /// [`UNVERIFIED_NODE_ID_BANNER`].
     UnverifiedNodeId,
+    /// [`NUMERIC_MISMATCH_BANNER`].
+    NumericMismatch,
 }
 
 impl Banner {
@@ -140,6 +149,7 @@ impl Banner {
             Self::Ungrounded => MetricKind::NoToolCall,
             Self::NoTwinCommit => MetricKind::TwinWrite,
             Self::UnverifiedNodeId => MetricKind::NodeId,
+            Self::NumericMismatch => MetricKind::Numeric,
         }
     }
 }
@@ -154,6 +164,8 @@ pub enum MetricKind {
     TwinWrite,
     /// The node-id check.
     NodeId,
+    /// The numeric check.
+    Numeric,
 }
 
 impl MetricKind {
@@ -163,6 +175,7 @@ impl MetricKind {
             Self::NoToolCall => "no_tool_call",
             Self::TwinWrite => "twin_write",
             Self::NodeId => "node_id",
+            Self::Numeric => "numeric",
         }
     }
 }
@@ -176,6 +189,9 @@ pub struct GroundingReport {
     pub banners: Vec<Banner>,
     /// Node ids no successful call returned, in order of appearance.
     pub unverified_ids: Vec<String>,
+    /// Stated quantities no tool of the turn returned, in order of appearance.
+    #[serde(default)]
+    pub numeric: Vec<NumericMismatch>,
     /// One metric kind per banner.
     pub metric_kinds: Vec<MetricKind>,
     /// The reply with the banners prepended (unchanged when nothing fired).
@@ -357,7 +373,7 @@ pub fn check_grounding(input: &GroundingInput) -> GroundingReport {
     let claims_action = verbs.iter().any(|w| COMPLETION_VERBS.contains(&w.as_str()));
     let any_call = input.steps.iter().any(TurnStep::made_call_without_error);
     if claims_action && !any_call {
-        return report(reply, vec![Banner::Ungrounded], Vec::new());
+        return report(reply, vec![Banner::Ungrounded], Vec::new(), Vec::new());
     }
     let mut banners = Vec::new();
     let registry = input.registry.as_ref();
@@ -379,16 +395,39 @@ pub fn check_grounding(input: &GroundingInput) -> GroundingReport {
     if !unverified.is_empty() {
         banners.push(Banner::UnverifiedNodeId);
     }
-    report(reply, banners, unverified)
+    let calls: Vec<(&str, &Value, &Value)> = input
+        .steps
+        .iter()
+        .filter(|s| s.succeeded())
+        .map(|s| (s.tool.as_deref().unwrap_or_default(), &s.arguments, &s.result))
+        .collect();
+    let numeric = numeric_mismatches(reply, &calls, input.context_text.as_deref().unwrap_or_default());
+    if !numeric.is_empty() {
+        banners.push(Banner::NumericMismatch);
+    }
+    report(reply, banners, unverified, numeric)
 }
 
-fn report(reply: &str, banners: Vec<Banner>, unverified_ids: Vec<String>) -> GroundingReport {
+fn report(
+    reply: &str,
+    banners: Vec<Banner>,
+    unverified_ids: Vec<String>,
+    numeric: Vec<NumericMismatch>,
+) -> GroundingReport {
     let mut lines: Vec<String> = banners
         .iter()
         .map(|b| match b {
             Banner::Ungrounded => UNGROUNDED_BANNER.to_owned(),
             Banner::NoTwinCommit => NO_TWIN_COMMIT_BANNER.to_owned(),
             Banner::UnverifiedNodeId => format!("{UNVERIFIED_NODE_ID_BANNER}: {}", unverified_ids.join(", ")),
+            Banner::NumericMismatch => format!(
+                "{NUMERIC_MISMATCH_BANNER}: {}",
+                numeric
+                    .iter()
+                    .map(|m| format!("{} (the tools returned {})", m.stated, m.returned.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
         })
         .collect();
     let text = if lines.is_empty() {
@@ -403,6 +442,7 @@ fn report(reply: &str, banners: Vec<Banner>, unverified_ids: Vec<String>) -> Gro
         metric_kinds: banners.iter().map(|b| b.metric_kind()).collect(),
         banners,
         unverified_ids,
+        numeric,
         text,
     }
 }

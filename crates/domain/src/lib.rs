@@ -76,6 +76,7 @@ pub mod approvals;
 pub mod compaction;
 pub mod flow;
 pub mod grounding;
+pub mod numeric_grounding;
 pub mod providers;
 pub mod routing;
 pub mod run;

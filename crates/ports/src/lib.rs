@@ -26,6 +26,7 @@ pub mod clock;
 pub mod credentials;
 pub mod error;
 pub mod event_bus;
+pub mod evidence;
 pub mod flow_engine;
 pub mod flow_version;
 pub mod flow_version_store;
@@ -60,6 +61,10 @@ pub use clock::{Clock, IdGen, Timestamp};
 pub use credentials::{Credential, CredentialSecret, CredentialStore, StoredCredential};
 pub use error::{PortError, PortErrorKind};
 pub use event_bus::{BusEvent, EventBus, PublishReceipt, is_valid_event_kind};
+pub use evidence::{
+    EVIDENCE_FIELD, EvidenceFile, FileText, ProgramVersion, Quantity, QuantityKind, RECORDED_FIELD,
+    SandboxReport, ToolEvidence, evidence_file_uri,
+};
 pub use flow_engine::{FlowEngine, GateAnswer, RunView, StartRun};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};

@@ -73,6 +73,8 @@ pub struct PhaseModelCalls {
     pub evaluator: usize,
     /// Work products the worker asked to commit.
     pub commits: usize,
+    /// Structural simulations the worker asked for (`fea.static`).
+    pub simulations: usize,
     /// Requests the script did not recognise (answered 500), each described.
     pub unexpected: Vec<String>,
 }
@@ -103,12 +105,21 @@ impl PhaseModelCalls {
 pub struct ScriptedPhaseModel {
     upstream: Scripted,
     calls: Arc<Mutex<PhaseModelCalls>>,
-    stalls: Arc<Mutex<Stalls>>,
+    script: Arc<Mutex<Script>>,
 }
 
 /// Phases whose first planner call per attempt key is answered only after a delay, so a test can
 /// kill the process doing the phase while it is in flight.
 type Stalls = BTreeMap<String, std::time::Duration>;
+
+/// What a test changed about the script.
+#[derive(Debug, Default, Clone)]
+struct Script {
+    stalls: Stalls,
+    /// The summary states the simulation's stress times this factor (a wrong number, for the
+    /// numeric grounding check to catch).
+    misquote_stress: Option<f64>,
+}
 
 impl ScriptedPhaseModel {
     /// Starts it on a free loopback port of the current runtime.
@@ -119,28 +130,38 @@ impl ScriptedPhaseModel {
     /// Serves it on `listener` (a port the caller was told to use); needs a tokio runtime.
     pub fn serve(listener: tokio::net::TcpListener, prompts: RolePrompts) -> Self {
         let calls = Arc::new(Mutex::new(PhaseModelCalls::default()));
-        let stalls = Arc::new(Mutex::new(Stalls::new()));
+        let script = Arc::new(Mutex::new(Script::default()));
         let log = Arc::clone(&calls);
-        let stalled = Arc::clone(&stalls);
+        let scripted = Arc::clone(&script);
         let upstream = Scripted::respond_on(listener, move |request| {
             let mut calls = log.lock().unwrap_or_else(PoisonError::into_inner);
-            let stalls = stalled.lock().unwrap_or_else(PoisonError::into_inner);
-            answer(&prompts, &stalls, request, &mut calls)
+            let script = scripted.lock().unwrap_or_else(PoisonError::into_inner);
+            answer(&prompts, &script, request, &mut calls)
         });
         Self {
             upstream,
             calls,
-            stalls,
+            script,
         }
+    }
+
+    /// From now on a summary quoting the simulation states its stress times `factor`: a wrong
+    /// number, which numeric grounding must flag.
+    pub fn misquote_stress(&self, factor: f64) {
+        self.script
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .misquote_stress = Some(factor);
     }
 
     /// From now on, the first planner call of each attempt of `phase` is answered only after
     /// `delay` (a later call with the same attempt key, a re-run, is answered at once): the phase
     /// is in flight for that long, so a test can kill whoever runs it.
     pub fn stall_first_planner_call(&self, phase: &str, delay: std::time::Duration) {
-        self.stalls
+        self.script
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .stalls
             .insert(phase.to_owned(), delay);
     }
 
@@ -253,7 +274,7 @@ fn unexpected(calls: &mut PhaseModelCalls, what: String) -> Reply {
 }
 
 /// The script (module docs).
-fn answer(prompts: &RolePrompts, stalls: &Stalls, request: &Received, calls: &mut PhaseModelCalls) -> Reply {
+fn answer(prompts: &RolePrompts, script: &Script, request: &Received, calls: &mut PhaseModelCalls) -> Reply {
     let body = &request.body;
     if body["stream"] == json!(true) {
         return unexpected(calls, "a streamed completion".to_owned());
@@ -279,7 +300,7 @@ fn answer(prompts: &RolePrompts, stalls: &Stalls, request: &Received, calls: &mu
             json!({"role": "assistant", "content": "1. Record every deliverable in the twin. 2. Summarise."}),
             "stop",
         );
-        let stall = phase_of(&user).and_then(|phase| stalls.get(&phase).copied());
+        let stall = phase_of(&user).and_then(|phase| script.stalls.get(&phase).copied());
         return match stall {
             Some(delay) if *seen == 1 => Reply::Delayed(delay, Box::new(plan)),
             Some(_) | None => plan,
@@ -308,22 +329,99 @@ fn answer(prompts: &RolePrompts, stalls: &Stalls, request: &Received, calls: &mu
             deliverables.push(artifact);
         }
     }
-    if messages.iter().any(|m| m["role"] == "tool") {
-        return completion(
-            json!({"role": "assistant", "content": format!("Recorded {} in the twin.", deliverables.join(", "))}),
-            "stop",
-        );
-    }
-    let offered = body["tools"]
-        .as_array()
-        .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == COMMIT_TOOL));
-    if !offered {
+    let offered = |wanted: &dyn Fn(&str) -> bool| {
+        body["tools"].as_array().and_then(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .find(|name| wanted(name))
+                .map(str::to_owned)
+        })
+    };
+    if offered(&|name| name == COMMIT_TOOL).is_none() {
         return unexpected(
             calls,
             format!("a worker turn without {COMMIT_TOOL} among its tools"),
         );
     }
     let phase = phase_of(&user).unwrap_or_default();
+    let simulation = offered(&|name| name.ends_with(SIMULATION_TOOL_SUFFIX))
+        .filter(|_| deliverables.iter().any(|d| d == SIMULATION_RESULT));
+    let called = |name: &str| {
+        messages.iter().any(|m| {
+            m["tool_calls"]
+                .as_array()
+                .is_some_and(|calls| calls.iter().any(|c| c["function"]["name"] == name))
+        })
+    };
+    let simulated = simulation_result(&messages);
+    match (
+        &simulation,
+        called(COMMIT_TOOL),
+        messages.iter().any(|m| m["role"] == "tool"),
+    ) {
+        // First the simulation, alone: its result decides what is left to commit.
+        (Some(tool), false, false) => {
+            calls.simulations += 1;
+            let call = json!({"id": "call_sim", "type": "function",
+                              "function": {"name": tool, "arguments": CANTILEVER.to_string()}});
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+                "tool_calls",
+            )
+        }
+        (_, false, answered) if !answered || simulation.is_some() => {
+            // MetaForge recorded the simulation's evidence itself: commit the rest.
+            let recorded = simulated
+                .as_ref()
+                .is_some_and(|r| r.get("recorded").and_then(|r| r.get("node_id")).is_some());
+            let left: Vec<&String> = deliverables
+                .iter()
+                .filter(|d| !(recorded && d.as_str() == SIMULATION_RESULT))
+                .collect();
+            commit(calls, &phase, &left)
+        }
+        _ => {
+            let mut summary = format!("Recorded {} in the twin.", deliverables.join(", "));
+            if let Some(result) = &simulated {
+                let stress = result["max_von_mises_mpa"].as_f64().unwrap_or(f64::NAN)
+                    * script.misquote_stress.unwrap_or(1.0);
+                summary.push_str(&format!(
+                    " The linear static analysis gives a maximum von Mises stress of {stress:.1} MPa and a safety factor of {:.2}.",
+                    result["safety_factor"].as_f64().unwrap_or(f64::NAN)
+                ));
+            }
+            completion(json!({"role": "assistant", "content": summary}), "stop")
+        }
+    }
+}
+
+/// How the structural simulation tool's provider name ends (`mcp_fea_fea_static`).
+const SIMULATION_TOOL_SUFFIX: &str = "fea_static";
+/// The deliverable a simulation records.
+const SIMULATION_RESULT: &str = "simulation_result";
+/// The simulation the worker asks for: a steel cantilever, 100 × 10 × 10 mm, fixed at one end,
+/// 100 N down at the other (the physics tests' case).
+static CANTILEVER: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+    json!({
+        "solid": {"kind": "box", "x_mm": 100, "y_mm": 10, "z_mm": 10},
+        "element_size_mm": 2.5,
+        "material": {"name": "steel_s235"},
+        "fixed_faces": ["x_min"],
+        "forces": [{"face": "x_max", "force_n": [0, -100, 0]}],
+    })
+});
+
+/// The simulation's result as the worker was given it (the `call_sim` tool message).
+fn simulation_result(messages: &[Value]) -> Option<Value> {
+    messages
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sim")
+        .and_then(|m| serde_json::from_str(&text_of(&m["content"])).ok())
+}
+
+/// One commit call per deliverable, or the closing line when there is none left.
+fn commit(calls: &mut PhaseModelCalls, phase: &str, deliverables: &[&String]) -> Reply {
     let tool_calls: Vec<Value> = deliverables
         .iter()
         .enumerate()
@@ -392,7 +490,7 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, first) = body(&answer(
             &prompts,
-            &Stalls::new(),
+            &Script::default(),
             &request("You are the worker. Go.", true, false),
             &mut calls,
         ));
@@ -411,7 +509,7 @@ mod tests {
         assert_eq!(artifacts, ["feasibility_report", "risk_list", "cost_estimate"]);
         let (_, second) = body(&answer(
             &prompts,
-            &Stalls::new(),
+            &Script::default(),
             &request("You are the worker. Go.", true, true),
             &mut calls,
         ));
@@ -426,7 +524,7 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, _) = body(&answer(
             &prompts,
-            &Stalls::new(),
+            &Script::default(),
             &request("You are the planner. Plan.", false, false),
             &mut calls,
         ));
@@ -445,14 +543,14 @@ mod tests {
         let mut calls = PhaseModelCalls::default();
         let (status, _) = body(&answer(
             &prompts,
-            &Stalls::new(),
+            &Script::default(),
             &request("You are a poet.", true, false),
             &mut calls,
         ));
         assert_eq!(status, 500);
         let (status, _) = body(&answer(
             &prompts,
-            &Stalls::new(),
+            &Script::default(),
             &request("You are the worker.", false, false),
             &mut calls,
         ));
@@ -463,7 +561,10 @@ mod tests {
     #[test]
     fn a_stalled_phase_delays_only_the_first_planner_call_of_each_attempt() {
         let prompts = RolePrompts::with_worker("You are the worker.");
-        let stalls = Stalls::from([("feasibility".to_owned(), std::time::Duration::from_secs(7))]);
+        let stalls = Script {
+            stalls: Stalls::from([("feasibility".to_owned(), std::time::Duration::from_secs(7))]),
+            misquote_stress: None,
+        };
         let mut calls = PhaseModelCalls::default();
         let planner = request("You are the planner. Plan.", false, false);
         let first = answer(&prompts, &stalls, &planner, &mut calls);
@@ -477,7 +578,7 @@ mod tests {
             200,
             "a re-run of the same attempt is answered at once"
         );
-        let other = answer(&prompts, &Stalls::new(), &planner, &mut calls);
+        let other = answer(&prompts, &Script::default(), &planner, &mut calls);
         assert_eq!(body(&other).0, 200, "no stall named: no delay");
         assert_eq!(calls.planner_by_key.get("r1:feasibility:2"), Some(&3));
     }

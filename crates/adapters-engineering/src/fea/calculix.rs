@@ -143,7 +143,8 @@ impl Job {
                 ));
             }
         }
-        job.push_str("*NODE PRINT, NSET=SOLID\nU\n");
+        // The `.frd` (for a post-processor) and the `.dat` (read back here) both keep the results.
+        job.push_str("*NODE FILE\nU\n*EL FILE\nS\n*NODE PRINT, NSET=SOLID\nU\n");
         for set in &self.fixed {
             job.push_str(&format!("*NODE PRINT, NSET={set}, TOTALS=ONLY\nRF\n"));
         }

@@ -34,6 +34,14 @@ pub enum Solid {
 }
 
 impl Solid {
+    /// The solid in words: `box 100×10×10 mm`, `cylinder r 5 mm × 40 mm`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Box { x_mm, y_mm, z_mm } => format!("box {x_mm}×{y_mm}×{z_mm} mm"),
+            Self::Cylinder { radius_mm, height_mm } => format!("cylinder r {radius_mm} mm × {height_mm} mm"),
+        }
+    }
+
     /// The names of its faces, for loads and supports.
     pub fn faces(&self) -> &'static [&'static str] {
         match self {

@@ -19,12 +19,18 @@ pub mod geometry;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolHost};
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, PortError, ProgramVersion, QuantityKind, ToolDescriptor,
+    ToolEvidence, ToolHost, ToolOutput,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::answer::{Refusal, answer, descriptor, millis, parse, sha256, tail, unknown_tool};
+use crate::answer::{
+    Refusal, SIMULATION_RESULT, answer, descriptor, millis, output_files, parse, quantity, sha256, tail,
+    unknown_tool,
+};
 use crate::runner::{RunOutput, Runner};
 use calculix::{Job, Mesh};
 use geometry::{MAX_ELEMENTS, Solid};
@@ -243,7 +249,7 @@ impl FeaHost {
         })
     }
 
-    async fn static_tool(&self, args: StaticArgs) -> Result<Value, Refusal> {
+    async fn static_tool(&self, args: StaticArgs) -> Result<ToolOutput, Refusal> {
         if args.fixed_faces.is_empty() {
             return Err(Refusal::argument(
                 "fixed_faces",
@@ -287,7 +293,7 @@ impl FeaHost {
             .run(
                 &[("mesh.inp", &mesh.text), ("job.inp", &input)],
                 &["-i".to_owned(), "job".to_owned()],
-                &["job.dat"],
+                &["job.dat", "job.frd"],
             )
             .await?;
         let dat = run.files.get("job.dat").map_or("", String::as_str);
@@ -310,6 +316,9 @@ impl FeaHost {
                 output: tail(&run.output),
             });
         };
+        // The mesh and the job together are what CalculiX solved.
+        let input_sha256 = sha256(&format!("{}{input}", mesh.text));
+        let safety_factor = material.yield_strength / results.max_von_mises_mpa;
         let volume = results.volume_mm3.unwrap_or_else(|| args.solid.volume_mm3());
         let mass_kg = volume * 1e-9 * material.density;
         let reactions: Map<String, Value> = args
@@ -320,7 +329,7 @@ impl FeaHost {
                 (face.clone(), json!(results.reactions_n.get(&key)))
             })
             .collect();
-        Ok(json!({
+        let value = json!({
             "analysis": "linear_static",
             "max_von_mises_mpa": results.max_von_mises_mpa,
             "max_von_mises_element": results.max_von_mises_element,
@@ -328,7 +337,7 @@ impl FeaHost {
             "reaction_forces_n": reactions,
             "mass_kg": mass_kg,
             "volume_mm3": volume,
-            "safety_factor": material.yield_strength / results.max_von_mises_mpa,
+            "safety_factor": safety_factor,
             "material": {
                 "name": material.name, "youngs_modulus_mpa": material.youngs,
                 "poisson_ratio": material.poisson, "yield_strength_mpa": material.yield_strength,
@@ -338,10 +347,62 @@ impl FeaHost {
             "units": {"stress": "MPa", "displacement": "mm", "force": "N", "mass": "kg"},
             "run": {
                 "programs": [["gmsh", self.versions.0], ["calculix", self.versions.1]],
-                "input_sha256": sha256(&input),
+                "input_sha256": input_sha256,
                 "elapsed_ms": millis(&run),
             },
-        }))
+        });
+        let (files, texts) = output_files(&run, &[("job.dat", "text/plain"), ("job.frd", "text/plain")]);
+        let mut quantities = vec![
+            quantity(
+                "max_von_mises_stress",
+                QuantityKind::Stress,
+                results.max_von_mises_mpa,
+                "MPa",
+            ),
+            quantity(
+                "max_displacement",
+                QuantityKind::Displacement,
+                results.max_displacement_mm,
+                "mm",
+            ),
+            quantity("mass", QuantityKind::Mass, mass_kg, "kg"),
+            quantity("safety_factor", QuantityKind::SafetyFactor, safety_factor, ""),
+        ];
+        for face in &args.fixed_faces {
+            if let Some(force) = results.reactions_n.get(&set(face).to_ascii_lowercase()) {
+                let magnitude = force.iter().map(|f| f * f).sum::<f64>().sqrt();
+                quantities.push(quantity(
+                    format!("reaction_force({face})"),
+                    QuantityKind::Force,
+                    magnitude,
+                    "N",
+                ));
+            }
+        }
+        let evidence = ToolEvidence {
+            tool: "fea.static".to_owned(),
+            artifact: SIMULATION_RESULT.to_owned(),
+            title: format!(
+                "Linear static analysis: {}, {}",
+                args.solid.describe(),
+                material.name
+            ),
+            programs: vec![
+                ProgramVersion {
+                    name: "gmsh".to_owned(),
+                    version: self.versions.0.clone(),
+                },
+                ProgramVersion {
+                    name: "calculix".to_owned(),
+                    version: self.versions.1.clone(),
+                },
+            ],
+            input_sha256,
+            sandbox: self.ccx.sandbox_report(),
+            quantities,
+            files,
+        };
+        Ok(ToolOutput::with_evidence(value, &evidence, &texts))
     }
 }
 
@@ -369,7 +430,10 @@ impl ToolHost for FeaHost {
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
         let result = match tool {
-            "fea.mesh" => self.mesh_tool(parse(tool, arguments)?).await,
+            "fea.mesh" => self
+                .mesh_tool(parse(tool, arguments)?)
+                .await
+                .map(ToolOutput::json),
             "fea.static" => self.static_tool(parse(tool, arguments)?).await,
             other => return Err(unknown_tool(other)),
         };

@@ -23,12 +23,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, PortError, ToolDescriptor, ToolHost};
+use metaforge_ports::{
+    CallerClass, CallerContext, HostCallOutcome, PortError, ProgramVersion, Quantity, QuantityKind,
+    ToolDescriptor, ToolEvidence, ToolHost, ToolOutput,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::answer::{Refusal, answer, descriptor, millis, parse, sha256, tail, unknown_tool};
+use crate::answer::{
+    Refusal, SIMULATION_RESULT, answer, descriptor, millis, output_files, parse, quantity, sha256, tail,
+    unknown_tool,
+};
+
+/// The name ngspice's own printout is recorded under.
+const NGSPICE_OUTPUT: &str = "ngspice_output.txt";
 use crate::runner::{RunOutput, Runner};
 use netlist::{Netlist, NetlistError};
 
@@ -179,7 +188,7 @@ impl SpiceHost {
         arguments: Map<String, Value>,
     ) -> Result<HostCallOutcome, PortError> {
         let result = match tool {
-            "spice.validate_netlist" => self.validate(parse(tool, arguments)?).await,
+            "spice.validate_netlist" => self.validate(parse(tool, arguments)?).await.map(ToolOutput::json),
             "spice.op" => self.op(parse(tool, arguments)?).await,
             "spice.dc" => self.dc(parse(tool, arguments)?).await,
             "spice.ac" => self.ac(parse(tool, arguments)?).await,
@@ -236,6 +245,54 @@ impl SpiceHost {
         })
     }
 
+    /// An analysis' answer with its evidence: the quantities, ngspice's version, the netlist's
+    /// hash, the sandbox, and as files the full data table (every computed point, where the
+    /// answer keeps a bounded number) and ngspice's own output.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site per analysis, each naming every part"
+    )]
+    fn with_evidence(
+        &self,
+        value: Value,
+        tool: &str,
+        what: &str,
+        netlist: &Netlist,
+        netlist_text: &str,
+        run: &RunOutput,
+        quantities: Vec<Quantity>,
+        table: Option<&str>,
+    ) -> ToolOutput {
+        let mut kept = run.clone();
+        kept.files.insert(NGSPICE_OUTPUT.to_owned(), run.output.clone());
+        let mut wanted = Vec::new();
+        if let Some(table) = table {
+            wanted.push((table, "text/plain"));
+        }
+        wanted.push((NGSPICE_OUTPUT, "text/plain"));
+        let (files, texts) = output_files(&kept, &wanted);
+        let circuit = netlist.title.trim();
+        let title = if circuit.is_empty() {
+            what.to_owned()
+        } else {
+            format!("{what}: {circuit}")
+        };
+        let evidence = ToolEvidence {
+            tool: tool.to_owned(),
+            artifact: SIMULATION_RESULT.to_owned(),
+            title,
+            programs: vec![ProgramVersion {
+                name: "ngspice".to_owned(),
+                version: self.version.clone(),
+            }],
+            input_sha256: sha256(netlist_text),
+            sandbox: self.runner.sandbox_report(),
+            quantities,
+            files,
+        };
+        ToolOutput::with_evidence(value, &evidence, &texts)
+    }
+
     async fn validate(&self, args: NetlistArgs) -> Result<Value, Refusal> {
         let netlist = Netlist::check(&args.netlist)?;
         let run = self.simulate(&netlist, &["listing".to_owned()], &[]).await?;
@@ -248,7 +305,7 @@ impl SpiceHost {
         }))
     }
 
-    async fn op(&self, args: NetlistArgs) -> Result<Value, Refusal> {
+    async fn op(&self, args: NetlistArgs) -> Result<ToolOutput, Refusal> {
         let netlist = Netlist::check(&args.netlist)?;
         let run = self
             .simulate(&netlist, &["op".to_owned(), "print all".to_owned()], &[])
@@ -272,15 +329,34 @@ impl SpiceHost {
                 output: tail(&run.output),
             });
         }
-        Ok(json!({
+        let quantities = voltages
+            .iter()
+            .map(|(node, v)| quantity(format!("v({node})"), QuantityKind::Voltage, *v, "V"))
+            .chain(
+                currents
+                    .iter()
+                    .map(|(source, a)| quantity(format!("i({source})"), QuantityKind::Current, *a, "A")),
+            )
+            .collect();
+        let value = json!({
             "analysis": "op",
             "node_voltages_v": voltages,
             "source_currents_a": currents,
             "run": self.provenance(&args.netlist, &run),
-        }))
+        });
+        Ok(self.with_evidence(
+            value,
+            "spice.op",
+            "DC operating point",
+            &netlist,
+            &args.netlist,
+            &run,
+            quantities,
+            None,
+        ))
     }
 
-    async fn dc(&self, args: DcArgs) -> Result<Value, Refusal> {
+    async fn dc(&self, args: DcArgs) -> Result<ToolOutput, Refusal> {
         let netlist = Netlist::check(&args.netlist)?;
         if !netlist.has_source(&args.source) {
             return Err(Refusal::argument(
@@ -311,17 +387,28 @@ impl SpiceHost {
                 ),
             );
         }
-        Ok(json!({
+        let value = json!({
             "analysis": "dc",
             "source": args.source,
             "sweep_points": points,
             "units": {"sweep": "V or A (the source's)", "v": "V"},
             "nodes": series,
             "run": self.provenance(&args.netlist, &run),
-        }))
+        });
+        let title = format!("DC sweep of {}", args.source);
+        Ok(self.with_evidence(
+            value,
+            "spice.dc",
+            &title,
+            &netlist,
+            &args.netlist,
+            &run,
+            Vec::new(),
+            Some("dc.txt"),
+        ))
     }
 
-    async fn ac(&self, args: AcArgs) -> Result<Value, Refusal> {
+    async fn ac(&self, args: AcArgs) -> Result<ToolOutput, Refusal> {
         let netlist = Netlist::check(&args.netlist)?;
         let per_decade = args.points_per_decade.unwrap_or(50);
         if !(args.start_hz > 0.0 && args.stop_hz > args.start_hz && args.stop_hz.is_finite()) {
@@ -348,6 +435,7 @@ impl SpiceHost {
         let run = self.simulate(&netlist, &control, &["ac.txt"]).await?;
         let rows = results::table(run.files.get("ac.txt").map_or("", String::as_str));
         let mut series = Map::new();
+        let mut quantities = Vec::new();
         for (i, node) in outputs.iter().enumerate() {
             let magnitude = column_pairs(&rows, 2 * i);
             let phase = column_pairs(&rows, 2 * i + 1);
@@ -364,20 +452,44 @@ impl SpiceHost {
                 })
                 .collect();
             let peak = magnitude.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+            quantities.push(quantity(
+                format!("peak_gain({node})"),
+                QuantityKind::Gain,
+                peak,
+                "dB",
+            ));
+            for f in &minus_3db {
+                quantities.push(quantity(
+                    format!("minus_3db_frequency({node})"),
+                    QuantityKind::Frequency,
+                    *f,
+                    "Hz",
+                ));
+            }
             series.insert(
                 node.clone(),
                 json!({"peak_db": peak, "minus_3db_hz": minus_3db, "points": points}),
             );
         }
-        Ok(json!({
+        let value = json!({
             "analysis": "ac",
             "units": {"f_hz": "Hz", "magnitude_db": "dB", "phase_deg": "degree"},
             "nodes": series,
             "run": self.provenance(&args.netlist, &run),
-        }))
+        });
+        Ok(self.with_evidence(
+            value,
+            "spice.ac",
+            "AC frequency response",
+            &netlist,
+            &args.netlist,
+            &run,
+            quantities,
+            Some("ac.txt"),
+        ))
     }
 
-    async fn transient(&self, args: TransientArgs) -> Result<Value, Refusal> {
+    async fn transient(&self, args: TransientArgs) -> Result<ToolOutput, Refusal> {
         let netlist = Netlist::check(&args.netlist)?;
         if !(args.step_s > 0.0 && args.stop_s > 0.0 && args.stop_s.is_finite()) {
             return Err(Refusal::argument("step_s", "need step_s > 0 and stop_s > 0"));
@@ -402,11 +514,32 @@ impl SpiceHost {
         let run = self.simulate(&netlist, &control, &["tran.txt"]).await?;
         let rows = results::table(run.files.get("tran.txt").map_or("", String::as_str));
         let mut series = Map::new();
+        let mut quantities = Vec::new();
         for (i, node) in outputs.iter().enumerate() {
             let points = column_pairs(&rows, i);
             let min = points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
             let max = points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
             let last = points.last().map(|p| p.1);
+            quantities.push(quantity(
+                format!("min_v({node})"),
+                QuantityKind::Voltage,
+                min,
+                "V",
+            ));
+            quantities.push(quantity(
+                format!("max_v({node})"),
+                QuantityKind::Voltage,
+                max,
+                "V",
+            ));
+            if let Some(last) = last {
+                quantities.push(quantity(
+                    format!("final_v({node})"),
+                    QuantityKind::Voltage,
+                    last,
+                    "V",
+                ));
+            }
             series.insert(
                 node.clone(),
                 json!({
@@ -422,14 +555,24 @@ impl SpiceHost {
             .into_iter()
             .filter(|(name, _)| !netlist.has_node(name))
             .collect();
-        Ok(json!({
+        let value = json!({
             "analysis": "transient",
             "units": {"t_s": "s", "v": "V"},
             "computed_points": rows.len(),
             "nodes": series,
             "measurements": measurements,
             "run": self.provenance(&args.netlist, &run),
-        }))
+        });
+        Ok(self.with_evidence(
+            value,
+            "spice.transient",
+            "Transient response",
+            &netlist,
+            &args.netlist,
+            &run,
+            quantities,
+            Some("tran.txt"),
+        ))
     }
 }
 

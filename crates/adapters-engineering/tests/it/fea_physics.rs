@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use metaforge_adapters_engineering::fea::FeaHost;
 use metaforge_adapters_engineering::runner::Runner;
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, InputChannel, ToolHost};
+use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, InputChannel, QuantityKind, ToolHost};
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
 use serde_json::{Value, json};
@@ -99,6 +99,74 @@ async fn a_steel_cantilever_deflects_and_stresses_as_beam_theory_says() {
     );
     let safety = result["safety_factor"].as_f64().unwrap();
     assert!((safety - 235.0 / root).abs() < 1e-9);
+}
+
+#[tokio::test]
+async fn a_static_analysis_carries_its_evidence_quantities_programs_input_hash_sandbox_and_files() {
+    let Some(host) = host() else {
+        return;
+    };
+    let caller = CallerContext {
+        class: CallerClass::Local,
+        session: None,
+        input_channel: InputChannel::None,
+        identity: None,
+    };
+    let outcome = host
+        .call(&caller, "fea.static", cantilever().as_object().cloned().unwrap())
+        .await
+        .unwrap();
+    let HostCallOutcome::Done(output) = outcome else {
+        panic!("an fea tool never asks for input");
+    };
+    let evidence = output.evidence().expect("fea.static carries evidence").unwrap();
+    let result = output.structured.clone().unwrap();
+    assert_eq!(
+        (evidence.tool.as_str(), evidence.artifact.as_str()),
+        ("fea.static", "simulation_result")
+    );
+    let by_name = |name: &str| evidence.quantities.iter().find(|q| q.name == name).unwrap();
+    let stress = by_name("max_von_mises_stress");
+    assert_eq!((stress.kind, stress.unit.as_str()), (QuantityKind::Stress, "MPa"));
+    assert_eq!(Some(stress.value), result["max_von_mises_mpa"].as_f64());
+    assert_eq!(
+        Some(by_name("safety_factor").value),
+        result["safety_factor"].as_f64()
+    );
+    assert!((by_name("reaction_force(x_min)").value - 100.0).abs() < 1e-6);
+    let programs: Vec<(&str, &str)> = evidence
+        .programs
+        .iter()
+        .map(|p| (p.name.as_str(), p.version.as_str()))
+        .collect();
+    assert_eq!(programs, [("gmsh", "4.8.4"), ("calculix", "2.20")]);
+    assert_eq!(evidence.input_sha256.len(), 64);
+    assert_eq!(
+        Some(evidence.input_sha256.as_str()),
+        result["run"]["input_sha256"].as_str()
+    );
+    assert!(evidence.sandbox.sandboxed);
+    assert_eq!(evidence.sandbox.wall_seconds, 120);
+    let names: Vec<&str> = evidence.files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["job.dat", "job.frd"]);
+    let dat = output
+        .evidence_file_text(&evidence.files[0])
+        .expect("the .dat travels with its hash");
+    assert!(dat.contains("displacements"), "{}", &dat[..dat.len().min(400)]);
+    let frd = output
+        .evidence_file_text(&evidence.files[1])
+        .expect("the .frd travels with its hash");
+    assert!(
+        frd.contains("DISP") && frd.contains("STRESS"),
+        "the .frd holds displacements and stresses"
+    );
+    println!(
+        "fea.static evidence: {} quantities, files {:?} ({} and {} bytes)",
+        evidence.quantities.len(),
+        names,
+        evidence.files[0].bytes,
+        evidence.files[1].bytes
+    );
 }
 
 #[tokio::test]

@@ -21,9 +21,10 @@ use std::time::Duration;
 use metaforge_agent::{AgentTool, ToolBox, ToolBoxes, ToolPolicy};
 use metaforge_domain::tool_cap::ToolOrigin;
 use metaforge_domain::tool_naming::{hashed_name, mcp_tool_id, preferred_provider_name};
+use metaforge_ports::evidence::EVIDENCE_FILE_SCHEME;
 use metaforge_ports::{
-    CallFacts, CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, ToolDescriptor,
-    ToolHost, ToolOutput, ToolSource,
+    CallFacts, CallerClass, CallerContext, HostCallOutcome, PortError, PortErrorKind, RECORDED_FIELD,
+    ToolDescriptor, ToolHost, ToolOutput, ToolSource,
 };
 use serde_json::{Map, Value, json};
 
@@ -34,6 +35,7 @@ use super::search::{
 use super::skill_tools::{self, Activation, is_skill_tool};
 use super::status::{ServerStatus, ServerStatuses};
 use crate::skills::SkillShelf;
+use crate::twin::EvidenceRecorder;
 
 /// Most sessions whose `search_tools` finds are remembered; the least recently used goes first.
 pub const MAX_REMEMBERED_SESSIONS: usize = 1024;
@@ -94,6 +96,8 @@ struct Shared {
     skills: Option<Arc<SkillShelf>>,
     /// The skills the servers serve over the Skills extension, by server, as last listed.
     server_skills: RwLock<std::collections::BTreeMap<String, crate::skills::SkillCatalog>>,
+    /// Records a run phase's tool evidence in the twin, when this process composes a twin.
+    evidence: Option<Arc<EvidenceRecorder>>,
 }
 
 /// The skills a turn sees: the shelf's, then each server's under its name (`None` when this
@@ -140,9 +144,17 @@ pub struct ToolRegistryBuilder {
     scope: Option<DomainScope>,
     policy: ToolPolicy,
     skills: Option<Arc<SkillShelf>>,
+    evidence: Option<Arc<EvidenceRecorder>>,
 }
 
 impl ToolRegistryBuilder {
+    /// Records the evidence an MCP tool's result carries when the caller works for a running
+    /// phase (`crate::twin::evidence`).
+    pub fn evidence(mut self, recorder: Arc<EvidenceRecorder>) -> Self {
+        self.evidence = Some(recorder);
+        self
+    }
+
     /// The skill catalogue, disclosed to every turn through the skill tools
     /// (`skills.activate`, `skills.activate_committing`).
     pub fn skills(mut self, shelf: Arc<SkillShelf>) -> Self {
@@ -222,6 +234,7 @@ impl ToolRegistryBuilder {
                 sessions: Mutex::new(Sessions::default()),
                 skills: self.skills,
                 server_skills: RwLock::new(std::collections::BTreeMap::new()),
+                evidence: self.evidence,
             }),
         };
         registry.refresh().await;
@@ -685,7 +698,51 @@ impl TurnTools {
                     HostCallOutcome::NeedsInput { result, .. } => Ok(result),
                 }
             }
-            ToolOrigin::Mcp(server) => self.call_mcp(server, &tool.descriptor.name, arguments).await,
+            ToolOrigin::Mcp(server) => {
+                let output = self.call_mcp(server, &tool.descriptor.name, arguments).await?;
+                Ok(self.record_evidence(server, output).await)
+            }
         }
     }
+
+    /// Records the evidence `output` carries (when the caller works for a running phase) and
+    /// tells the model where under [`RECORDED_FIELD`]; the evidence files' text is taken out
+    /// either way, so it never reaches the model's context or a session's history.
+    async fn record_evidence(&self, server: &str, mut output: ToolOutput) -> ToolOutput {
+        let recorded = match &self.shared.evidence {
+            Some(recorder) => match recorder.record(&self.caller, server, &output).await {
+                Ok(Some(recorded)) => Some(recorded.to_json()),
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::warn!(event = "twin_evidence_not_recorded", server, error = %e, "a tool's evidence could not be recorded in the twin");
+                    Some(
+                        json!({"error": e.to_string(), "note": "record the result yourself with twin.commit_work_product"}),
+                    )
+                }
+            },
+            None => None,
+        };
+        output.content.retain(|block| !is_evidence_file(block));
+        if let (Some(recorded), Some(Value::Object(structured))) = (recorded, output.structured.as_mut()) {
+            structured.insert(RECORDED_FIELD.to_owned(), recorded);
+            let text = Value::Object(structured.clone()).to_string();
+            if let Some(first) = output
+                .content
+                .iter_mut()
+                .find(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            {
+                *first = json!({"type": "text", "text": text});
+            }
+        }
+        output
+    }
+}
+
+/// An embedded resource carrying an evidence file's text.
+fn is_evidence_file(block: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("resource")
+        && block
+            .pointer("/resource/uri")
+            .and_then(Value::as_str)
+            .is_some_and(|uri| uri.starts_with(&format!("{EVIDENCE_FILE_SCHEME}://")))
 }

@@ -14,6 +14,7 @@
 //! A write by anyone working for no run (a person's chat, a local client) goes to `main`.
 //!
 //! Code map: [`service`] (the [`TwinService`] both doors call, its inputs and results) ·
+//! [`evidence`] (a run phase's tool evidence recorded by MetaForge, not copied by a model) ·
 //! [`scope`] (where a caller's writes go: [`WriteTarget`], [`RunScope`], the [`RunScopes`]
 //! resolver and its engine-backed implementation).
 //!
@@ -97,9 +98,11 @@
 //! `crates/sidecar/tests/it/sidecar_twin.rs` (each caller class through `SidecarHost::call`),
 //! `crates/gateway/tests/it/twin.rs` (the routes over the router).
 
+pub mod evidence;
 pub mod scope;
 pub mod service;
 
+pub use evidence::{EvidenceRecorder, PhaseEvidence, RecordedEvidence, phase_evidence};
 pub use scope::{
     EngineRunScopes, LOCAL_IDENTITY, LateRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget,
     caller_identity,
@@ -126,6 +129,8 @@ pub const WORK_PRODUCT_CONTENT_HASH: &str = "content_hash";
 pub const WORK_PRODUCT_CONTENT: &str = "content";
 /// The property holding where a work product's file lives (`file://…`, an adapter's URI).
 pub const WORK_PRODUCT_URI: &str = "uri";
+/// The property holding a tool's evidence (set only by [`evidence::EvidenceRecorder`]).
+pub const WORK_PRODUCT_EVIDENCE: &str = "evidence";
 /// The property holding what a decision node decided.
 pub const DECISION_STATEMENT: &str = "decision";
 /// The property holding why.
@@ -144,6 +149,7 @@ pub const RESERVED_PROPERTIES: &[&str] = &[
     WORK_PRODUCT_CONTENT_HASH,
     WORK_PRODUCT_CONTENT,
     WORK_PRODUCT_URI,
+    WORK_PRODUCT_EVIDENCE,
     DECISION_STATEMENT,
     DECISION_RATIONALE,
     DECISION_ALTERNATIVES,

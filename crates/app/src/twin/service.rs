@@ -203,7 +203,7 @@ fn extra_properties(
 }
 
 /// Stamps a run's write with its run and phase.
-fn stamp(target: &WriteTarget, properties: &mut Map<String, Value>) {
+pub(super) fn stamp(target: &WriteTarget, properties: &mut Map<String, Value>) {
     if let Some(scope) = target.run() {
         properties.insert(WORK_PRODUCT_RUN.to_owned(), Value::String(scope.run_id.clone()));
         properties.insert(WORK_PRODUCT_PHASE.to_owned(), Value::String(scope.phase.clone()));
@@ -488,9 +488,14 @@ impl TwinService {
         })
     }
 
+    /// A fresh node or edge id.
+    pub(super) fn new_id(&self) -> String {
+        self.ids.new_id()
+    }
+
     /// One commit on the target's branch, creating a run's branch from `main` first when it does
     /// not exist yet.
-    async fn write(
+    pub(super) async fn write(
         &self,
         target: &WriteTarget,
         author: &str,

@@ -41,6 +41,7 @@ fn read_only_natives() -> Natives {
         host: Arc::new(metaforge_sidecar::read_only_host()),
         gates: std::collections::BTreeMap::new(),
         holds: std::collections::BTreeSet::new(),
+        evidence: None,
     }
 }
 

@@ -9,8 +9,9 @@ mod check_cli;
 mod common;
 mod config_cli;
 mod console_browser;
-#[cfg(feature = "falkordb")]
 mod engineering_tool_servers;
+mod evidence_runs;
+#[cfg(feature = "falkordb")]
 mod falkordb_twin;
 mod flow_cli;
 mod gateway_process;

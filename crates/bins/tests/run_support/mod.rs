@@ -51,6 +51,12 @@ impl ScriptedModel {
         self.model.stall_first_planner_call(phase, delay);
     }
 
+    /// From now on a summary quoting the simulation states its stress times `factor`
+    /// (`ScriptedPhaseModel::misquote_stress`).
+    pub(crate) fn misquote_stress(&self, factor: f64) {
+        self.model.misquote_stress(factor);
+    }
+
     /// [`gateway_env`] for this model.
     pub(crate) fn gateway_env(&self, home: &Path) -> Vec<(&'static str, String)> {
         gateway_env(&self.model.base_url(), home)

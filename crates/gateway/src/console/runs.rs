@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,6 +17,7 @@ use futures::StreamExt as _;
 use maud::{Markup, html};
 use metaforge_app::runs::views::{FlowStateView, GateView, PhaseView, RunStatusEntry};
 use metaforge_app::runs::{RunFilter, RunService};
+use metaforge_app::twin::{PhaseEvidence, phase_evidence};
 use metaforge_ports::{DecisionSurface, GateDecisionKind};
 use serde::Deserialize;
 
@@ -114,7 +115,7 @@ pub(crate) fn gate_form(
     }
 }
 
-fn gate_card(user: &ConsoleUser, run_id: &str, gate: &GateView) -> Markup {
+fn gate_card(user: &ConsoleUser, run_id: &str, gate: &GateView, evidence: &GateEvidence) -> Markup {
     let allowed: Vec<String> = gate.allowed.iter().map(|d| d.as_str().to_owned()).collect();
     html! {
         div.gatecard role="group" aria-label={ "Gate " (gate.gate) } {
@@ -122,7 +123,91 @@ fn gate_card(user: &ConsoleUser, run_id: &str, gate: &GateView) -> Markup {
                 @if let Some(deadline) = &gate.deadline { " · expires " (page::when(deadline)) } }
             p { (gate.approval_reason) }
             @if !gate.ready { p.notice.error { "Not ready: " (gate.findings.join("; ")) } }
+            (evidence_block(evidence))
             (gate_form(user, run_id, &gate.phase, &allowed, &format!("/runs/{run_id}")))
+        }
+    }
+}
+
+/// What the tools computed for the gated phase, as recorded in the twin.
+enum GateEvidence {
+    /// The gateway composes no twin.
+    NoTwin,
+    /// Reading it failed.
+    Failed(String),
+    /// The evidence recorded (possibly none).
+    Found(Vec<PhaseEvidence>),
+}
+
+/// The evidence of `state`'s open gate, read from the twin.
+async fn gate_evidence(console: &ConsoleState, state: &FlowStateView) -> GateEvidence {
+    let Some(gate) = &state.gate else {
+        return GateEvidence::Found(Vec::new());
+    };
+    let Some(twin) = &console.gateway.twin else {
+        return GateEvidence::NoTwin;
+    };
+    match phase_evidence(twin, &state.run_id, &gate.phase).await {
+        Ok(found) => GateEvidence::Found(found),
+        Err(e) => GateEvidence::Failed(e.to_string()),
+    }
+}
+
+/// A number as a person reads it: four significant digits.
+fn figure(value: f64) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return value.to_string();
+    }
+    let digits = 3 - value.abs().log10().floor() as i32;
+    format!("{:.*}", usize::try_from(digits.max(0)).unwrap_or(0), value)
+}
+
+/// Bytes as a person reads them.
+fn size(bytes: u64) -> String {
+    match bytes {
+        0..1_000 => format!("{bytes} B"),
+        1_000..1_000_000 => format!("{:.1} kB", bytes as f64 / 1e3),
+        _ => format!("{:.1} MB", bytes as f64 / 1e6),
+    }
+}
+
+fn evidence_block(evidence: &GateEvidence) -> Markup {
+    html! {
+        @match evidence {
+            GateEvidence::NoTwin => { p.small { "Evidence: unknown (this gateway composes no twin)" } }
+            GateEvidence::Failed(why) => { p.notice.error { "Evidence could not be read: " (why) } }
+            GateEvidence::Found(found) if found.is_empty() => { p.small { "Evidence: no tool result was recorded for this phase" } }
+            GateEvidence::Found(found) => {
+                @for item in found {
+                    @let e = &item.evidence;
+                    @let programs = e.programs.iter().map(|p| format!("{} {}", p.name, p.version)).collect::<Vec<_>>().join(", ");
+                    section.evidence aria-label={ "Evidence: " (e.title) } {
+                        p { strong { (e.title) } }
+                        table.mini {
+                            caption.small { "Computed by " code { (e.tool) } " (" (programs) "), input sha256 " code { (e.input_sha256.get(..16).unwrap_or(&e.input_sha256)) "…" } }
+                            thead { tr { th scope="col" { "Quantity" } th scope="col" { "Value" } } }
+                            tbody {
+                                @for q in &e.quantities {
+                                    tr { td { (q.name) } td { (figure(q.value)) @if !q.unit.is_empty() { " " (q.unit) } } }
+                                }
+                            }
+                        }
+                        p.small {
+                            "Sandbox: " @if e.sandbox.sandboxed { "on" } @else { "OFF" }
+                            " · " (e.sandbox.cpu_seconds) " CPU s · " (e.sandbox.memory_mb) " MiB · " (e.sandbox.wall_seconds) " s wall · no network"
+                        }
+                        p.small {
+                            "Files: "
+                            @for (i, file) in e.files.iter().enumerate() {
+                                @if i > 0 { ", " }
+                                (file.name) " (" (size(file.bytes)) ", sha256 " code { (file.sha256.get(..12).unwrap_or(&file.sha256)) "…" } ")"
+                            }
+                            @if e.files.is_empty() { "none" }
+                            " · twin node " a href={ "/v1/twin/nodes/" (item.node_id) "?branch=" (item.branch) } { (item.node_id) }
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -154,7 +239,12 @@ fn activity(state: &FlowStateView, phase: &PhaseView) -> Markup {
     }
 }
 
-fn graph(user: &ConsoleUser, state: &FlowStateView, history: &[RunStatusEntry]) -> Markup {
+fn graph(
+    user: &ConsoleUser,
+    state: &FlowStateView,
+    history: &[RunStatusEntry],
+    evidence: &GateEvidence,
+) -> Markup {
     html! {
         @if !state.live {
             div.banner role="alert" {
@@ -181,7 +271,7 @@ fn graph(user: &ConsoleUser, state: &FlowStateView, history: &[RunStatusEntry]) 
                         p.small { "Gate " (gate) @if phase.auto_approve { " (auto-approved checkpoint)" } }
                     }
                     @if let Some(open) = state.gate.as_ref().filter(|g| g.phase == phase.id) {
-                        (gate_card(user, &state.run_id, open))
+                        (gate_card(user, &state.run_id, open, evidence))
                     }
                     details {
                         summary { "Activity" }
@@ -201,6 +291,7 @@ fn graph(user: &ConsoleUser, state: &FlowStateView, history: &[RunStatusEntry]) 
 
 /// `GET /runs/{id}`: the run's page.
 pub(crate) async fn page(
+    State(console): State<Arc<ConsoleState>>,
     Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
@@ -214,6 +305,7 @@ pub(crate) async fn page(
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
     };
     let terminal = detail.run.status.is_terminal();
+    let evidence = gate_evidence(&console, &state).await;
     page::html(
         StatusCode::OK,
         page::shell(
@@ -222,7 +314,7 @@ pub(crate) async fn page(
             &format!("Run {id}"),
             html! {
                 div #flow-graph data-live={ "/runs/" (id) "/graph" } data-events={ "/runs/" (id) "/live" } aria-live="polite" {
-                    (graph(&user, &state, &detail.history))
+                    (graph(&user, &state, &detail.history, &evidence))
                 }
                 @if !terminal {
                     h2 { "Stop the run" }
@@ -240,6 +332,7 @@ pub(crate) async fn page(
 
 /// `GET /runs/{id}/graph`: the graph alone, redrawn by the page's script on each notice.
 pub(crate) async fn graph_fragment(
+    State(console): State<Arc<ConsoleState>>,
     Runs(runs): Runs,
     Extension(user): Extension<ConsoleUser>,
     Path(id): Path<String>,
@@ -249,7 +342,10 @@ pub(crate) async fn graph_fragment(
         Err(e) => return page::api_problem(&user, &ApiError::from(e)),
     };
     match runs.flow_state(&id).await {
-        Ok(state) => page::fragment(graph(&user, &state, &detail.history)),
+        Ok(state) => {
+            let evidence = gate_evidence(&console, &state).await;
+            page::fragment(graph(&user, &state, &detail.history, &evidence))
+        }
         Err(e) => page::api_problem(&user, &ApiError::from(e)),
     }
 }
