@@ -50,7 +50,7 @@ pub(crate) fn parse<T: serde::de::DeserializeOwned>(
 #[derive(Debug)]
 pub(crate) enum Refusal {
     /// An argument is out of range.
-    Argument { field: &'static str, message: String },
+    Argument { field: String, message: String },
     /// A line of what the caller sent may not be run (a netlist's).
     Line {
         error: &'static str,
@@ -77,9 +77,9 @@ impl From<RunError> for Refusal {
 
 impl Refusal {
     /// An argument out of range, naming it.
-    pub(crate) fn argument(field: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn argument(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::Argument {
-            field,
+            field: field.into(),
             message: message.into(),
         }
     }
@@ -129,12 +129,14 @@ pub(crate) fn answer(tool: &str, result: Result<ToolOutput, Refusal>) -> HostCal
 /// The deliverable an analysis is evidence for.
 pub(crate) const SIMULATION_RESULT: &str = "simulation_result";
 
-/// The largest output file whose text a result carries (a larger one is named by its hash and
-/// size only).
-pub(crate) const MAX_EVIDENCE_FILE_BYTES: usize = 8 * 1024 * 1024;
+/// The most file text one result carries, all files together: a result is one line on the
+/// server's stdout, and a client drops a line over 16 MiB (rmcp's bound), so the files with their
+/// JSON escaping must stay well under it. A file past the budget is named by its hash and size
+/// only.
+pub(crate) const MAX_EVIDENCE_TEXT_BYTES: usize = 6 * 1024 * 1024;
 
 /// The output files of `run` named in `wanted` (name, media type) that it wrote, in that order:
-/// every one's entry for the evidence, and the texts small enough to carry.
+/// every one's entry for the evidence, and the texts that fit [`MAX_EVIDENCE_TEXT_BYTES`].
 pub(crate) fn output_files(run: &RunOutput, wanted: &[(&str, &str)]) -> (Vec<EvidenceFile>, Vec<FileText>) {
     let mut entries = Vec::new();
     let mut texts = Vec::new();
@@ -146,7 +148,8 @@ pub(crate) fn output_files(run: &RunOutput, wanted: &[(&str, &str)]) -> (Vec<Evi
                 text: text.clone(),
             };
             entries.push(file.entry());
-            if text.len() <= MAX_EVIDENCE_FILE_BYTES {
+            let carried: usize = texts.iter().map(|t: &FileText| t.text.len()).sum();
+            if carried + text.len() <= MAX_EVIDENCE_TEXT_BYTES {
                 texts.push(file);
             }
         }

@@ -9,7 +9,11 @@
 //! - timeouts that ignore progress: the call timeout is an idle timeout, reset by every
 //!   `notifications/progress` for the call;
 //! - abandoned calls: a caller that drops the call future makes the client send
-//!   `notifications/cancelled` for it.
+//!   `notifications/cancelled` for it;
+//! - a crash loop: a server whose session is lost again and again is restarted after a delay
+//!   that doubles each time (1 s … 60 s), and is `Unavailable` until then ([`restart_delay`]);
+//! - a flood on stdout: rmcp's line codec drops any line over 16 MiB (`DEFAULT_MAX_LINE_LENGTH`)
+//!   instead of buffering it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -142,6 +146,30 @@ pub struct McpToolServer {
     reinitialisations: AtomicU64,
     /// Sessions the HTTP transport re-initialised itself (404 or an equivalent answer).
     transport_reinitialisations: Arc<AtomicU64>,
+    /// Sessions lost in a row, and when the next start may be tried.
+    crashes: std::sync::Mutex<Crashes>,
+}
+
+/// A server whose session keeps dying (a crashing child, a killed one) is restarted at once the
+/// first time, then after a delay that doubles with each loss in a row ([`restart_delay`]);
+/// until then every use is refused `Unavailable`, naming when it restarts. A call that succeeds
+/// clears it.
+#[derive(Debug, Default)]
+struct Crashes {
+    in_a_row: u32,
+    next_start: Option<tokio::time::Instant>,
+}
+
+/// The longest a crashed server waits to be restarted.
+pub const MAX_RESTART_DELAY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long after its `in_a_row`-th lost session in a row a server is restarted: at once after
+/// the first, then 1 s, 2 s, 4 s … up to [`MAX_RESTART_DELAY`].
+pub fn restart_delay(in_a_row: u32) -> std::time::Duration {
+    match in_a_row {
+        0 | 1 => std::time::Duration::ZERO,
+        n => std::time::Duration::from_secs(1u64 << (n - 2).min(6)).min(MAX_RESTART_DELAY),
+    }
 }
 
 /// Counters describing what the client has done, for logs, health and tests.
@@ -173,6 +201,7 @@ impl McpToolServer {
             generation: AtomicU64::new(0),
             reinitialisations: AtomicU64::new(0),
             transport_reinitialisations: Arc::new(AtomicU64::new(0)),
+            crashes: std::sync::Mutex::new(Crashes::default()),
         }
     }
 
@@ -229,6 +258,17 @@ impl McpToolServer {
         let _guard = self.connect_lock.lock().await;
         if let Some(conn) = self.current().await {
             return Ok(conn);
+        }
+        if let Some(wait) = self.restart_wait() {
+            return Err(PortError::new(
+                PortErrorKind::Unavailable,
+                format!(
+                    "mcp server {}: its session was lost {} times in a row; it is restarted in {:.1} s",
+                    self.config.name,
+                    self.crashes_in_a_row(),
+                    wait.as_secs_f64()
+                ),
+            ));
         }
         let conn = Arc::new(self.open().await?);
         *self.connection.write().await = Some(Arc::clone(&conn));
@@ -545,12 +585,13 @@ impl ToolSource for McpToolServer {
             match fetch_tools(conn.service.peer(), &self.cache, &self.filters).await {
                 Ok(list) => return Ok(list),
                 Err(e) => match CallFailure::from_service(e) {
-                    CallFailure::ConnectionLost(_) if attempt == 0 => {
-                        self.reinitialise(conn.generation, "tools/list").await;
+                    CallFailure::ConnectionLost(e) => {
+                        self.lost(conn.generation, "tools/list").await;
+                        if attempt > 0 {
+                            return Err(self.named(e));
+                        }
                     }
-                    CallFailure::ConnectionLost(e) | CallFailure::Final(e) => {
-                        return Err(self.named(e));
-                    }
+                    CallFailure::Final(e) => return Err(self.named(e)),
                 },
             }
         }
@@ -572,13 +613,22 @@ impl ToolSource for McpToolServer {
         for attempt in 0..2 {
             let conn = self.live_connection().await?;
             match self.call_once(&conn, tool, &arguments).await {
-                Ok(out) => return Ok(out),
-                Err(CallFailure::ConnectionLost(_)) if attempt == 0 => {
-                    self.reinitialise(conn.generation, tool).await;
+                Ok(out) => {
+                    *self.crash_state() = Crashes::default();
+                    return Ok(out);
                 }
-                Err(CallFailure::ConnectionLost(e) | CallFailure::Final(e)) => {
-                    return Err(self.named(e));
+                Err(CallFailure::ConnectionLost(e)) => {
+                    self.lost(conn.generation, tool).await;
+                    if attempt > 0 {
+                        let mut e = self.named(e);
+                        if let Some(wait) = self.restart_wait() {
+                            e.message
+                                .push_str(&format!("; restarted in {:.1} s", wait.as_secs_f64()));
+                        }
+                        return Err(e);
+                    }
                 }
+                Err(CallFailure::Final(e)) => return Err(self.named(e)),
             }
         }
         Err(PortError::new(
@@ -592,15 +642,52 @@ impl ToolSource for McpToolServer {
 }
 
 impl McpToolServer {
-    async fn reinitialise(&self, generation: u64, during: &str) {
+    /// The session `generation` was lost during `during`: counted as a loss in a row, forgotten,
+    /// and the next start put off by [`restart_delay`].
+    async fn lost(&self, generation: u64, during: &str) {
         self.reinitialisations.fetch_add(1, Ordering::SeqCst);
-        tracing::warn!(
-            event = "mcp_session_reinitialised",
-            server = %self.config.name,
-            during,
-            "session lost; re-initialising once and retrying"
-        );
+        let (in_a_row, delay) = {
+            let mut crashes = self.crash_state();
+            crashes.in_a_row = crashes.in_a_row.saturating_add(1);
+            let delay = restart_delay(crashes.in_a_row);
+            crashes.next_start = Some(tokio::time::Instant::now() + delay);
+            (crashes.in_a_row, delay)
+        };
+        if delay.is_zero() {
+            tracing::warn!(
+                event = "mcp_session_reinitialised",
+                server = %self.config.name,
+                during,
+                "session lost; re-initialising once and retrying"
+            );
+        } else {
+            tracing::error!(
+                event = "mcp_server_restart_backoff",
+                server = %self.config.name,
+                during,
+                in_a_row,
+                restart_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                "the server's session was lost again; it is unavailable until its restart"
+            );
+        }
         self.forget(generation).await;
+    }
+
+    fn crash_state(&self) -> std::sync::MutexGuard<'_, Crashes> {
+        self.crashes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn crashes_in_a_row(&self) -> u32 {
+        self.crash_state().in_a_row
+    }
+
+    /// How long until the server may be started again, when it must wait.
+    fn restart_wait(&self) -> Option<std::time::Duration> {
+        let next = self.crash_state().next_start?;
+        let now = tokio::time::Instant::now();
+        (next > now).then(|| next - now)
     }
 
     fn named(&self, e: PortError) -> PortError {
@@ -608,5 +695,17 @@ impl McpToolServer {
             message: format!("mcp server {}: {}", self.config.name, e.message),
             ..e
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_session_restarts_at_once_then_after_a_doubling_delay_up_to_a_minute() {
+        let delays: Vec<u64> = (0..=10).map(|n| restart_delay(n).as_secs()).collect();
+        assert_eq!(delays, [0, 0, 1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(restart_delay(u32::MAX), MAX_RESTART_DELAY);
     }
 }

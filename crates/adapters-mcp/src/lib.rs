@@ -141,7 +141,7 @@ mod skills;
 mod stderr_log;
 mod trace_meta;
 
-pub use client::{ClientStats, McpToolServer};
+pub use client::{ClientStats, MAX_RESTART_DELAY, McpToolServer, restart_delay};
 pub use config::{
     ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
 };

@@ -15,6 +15,36 @@ pub struct Mesh {
     pub elements: usize,
     /// Each node set (a named face) by name, its node ids.
     pub node_sets: BTreeMap<String, Vec<u64>>,
+    /// Each named face's six-node surface triangles (corners, then midsides), by node set name.
+    pub face_triangles: BTreeMap<String, Vec<[u64; 6]>>,
+    /// Every node's coordinates (mm).
+    pub coordinates: std::collections::HashMap<u64, [f64; 3]>,
+    /// The elements' shape quality, smallest and mean ([`mean_ratio`] of each element's four
+    /// corners: 1 for a regular tetrahedron, towards 0 for a sliver); `None` with no element.
+    pub quality: Option<(f64, f64)>,
+}
+
+/// The mean-ratio quality of a tetrahedron with corners `p`: 12·(3V)^(2/3) / Σ lᵢⱼ², 1 for a
+/// regular tetrahedron and 0 for a flat one (Liu & Joe's measure).
+pub fn mean_ratio(p: [[f64; 3]; 4]) -> f64 {
+    let sub = |a: [f64; 3], b: [f64; 3]| [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
+    let (a, b, c) = (sub(p[1], p[0]), sub(p[2], p[0]), sub(p[3], p[0]));
+    let volume = (a[0] * (b[1] * c[2] - b[2] * c[1]) - a[1] * (b[0] * c[2] - b[2] * c[0])
+        + a[2] * (b[0] * c[1] - b[1] * c[0]))
+        .abs()
+        / 6.0;
+    let mut squares = 0.0;
+    for i in 0..4 {
+        for j in (i + 1)..4 {
+            let d = sub(p[i], p[j]);
+            squares += d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
+        }
+    }
+    if squares > 0.0 {
+        12.0 * (3.0 * volume).powf(2.0 / 3.0) / squares
+    } else {
+        0.0
+    }
 }
 
 impl Mesh {
@@ -25,6 +55,10 @@ impl Mesh {
         let mut nodes = 0;
         let mut elements = 0;
         let mut node_sets = BTreeMap::new();
+        let mut coordinates: std::collections::HashMap<u64, [f64; 3]> = std::collections::HashMap::new();
+        let mut triangles: std::collections::HashMap<u64, [u64; 6]> = std::collections::HashMap::new();
+        let mut face_elements: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let (mut worst, mut sum) = (f64::INFINITY, 0.0);
         for block in blocks(inp) {
             let head = block.lines().next().unwrap_or_default().to_ascii_uppercase();
             let data = block
@@ -32,12 +66,48 @@ impl Mesh {
                 .skip(1)
                 .filter(|l| !l.trim().is_empty() && !l.starts_with("**"));
             if head.starts_with("*NODE") && !head.starts_with("*NODE PRINT") {
-                nodes += data.count();
+                for line in data {
+                    let fields: Vec<f64> = line.split(',').filter_map(|f| f.trim().parse().ok()).collect();
+                    if let [id, x, y, z] = fields[..] {
+                        coordinates.insert(id as u64, [x, y, z]);
+                    }
+                    nodes += 1;
+                }
                 text.push_str(block);
             } else if head.starts_with("*ELEMENT") && head.contains("C3D10") {
-                elements += data.count();
+                for line in data {
+                    let ids: Vec<u64> = line.split(',').filter_map(|f| f.trim().parse().ok()).collect();
+                    let corners: Option<Vec<[f64; 3]>> = ids
+                        .get(1..5)
+                        .map(|c| c.iter().filter_map(|id| coordinates.get(id).copied()).collect());
+                    if let Some(&[a, b, c, d]) = corners.as_deref() {
+                        let q = mean_ratio([a, b, c, d]);
+                        worst = f64::min(worst, q);
+                        sum += q;
+                    }
+                    elements += 1;
+                }
                 text.push_str("*ELEMENT, TYPE=C3D10, ELSET=SOLID\n");
                 text.extend(block.lines().skip(1).map(|l| format!("{l}\n")));
+            } else if head.starts_with("*ELEMENT") && head.contains("CPS6") {
+                for line in data {
+                    let ids: Vec<u64> = line.split(',').filter_map(|f| f.trim().parse().ok()).collect();
+                    if let [id, a, b, c, d, e, f] = ids[..] {
+                        triangles.insert(id, [a, b, c, d, e, f]);
+                    }
+                }
+            } else if let Some(name) = head
+                .strip_prefix("*ELSET,ELSET=")
+                .filter(|n| n.starts_with("FACE_"))
+            {
+                let ids = data
+                    .flat_map(|l| {
+                        l.split(',')
+                            .filter_map(|n| n.trim().parse().ok())
+                            .collect::<Vec<u64>>()
+                    })
+                    .collect();
+                face_elements.insert(name.trim().to_owned(), ids);
             } else if let Some(name) = head.strip_prefix("*NSET,NSET=") {
                 let ids: Vec<u64> = data
                     .flat_map(|l| {
@@ -51,12 +121,58 @@ impl Mesh {
                 text.push_str(block);
             }
         }
+        let face_triangles = face_elements
+            .into_iter()
+            .map(|(name, ids)| {
+                (
+                    name,
+                    ids.iter().filter_map(|id| triangles.get(id).copied()).collect(),
+                )
+            })
+            .collect();
         Self {
             text,
             nodes,
             elements,
             node_sets,
+            face_triangles,
+            coordinates,
+            quality: (elements > 0 && worst.is_finite()).then(|| (worst, sum / elements as f64)),
         }
+    }
+}
+
+impl Mesh {
+    /// How a uniform traction on the face `set` is shared among its nodes: for each six-node
+    /// triangle, a third of its area to each midside node and none to its corners (the
+    /// consistent loads of a quadratic triangle). A face without triangles shares equally.
+    pub fn face_weights(&self, set: &str) -> Vec<(u64, f64)> {
+        let Some(triangles) = self.face_triangles.get(set).filter(|t| !t.is_empty()) else {
+            return self
+                .node_sets
+                .get(set)
+                .map(|ids| ids.iter().map(|id| (*id, 1.0)).collect())
+                .unwrap_or_default();
+        };
+        let mut weights: BTreeMap<u64, f64> = BTreeMap::new();
+        for triangle in triangles {
+            let corner = |i: usize| self.coordinates.get(&triangle[i]).copied().unwrap_or_default();
+            let (a, b, c) = (corner(0), corner(1), corner(2));
+            let (u, v) = (
+                [b[0] - a[0], b[1] - a[1], b[2] - a[2]],
+                [c[0] - a[0], c[1] - a[1], c[2] - a[2]],
+            );
+            let cross = [
+                u[1] * v[2] - u[2] * v[1],
+                u[2] * v[0] - u[0] * v[2],
+                u[0] * v[1] - u[1] * v[0],
+            ];
+            let area = 0.5 * (cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]).sqrt();
+            for midside in &triangle[3..] {
+                *weights.entry(*midside).or_insert(0.0) += area / 3.0;
+            }
+        }
+        weights.into_iter().collect()
     }
 }
 
@@ -88,7 +204,8 @@ pub struct Job {
     pub density_kg_m3: f64,
     /// The node sets fixed in every direction.
     pub fixed: Vec<String>,
-    /// Forces: the node set and the total force on it (N, x y z), shared equally by its nodes.
+    /// Forces: the node set and the total force on it (N, x y z), shared equally by its nodes
+    /// (a pressure on a flat face arrives here as its resultant, pressure × area).
     pub forces: Vec<(String, [f64; 3])>,
     /// Gravity (m/s², x y z), if any.
     pub gravity: Option<[f64; 3]>,
@@ -110,13 +227,30 @@ impl Job {
         }
         job.push_str("*STEP\n*STATIC\n");
         let mut loads: BTreeMap<u64, [f64; 3]> = BTreeMap::new();
+        // A load on a fixed node would go straight into the support: each force goes to its
+        // face's free nodes only (scaled back to the whole force), so the reactions carry all
+        // of it.
+        let fixed: std::collections::BTreeSet<u64> = self
+            .fixed
+            .iter()
+            .filter_map(|set| mesh.node_sets.get(set))
+            .flatten()
+            .copied()
+            .collect();
         for (set, force) in &self.forces {
-            let ids = mesh.node_sets.get(set).map(Vec::as_slice).unwrap_or_default();
-            let share = ids.len().max(1) as f64;
-            for id in ids {
-                let load = loads.entry(*id).or_insert([0.0; 3]);
+            let weights: Vec<(u64, f64)> = mesh
+                .face_weights(set)
+                .into_iter()
+                .filter(|(id, _)| !fixed.contains(id))
+                .collect();
+            let total: f64 = weights.iter().map(|(_, w)| w).sum();
+            if total <= 0.0 {
+                continue;
+            }
+            for (id, weight) in weights {
+                let load = loads.entry(id).or_insert([0.0; 3]);
                 for axis in 0..3 {
-                    load[axis] += force[axis] / share;
+                    load[axis] += force[axis] * weight / total;
                 }
             }
         }
@@ -258,5 +392,17 @@ mod tests {
         assert_eq!(r.reactions_n["face_x_min"], [0.0, 100.0, 0.0]);
         assert_eq!(r.volume_mm3, Some(1.0e4));
         assert_eq!(read_dat("nothing"), None);
+    }
+
+    #[test]
+    fn a_regular_tetrahedron_has_quality_one_and_a_flat_one_zero() {
+        let s = 1.0 / 2f64.sqrt();
+        let regular = [[1.0, 0.0, -s], [-1.0, 0.0, -s], [0.0, 1.0, s], [0.0, -1.0, s]];
+        assert!((mean_ratio(regular) - 1.0).abs() < 1e-12);
+        let flat = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]];
+        assert!(mean_ratio(flat).abs() < 1e-12);
+        let corner = [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        let q = mean_ratio(corner);
+        assert!(q > 0.8 && q < 0.9, "a right-corner tetrahedron: {q}");
     }
 }

@@ -2,10 +2,12 @@
 //! linear static), each program run in a fresh sandbox per call.
 //!
 //! Tools (read-only: they compute, they change nothing):
-//! - `fea.mesh` — a parametric solid meshed with second-order tetrahedra: node and element
-//!   counts, the element size, its named faces;
+//! - `fea.mesh` — a parametric solid (box, cylinder, plate with holes, L-bracket) meshed with
+//!   second-order tetrahedra: node and element counts, the element size, the elements' quality
+//!   (min and mean), its named faces;
 //! - `fea.static` — a linear static analysis: material (by name from [`MATERIALS`], or given),
-//!   fixed faces, forces on faces, gravity → the largest von Mises stress (MPa), the largest
+//!   fixed faces, forces or pressures (on flat faces, applied as their resultant) on faces,
+//!   gravity → the largest von Mises stress (MPa), the largest
 //!   displacement (mm), the reaction on each fixed face (N), the mass (kg) and the safety factor
 //!   against yield.
 //!
@@ -78,6 +80,16 @@ pub struct ForceArgs {
     pub force_n: [f64; 3],
 }
 
+/// A uniform pressure on one flat face.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PressureArgs {
+    /// The face (flat faces only: a box's, a plate's sides and z faces, an L-bracket's).
+    pub face: String,
+    /// The pressure (MPa), positive pushing into the face.
+    pub pressure_mpa: f64,
+}
+
 /// `fea.mesh`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +115,10 @@ pub struct StaticArgs {
     /// Forces on faces.
     #[serde(default)]
     pub forces: Vec<ForceArgs>,
+    /// Pressures on flat faces, each applied as its resultant (pressure × area, into the face)
+    /// shared by the face's nodes.
+    #[serde(default)]
+    pub pressures: Vec<PressureArgs>,
     /// Gravity (m/s²) along x, y and z, e.g. [0, 0, -9.81].
     #[serde(default)]
     pub gravity_m_s2: Option<[f64; 3]>,
@@ -138,10 +154,7 @@ impl FeaHost {
         solid
             .check()
             .map_err(|(field, why)| Refusal::argument(field, why))?;
-        let smallest = match solid {
-            Solid::Box { x_mm, y_mm, z_mm } => x_mm.min(*y_mm).min(*z_mm),
-            Solid::Cylinder { radius_mm, height_mm } => radius_mm.min(*height_mm),
-        };
+        let smallest = solid.smallest_dimension_mm();
         if !(size.is_finite() && size > 0.0) {
             return Err(Refusal::argument("element_size_mm", "must be a positive length"));
         }
@@ -196,6 +209,10 @@ impl FeaHost {
             "elements": mesh.elements,
             "element_type": "C3D10 (second-order tetrahedron)",
             "element_size_mm": args.element_size_mm,
+            "quality": mesh.quality.map(|(min, mean)| json!({
+                "measure": "mean ratio of the corner tetrahedron (1 regular, 0 flat)",
+                "min": min, "mean": mean,
+            })),
             "faces": args.solid.faces(),
             "volume_mm3": args.solid.volume_mm3(),
             "run": {"program": "gmsh", "version": self.versions.0, "elapsed_ms": millis(&run)},
@@ -262,19 +279,38 @@ impl FeaHost {
             .iter()
             .map(|f| ("fixed_faces", f))
             .chain(args.forces.iter().map(|f| ("forces.face", &f.face)))
+            .chain(args.pressures.iter().map(|p| ("pressures.face", &p.face)))
         {
-            if !faces.contains(&face.as_str()) {
+            if !faces.iter().any(|f| f == face) {
                 return Err(Refusal::argument(
                     field,
                     format!("{face} is not a face of this solid ({})", faces.join(", ")),
                 ));
             }
         }
-        if args.forces.is_empty() && args.gravity_m_s2.is_none() {
+        if args.forces.is_empty() && args.pressures.is_empty() && args.gravity_m_s2.is_none() {
             return Err(Refusal::argument(
                 "forces",
-                "no load: give forces on faces or gravity",
+                "no load: give forces or pressures on faces, or gravity",
             ));
+        }
+        let mut loads: Vec<(String, [f64; 3])> =
+            args.forces.iter().map(|f| (f.face.clone(), f.force_n)).collect();
+        for pressure in &args.pressures {
+            if !pressure.pressure_mpa.is_finite() {
+                return Err(Refusal::argument("pressures.pressure_mpa", "must be a number"));
+            }
+            let Some((area, normal)) = args.solid.flat_face(&pressure.face) else {
+                return Err(Refusal::argument(
+                    "pressures.face",
+                    format!(
+                        "{} is curved: a pressure goes on a flat face; give a force on it instead",
+                        pressure.face
+                    ),
+                ));
+            };
+            let total = pressure.pressure_mpa * area;
+            loads.push((pressure.face.clone(), normal.map(|n| -n * total)));
         }
         let material = Self::material(&args.material)?;
         let (mesh, _) = self.mesh(&args.solid, args.element_size_mm).await?;
@@ -284,7 +320,7 @@ impl FeaHost {
             poisson: material.poisson,
             density_kg_m3: material.density,
             fixed: args.fixed_faces.iter().map(|f| set(f)).collect(),
-            forces: args.forces.iter().map(|f| (set(&f.face), f.force_n)).collect(),
+            forces: loads.iter().map(|(face, force)| (set(face), *force)).collect(),
             gravity: args.gravity_m_s2,
         };
         let input = job.input(&mesh);
@@ -343,7 +379,8 @@ impl FeaHost {
                 "poisson_ratio": material.poisson, "yield_strength_mpa": material.yield_strength,
                 "density_kg_m3": material.density,
             },
-            "mesh": {"nodes": mesh.nodes, "elements": mesh.elements, "element_size_mm": args.element_size_mm},
+            "mesh": {"nodes": mesh.nodes, "elements": mesh.elements, "element_size_mm": args.element_size_mm,
+                     "quality_min": mesh.quality.map(|q| q.0), "quality_mean": mesh.quality.map(|q| q.1)},
             "units": {"stress": "MPa", "displacement": "mm", "force": "N", "mass": "kg"},
             "run": {
                 "programs": [["gmsh", self.versions.0], ["calculix", self.versions.1]],
@@ -413,12 +450,12 @@ impl ToolHost for FeaHost {
             descriptor::<MeshArgs>(
                 "fea.mesh",
                 "Mesh a solid",
-                "Mesh a parametric solid (box or cylinder, millimetres) with second-order tetrahedra (gmsh): node and element counts and its named faces.",
+                "Mesh a parametric solid (box, cylinder, plate with holes, L-bracket; millimetres) with second-order tetrahedra (gmsh): node and element counts, element quality (min and mean) and its named faces.",
             ),
             descriptor::<StaticArgs>(
                 "fea.static",
                 "Linear static analysis",
-                "Linear static FEA (gmsh + CalculiX): material, fixed faces, forces on faces, gravity → max von Mises stress (MPa), max displacement (mm), reactions (N), mass (kg), safety factor against yield.",
+                "Linear static FEA (gmsh + CalculiX) of a box, cylinder, plate with holes or L-bracket: material, fixed faces, forces or pressures on faces, gravity → max von Mises stress (MPa), max displacement (mm), reactions (N), mass (kg), safety factor against yield.",
             ),
         ]
     }

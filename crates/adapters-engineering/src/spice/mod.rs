@@ -167,12 +167,12 @@ impl SpiceHost {
             descriptor::<DcArgs>(
                 "spice.dc",
                 "DC sweep",
-                "Sweep one independent source (ngspice .dc): each output node's voltage in volts over the sweep.",
+                "Sweep one independent source (ngspice .dc): each output node's voltage in volts over the sweep, and the netlist's .meas dc results.",
             ),
             descriptor::<AcArgs>(
                 "spice.ac",
                 "AC frequency response",
-                "Small-signal frequency response (ngspice .ac, decades): magnitude in dB and phase in degrees per frequency, and the -3 dB points in Hz.",
+                "Small-signal frequency response (ngspice .ac, decades): magnitude in dB and phase in degrees per frequency, the -3 dB points in Hz, and the netlist's .meas ac results.",
             ),
             descriptor::<TransientArgs>(
                 "spice.transient",
@@ -393,6 +393,7 @@ impl SpiceHost {
             "sweep_points": points,
             "units": {"sweep": "V or A (the source's)", "v": "V"},
             "nodes": series,
+            "measurements": measurements(&netlist, &run),
             "run": self.provenance(&args.netlist, &run),
         });
         let title = format!("DC sweep of {}", args.source);
@@ -475,6 +476,7 @@ impl SpiceHost {
             "analysis": "ac",
             "units": {"f_hz": "Hz", "magnitude_db": "dB", "phase_deg": "degree"},
             "nodes": series,
+            "measurements": measurements(&netlist, &run),
             "run": self.provenance(&args.netlist, &run),
         });
         Ok(self.with_evidence(
@@ -551,10 +553,7 @@ impl SpiceHost {
                 }),
             );
         }
-        let measurements: BTreeMap<String, f64> = results::assignments(&run.output)
-            .into_iter()
-            .filter(|(name, _)| !netlist.has_node(name))
-            .collect();
+        let measurements = measurements(&netlist, &run);
         let value = json!({
             "analysis": "transient",
             "units": {"t_s": "s", "v": "V"},
@@ -574,6 +573,15 @@ impl SpiceHost {
             Some("tran.txt"),
         ))
     }
+}
+
+/// The netlist's `.meas` results ngspice printed for the analysis that ran (`name = value`
+/// lines that are not node voltages).
+fn measurements(netlist: &Netlist, run: &RunOutput) -> BTreeMap<String, f64> {
+    results::assignments(&run.output)
+        .into_iter()
+        .filter(|(name, _)| !netlist.has_node(name))
+        .collect()
 }
 
 #[async_trait]

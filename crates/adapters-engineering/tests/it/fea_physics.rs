@@ -227,3 +227,149 @@ async fn a_cylinder_meshes_with_its_three_named_faces() {
     println!("cylinder under gravity: weight {weight:.5} N, reaction {reaction:.5} N");
     assert!((reaction - weight).abs() / weight < 0.02, "{result}");
 }
+
+#[tokio::test]
+async fn a_plate_with_a_hole_in_tension_concentrates_stress_as_heywood_says() {
+    let Some(host) = host() else {
+        return;
+    };
+    // Steel plate 200 × 50 × 5 mm, a 10 mm hole in the middle (d/W = 0.2), pulled with 2 kN. The
+    // peak is read at integration points, inside the hole's wall, so it sits a little under the
+    // surface value.
+    let (w, d, t, force) = (50.0_f64, 10.0_f64, 5.0_f64, 2000.0_f64);
+    let plate = json!({"kind": "plate_with_holes", "x_mm": 200, "y_mm": w, "thickness_mm": t,
+                       "holes": [{"x_mm": 100, "y_mm": 25, "diameter_mm": d}]});
+    let (result, error) = call(
+        &host,
+        "fea.static",
+        json!({"solid": plate, "element_size_mm": 4, "material": {"name": "steel_s355"},
+               "fixed_faces": ["x_min"], "forces": [{"face": "x_max", "force_n": [force, 0, 0]}]}),
+    )
+    .await;
+    assert!(!error, "{result}");
+    // Heywood: Kt on the net section = 2 + (1 − d/W)³; the peak is Kt · F / ((W − d) t).
+    let kt = 2.0 + (1.0 - d / w).powi(3);
+    let peak = kt * force / ((w - d) * t);
+    let stress = result["max_von_mises_mpa"].as_f64().unwrap();
+    let volume = result["volume_mm3"].as_f64().unwrap();
+    let exact = (200.0 * w - std::f64::consts::PI * d * d / 4.0) * t;
+    println!(
+        "plate with a hole: peak {stress:.2} MPa against Kt·σnet = {peak:.2} MPa (Kt {kt:.3}); volume {volume:.1} mm³ against {exact:.1}; mesh {}",
+        result["mesh"]
+    );
+    assert!((stress - peak).abs() / peak < 0.10, "{result}");
+    assert!((volume - exact).abs() / exact < 0.005, "{result}");
+    assert!((result["reaction_forces_n"]["x_min"][0].as_f64().unwrap() + force).abs() < 1e-6);
+}
+
+#[tokio::test]
+async fn an_l_bracket_carries_its_load_to_the_wall_and_weighs_what_its_volume_says() {
+    let Some(host) = host() else {
+        return;
+    };
+    let bracket = json!({"kind": "l_bracket", "base_length_mm": 60, "wall_height_mm": 40,
+                         "width_mm": 20, "thickness_mm": 5});
+    let (mesh, error) = call(&host, "fea.mesh", json!({"solid": bracket, "element_size_mm": 3})).await;
+    assert!(!error, "{mesh}");
+    assert_eq!(
+        mesh["faces"],
+        json!([
+            "base_bottom",
+            "base_end",
+            "wall_back",
+            "wall_top",
+            "y_min",
+            "y_max"
+        ])
+    );
+    let (min, mean) = (
+        mesh["quality"]["min"].as_f64().unwrap(),
+        mesh["quality"]["mean"].as_f64().unwrap(),
+    );
+    println!(
+        "L-bracket mesh: {} elements, quality min {min:.3} mean {mean:.3}",
+        mesh["elements"]
+    );
+    assert!(min > 0.05 && mean > 0.6 && mean <= 1.0, "{mesh}");
+    let (result, error) = call(
+        &host,
+        "fea.static",
+        json!({"solid": bracket, "element_size_mm": 3, "material": {"name": "aluminium_6061_t6"},
+               "fixed_faces": ["wall_back"], "forces": [{"face": "base_end", "force_n": [0, 0, -150]}]}),
+    )
+    .await;
+    assert!(!error, "{result}");
+    let reaction = result["reaction_forces_n"]["wall_back"][2].as_f64().unwrap();
+    let volume = (60.0 + 40.0 - 5.0) * 20.0 * 5.0;
+    let mass = result["mass_kg"].as_f64().unwrap();
+    println!(
+        "L-bracket: reaction {reaction:.4} N for 150 N, mass {mass:.5} kg (ρV = {:.5}), stress {} MPa, deflection {} mm",
+        volume * 1e-9 * 2700.0,
+        result["max_von_mises_mpa"],
+        result["max_displacement_mm"]
+    );
+    assert!((reaction - 150.0).abs() < 1e-6, "{result}");
+    assert!((mass - volume * 1e-9 * 2700.0).abs() / mass < 0.005, "{result}");
+}
+
+#[tokio::test]
+async fn a_pressure_on_a_cantilever_deflects_it_as_ql4_over_8ei_says() {
+    let Some(host) = host() else {
+        return;
+    };
+    // 0.1 MPa on the 100 × 10 mm top face: q = 1 N/mm along the span.
+    let mut args = cantilever();
+    args["forces"] = json!([]);
+    args["pressures"] = json!([{"face": "y_max", "pressure_mpa": 0.1}]);
+    let (result, error) = call(&host, "fea.static", args).await;
+    assert!(!error, "{result}");
+    let (q, l, e) = (1.0_f64, 100.0_f64, 210_000.0_f64);
+    let i = 10.0 * 10.0_f64.powi(3) / 12.0;
+    let expected = q * l.powi(4) / (8.0 * e * i);
+    let tip = result["max_displacement_mm"].as_f64().unwrap();
+    let reaction = result["reaction_forces_n"]["x_min"][1].as_f64().unwrap();
+    println!(
+        "pressure cantilever: tip {tip:.5} mm against qL⁴/8EI = {expected:.5} mm, reaction {reaction:.4} N"
+    );
+    assert!((tip - expected).abs() / expected < 0.05, "{result}");
+    assert!((reaction - 100.0).abs() < 1e-6, "{result}");
+    // A pressure goes on a flat face only.
+    let (refused, error) = call(
+        &host,
+        "fea.static",
+        json!({"solid": {"kind": "cylinder", "radius_mm": 5, "height_mm": 40}, "element_size_mm": 2,
+               "material": {"name": "abs"}, "fixed_faces": ["bottom"],
+               "pressures": [{"face": "side", "pressure_mpa": 1}]}),
+    )
+    .await;
+    assert!(error);
+    assert!(
+        refused["validation_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("curved"),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_hole_outside_its_plate_is_refused_naming_it() {
+    let Some(host) = host() else {
+        return;
+    };
+    let (result, error) = call(
+        &host,
+        "fea.mesh",
+        json!({"solid": {"kind": "plate_with_holes", "x_mm": 50, "y_mm": 50, "thickness_mm": 2,
+                         "holes": [{"x_mm": 48, "y_mm": 25, "diameter_mm": 10}]}, "element_size_mm": 2}),
+    )
+    .await;
+    assert!(error);
+    assert!(
+        result["validation_errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("solid.holes[0]: "),
+        "{result}"
+    );
+}

@@ -250,11 +250,89 @@ async fn a_server_past_its_cpu_limit_is_killed_the_call_errors_and_the_next_call
         started.elapsed() < Duration::from_secs(20),
         "killed by its limit, not a timeout"
     );
+    // Killed twice in a row (the call is retried once on a fresh server): restarted after 1 s.
+    tokio::time::sleep(metaforge_adapters_mcp::restart_delay(2)).await;
     let again = call(&server, "environment", json!({})).await;
     assert!(!again.is_empty());
     assert!(
         server.stats().sessions > before + 1,
         "the server was started afresh"
+    );
+    server.close().await;
+}
+
+#[tokio::test]
+async fn a_crashing_server_is_unavailable_until_its_backoff_ends_then_restarted() {
+    let Some(python) = probe_python() else {
+        return;
+    };
+    let d = dirs();
+    let launch = launch_in(&d.home, &d.user_home);
+    let server = probe(
+        &python,
+        &launch,
+        "crashing",
+        Sandbox::On(SandboxOptions::default()),
+    );
+    assert!(!call(&server, "environment", json!({})).await.is_empty());
+    let sessions = server.stats().sessions;
+    let crashed = server
+        .call_tool("crash", Map::new())
+        .await
+        .expect_err("a server that exits mid-call does not answer");
+    println!("crash: {}", crashed.message);
+    assert_eq!(crashed.kind, PortErrorKind::Unavailable, "{crashed:?}");
+    assert!(crashed.message.contains("restarted in"), "{}", crashed.message);
+    assert_eq!(
+        server.stats().sessions,
+        sessions + 1,
+        "restarted once at once, for the retry"
+    );
+    let refused = server
+        .call_tool("environment", Map::new())
+        .await
+        .expect_err("within its backoff the server is not started");
+    println!("during backoff: {}", refused.message);
+    assert_eq!(refused.kind, PortErrorKind::Unavailable);
+    assert!(
+        refused.message.contains("lost 2 times in a row"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(
+        server.stats().sessions,
+        sessions + 1,
+        "no start during the backoff"
+    );
+    tokio::time::sleep(metaforge_adapters_mcp::restart_delay(2)).await;
+    assert!(!call(&server, "environment", json!({})).await.is_empty());
+    assert_eq!(
+        server.stats().sessions,
+        sessions + 2,
+        "restarted after its backoff"
+    );
+    server.close().await;
+}
+
+#[tokio::test]
+async fn a_stdout_flood_past_the_line_bound_is_dropped_and_the_call_still_answers() {
+    let Some(python) = probe_python() else {
+        return;
+    };
+    let d = dirs();
+    let launch = launch_in(&d.home, &d.user_home);
+    let server = probe(
+        &python,
+        &launch,
+        "flooding",
+        Sandbox::On(SandboxOptions::default()),
+    );
+    // 24 MiB on one line: past rmcp's 16 MiB bound, so it is discarded, never parsed or kept.
+    let answer = call(&server, "flood", json!({"megabytes": 24})).await;
+    assert!(answer.contains("flooded"), "{answer}");
+    assert!(
+        !call(&server, "environment", json!({})).await.is_empty(),
+        "the session survives"
     );
     server.close().await;
 }
