@@ -49,8 +49,8 @@ pub const MAX_SUMMARY_CHARS: usize = 32_000;
 pub const MAX_SUBMISSION_DETAILS_BYTES: usize = 65_536;
 
 /// How a field is measured.
-#[derive(Debug, Clone, Copy)]
-enum Limit {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
     /// A string's length in characters.
     Chars(usize),
     /// An array's length.
@@ -59,269 +59,167 @@ enum Limit {
     JsonBytes(usize),
 }
 
-/// One limit: on `field` (dotted path; `name[]` walks every element of an array) of the body of
-/// requests to `route` (`{…}` matches one path segment), or of an MCP tool's arguments.
-struct FieldLimit {
-    route: &'static str,
+/// One limit on `field` of a body or of a tool's arguments (dotted path; `name[]` walks every
+/// element of an array).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldLimit {
     field: &'static str,
     limit: Limit,
 }
 
-const fn limit(route: &'static str, field: &'static str, limit: Limit) -> FieldLimit {
-    FieldLimit { route, field, limit }
+const fn chars(field: &'static str, max: usize) -> FieldLimit {
+    FieldLimit {
+        field,
+        limit: Limit::Chars(max),
+    }
 }
+
+const fn items(field: &'static str, max: usize) -> FieldLimit {
+    FieldLimit {
+        field,
+        limit: Limit::Items(max),
+    }
+}
+
+const fn json_bytes(field: &'static str, max: usize) -> FieldLimit {
+    FieldLimit {
+        field,
+        limit: Limit::JsonBytes(max),
+    }
+}
+
+/// The limits of one body: the groups of fields it carries. A route names its groups in
+/// [`ROUTES`]; an MCP tool's argument type names its own (`TypedTool::LIMITS` in the sidecar),
+/// so a tool that takes a route's body takes the route's group, written once.
+pub type Limits = &'static [&'static [FieldLimit]];
+
+/// A chat thread.
+pub const THREAD: &[FieldLimit] = &[
+    chars("title", MAX_NAME_CHARS),
+    chars("project_id", MAX_NAME_CHARS),
+    chars("parent_session_id", MAX_NAME_CHARS),
+];
+/// A person's chat message.
+pub const MESSAGE: &[FieldLimit] = &[chars("content", MAX_MESSAGE_CHARS)];
+/// A decision's note.
+pub const NOTE: &[FieldLimit] = &[chars("note", MAX_NOTE_CHARS)];
+/// A resolve's, a gate decision's or a cancel's reason.
+pub const REASON: &[FieldLimit] = &[chars("reason", MAX_NOTE_CHARS)];
+/// A parked hold.
+pub const PARKED_HOLD: &[FieldLimit] = &[
+    chars("tool", MAX_NAME_CHARS),
+    chars("caller", MAX_NAME_CHARS),
+    json_bytes("arguments", MAX_ARGUMENTS_BYTES),
+];
+/// A proposal request's own fields, as the HTTP route spells them.
+pub const PROPOSAL_REQUEST: &[FieldLimit] = &[
+    chars("intent", MAX_INTENT_CHARS),
+    chars("template", MAX_NAME_CHARS),
+    chars("loadsAndUse", MAX_LOADS_AND_USE_CHARS),
+    chars("loads_and_use", MAX_LOADS_AND_USE_CHARS),
+    json_bytes("manufacturingContext", MAX_CONTEXT_BYTES),
+    json_bytes("manufacturing_context", MAX_CONTEXT_BYTES),
+    json_bytes("budget", MAX_CONTEXT_BYTES),
+    json_bytes("requirements", MAX_CONTEXT_BYTES),
+    chars("caller.client", MAX_NAME_CHARS),
+    chars("caller.model", MAX_NAME_CHARS),
+];
+/// A proposal's operations (the HTTP route's and `flow.propose`'s).
+pub const PROPOSAL_OPERATIONS: &[FieldLimit] = &[
+    items("operations", MAX_OPERATIONS),
+    chars("operations[].op", MAX_NAME_CHARS),
+    chars("operations[].phase", MAX_NAME_CHARS),
+    chars("operations[].rationale", MAX_RATIONALE_CHARS),
+    json_bytes("operations[].value", MAX_OPERATION_VALUE_BYTES),
+];
+/// `flow.propose`'s own fields (the template under either name, the context object, answers).
+pub const PROPOSAL_TOOL: &[FieldLimit] = &[
+    chars("intent", MAX_INTENT_CHARS),
+    chars("template_id", MAX_NAME_CHARS),
+    chars("template", MAX_NAME_CHARS),
+    json_bytes("context.manufacturing_context", MAX_CONTEXT_BYTES),
+    json_bytes("answers", MAX_CONTEXT_BYTES),
+];
+/// A flow's context: its loads and use.
+pub const FLOW_LOADS: &[FieldLimit] = &[
+    chars("context.loads_and_use", MAX_LOADS_AND_USE_CHARS),
+    chars("context.loadsAndUse", MAX_LOADS_AND_USE_CHARS),
+];
+/// A flow's context: its budget.
+pub const FLOW_BUDGET: &[FieldLimit] = &[json_bytes("context.budget", MAX_CONTEXT_BYTES)];
+/// A run's start.
+pub const RUN_START: &[FieldLimit] = &[
+    chars("flow_version_id", MAX_NAME_CHARS),
+    chars("template_id", MAX_NAME_CHARS),
+    chars("project_id", MAX_NAME_CHARS),
+    chars("intelligence", MAX_NAME_CHARS),
+];
+/// The template under the HTTP route's other name, which `flow.start_run` also takes.
+pub const RUN_START_TEMPLATE: &[FieldLimit] = &[chars("template", MAX_NAME_CHARS)];
+/// A gate decision's phases.
+pub const GATE_PHASES: &[FieldLimit] = &[
+    chars("phase", MAX_NAME_CHARS),
+    chars("gate_phase", MAX_NAME_CHARS),
+];
+/// A person's answers to a gate question (`flow.await_gate`).
+pub const GATE_ANSWERS: &[FieldLimit] = &[
+    chars("decision", MAX_NAME_CHARS),
+    chars("reason", MAX_NOTE_CHARS),
+    chars("rework_phase", MAX_NAME_CHARS),
+];
+/// A client's hand-back of a phase.
+pub const SUBMISSION: &[FieldLimit] = &[
+    chars("summary", MAX_SUMMARY_CHARS),
+    json_bytes("details", MAX_SUBMISSION_DETAILS_BYTES),
+];
+/// The durable model selection.
+pub const SELECTION: &[FieldLimit] = &[chars("selection", MAX_SELECTION_CHARS)];
+/// A twin work product (`twin.commit_work_product`, `twin.commit_geometry`): what one commit
+/// may put into the twin.
+pub const TWIN_WORK_PRODUCT: &[FieldLimit] = &[
+    chars("artifact", MAX_NAME_CHARS),
+    chars("title", MAX_TWIN_TITLE_CHARS),
+    chars("content", MAX_TWIN_CONTENT_CHARS),
+    chars("content_hash", MAX_NAME_CHARS),
+    chars("uri", MAX_TWIN_URI_CHARS),
+    chars("node_id", MAX_NAME_CHARS),
+    json_bytes("properties", MAX_TWIN_PROPERTIES_BYTES),
+];
+/// A twin decision (`twin.record_decision`).
+pub const TWIN_DECISION: &[FieldLimit] = &[
+    chars("decision", MAX_TWIN_TITLE_CHARS),
+    chars("rationale", MAX_NOTE_CHARS),
+    items("alternatives", MAX_TWIN_LIST_ITEMS),
+    chars("alternatives[]", MAX_RATIONALE_CHARS),
+    items("about", MAX_TWIN_LIST_ITEMS),
+    chars("about[]", MAX_NAME_CHARS),
+];
+/// A twin link (`twin.link`).
+pub const TWIN_LINK: &[FieldLimit] = &[
+    chars("from", MAX_NAME_CHARS),
+    chars("to", MAX_NAME_CHARS),
+    json_bytes("properties", MAX_TWIN_PROPERTIES_BYTES),
+];
 
 const PROPOSE: &str = "/v1/design-flows/propose";
 
-/// Every stored field's limit, by route.
-const FIELD_LIMITS: &[FieldLimit] = &[
-    // Chat threads and their messages.
-    limit("/v1/chat/threads", "title", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/chat/threads", "project_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        "/v1/chat/threads",
-        "parent_session_id",
-        Limit::Chars(MAX_NAME_CHARS),
-    ),
-    limit(
-        "/v1/chat/threads/{id}/messages",
-        "content",
-        Limit::Chars(MAX_MESSAGE_CHARS),
-    ),
-    // Decisions and waiter resolutions.
-    limit(
-        "/v1/approvals/{id}/decision",
-        "note",
-        Limit::Chars(MAX_NOTE_CHARS),
-    ),
-    limit(
-        "/v1/chat/tool_approvals/{id}",
-        "note",
-        Limit::Chars(MAX_NOTE_CHARS),
-    ),
-    limit(
-        "/v1/chat/tool_approvals/{id}/resolve",
-        "reason",
-        Limit::Chars(MAX_NOTE_CHARS),
-    ),
-    // Parked holds.
-    limit("/v1/chat/tool_approvals", "tool", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/chat/tool_approvals", "caller", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        "/v1/chat/tool_approvals",
-        "arguments",
-        Limit::JsonBytes(MAX_ARGUMENTS_BYTES),
-    ),
-    // Proposals.
-    limit(PROPOSE, "intent", Limit::Chars(MAX_INTENT_CHARS)),
-    limit(PROPOSE, "template", Limit::Chars(MAX_NAME_CHARS)),
-    limit(PROPOSE, "loadsAndUse", Limit::Chars(MAX_LOADS_AND_USE_CHARS)),
-    limit(PROPOSE, "loads_and_use", Limit::Chars(MAX_LOADS_AND_USE_CHARS)),
-    limit(
-        PROPOSE,
-        "manufacturingContext",
-        Limit::JsonBytes(MAX_CONTEXT_BYTES),
-    ),
-    limit(
-        PROPOSE,
-        "manufacturing_context",
-        Limit::JsonBytes(MAX_CONTEXT_BYTES),
-    ),
-    limit(PROPOSE, "budget", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
-    limit(PROPOSE, "requirements", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
-    limit(PROPOSE, "caller.client", Limit::Chars(MAX_NAME_CHARS)),
-    limit(PROPOSE, "caller.model", Limit::Chars(MAX_NAME_CHARS)),
-    limit(PROPOSE, "operations", Limit::Items(MAX_OPERATIONS)),
-    limit(PROPOSE, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
-    limit(PROPOSE, "operations[].phase", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        PROPOSE,
-        "operations[].rationale",
-        Limit::Chars(MAX_RATIONALE_CHARS),
-    ),
-    limit(
-        PROPOSE,
-        "operations[].value",
-        Limit::JsonBytes(MAX_OPERATION_VALUE_BYTES),
-    ),
-    // A flow's context, where a flow is validated or saved.
-    limit(
-        "/v1/design-flows/versions",
-        "context.loads_and_use",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    limit(
-        "/v1/design-flows/versions",
-        "context.loadsAndUse",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    limit(
-        "/v1/design-flows/versions",
-        "context.budget",
-        Limit::JsonBytes(MAX_CONTEXT_BYTES),
-    ),
-    limit(
-        "/v1/design-flows/validate",
-        "context.loads_and_use",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    limit(
-        "/v1/design-flows/validate",
-        "context.loadsAndUse",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    // Design-flow runs: a start, a gate decision's or a cancel's reason, a client's hand-back.
-    limit("/v1/runs", "flow_version_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/runs", "template_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/runs", "project_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/runs", "intelligence", Limit::Chars(MAX_NAME_CHARS)),
-    limit("/v1/runs/{id}/approval", "reason", Limit::Chars(MAX_NOTE_CHARS)),
-    limit("/v1/runs/{id}/approval", "phase", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        "/v1/runs/{id}/approval",
-        "gate_phase",
-        Limit::Chars(MAX_NAME_CHARS),
-    ),
-    limit("/v1/runs/{id}/cancel", "reason", Limit::Chars(MAX_NOTE_CHARS)),
-    limit(
-        "/v1/client-tasks/{id}/submit",
-        "summary",
-        Limit::Chars(MAX_SUMMARY_CHARS),
-    ),
-    limit(
-        "/v1/client-tasks/{id}/submit",
-        "details",
-        Limit::JsonBytes(MAX_SUBMISSION_DETAILS_BYTES),
-    ),
-    // The durable selection.
-    limit(
-        "/v1/harness/selection",
-        "selection",
-        Limit::Chars(MAX_SELECTION_CHARS),
-    ),
-    // The twin's write tools (the MCP door's `twin.*`): what one commit may put into the twin.
-    limit(TWIN_COMMIT_TOOL, "artifact", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_COMMIT_TOOL, "title", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
-    limit(TWIN_COMMIT_TOOL, "content", Limit::Chars(MAX_TWIN_CONTENT_CHARS)),
-    limit(TWIN_COMMIT_TOOL, "content_hash", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_COMMIT_TOOL, "uri", Limit::Chars(MAX_TWIN_URI_CHARS)),
-    limit(TWIN_COMMIT_TOOL, "node_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        TWIN_COMMIT_TOOL,
-        "properties",
-        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
-    ),
-    limit(TWIN_GEOMETRY_TOOL, "artifact", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_GEOMETRY_TOOL, "title", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
-    limit(
-        TWIN_GEOMETRY_TOOL,
-        "content",
-        Limit::Chars(MAX_TWIN_CONTENT_CHARS),
-    ),
-    limit(TWIN_GEOMETRY_TOOL, "content_hash", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_GEOMETRY_TOOL, "uri", Limit::Chars(MAX_TWIN_URI_CHARS)),
-    limit(TWIN_GEOMETRY_TOOL, "node_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        TWIN_GEOMETRY_TOOL,
-        "properties",
-        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
-    ),
-    limit(TWIN_DECISION_TOOL, "decision", Limit::Chars(MAX_TWIN_TITLE_CHARS)),
-    limit(TWIN_DECISION_TOOL, "rationale", Limit::Chars(MAX_NOTE_CHARS)),
-    limit(
-        TWIN_DECISION_TOOL,
-        "alternatives",
-        Limit::Items(MAX_TWIN_LIST_ITEMS),
-    ),
-    limit(
-        TWIN_DECISION_TOOL,
-        "alternatives[]",
-        Limit::Chars(MAX_RATIONALE_CHARS),
-    ),
-    limit(TWIN_DECISION_TOOL, "about", Limit::Items(MAX_TWIN_LIST_ITEMS)),
-    limit(TWIN_DECISION_TOOL, "about[]", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_LINK_TOOL, "from", Limit::Chars(MAX_NAME_CHARS)),
-    limit(TWIN_LINK_TOOL, "to", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        TWIN_LINK_TOOL,
-        "properties",
-        Limit::JsonBytes(MAX_TWIN_PROPERTIES_BYTES),
-    ),
-    // The same proposal through the MCP door (the in-process sidecar's `flow.propose`).
-    limit(FLOW_PROPOSE_TOOL, "intent", Limit::Chars(MAX_INTENT_CHARS)),
-    limit(FLOW_PROPOSE_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
-    // The HTTP route's spelling, which the tool accepts as an alias of `template_id`.
-    limit(FLOW_PROPOSE_TOOL, "template", Limit::Chars(MAX_NAME_CHARS)),
-    limit(FLOW_PROPOSE_TOOL, "operations", Limit::Items(MAX_OPERATIONS)),
-    limit(FLOW_PROPOSE_TOOL, "operations[].op", Limit::Chars(MAX_NAME_CHARS)),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "operations[].phase",
-        Limit::Chars(MAX_NAME_CHARS),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "operations[].rationale",
-        Limit::Chars(MAX_RATIONALE_CHARS),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "operations[].value",
-        Limit::JsonBytes(MAX_OPERATION_VALUE_BYTES),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "context.loads_and_use",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "context.loadsAndUse",
-        Limit::Chars(MAX_LOADS_AND_USE_CHARS),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "context.manufacturing_context",
-        Limit::JsonBytes(MAX_CONTEXT_BYTES),
-    ),
-    limit(
-        FLOW_PROPOSE_TOOL,
-        "context.budget",
-        Limit::JsonBytes(MAX_CONTEXT_BYTES),
-    ),
-    limit(FLOW_PROPOSE_TOOL, "answers", Limit::JsonBytes(MAX_CONTEXT_BYTES)),
-    // The run tools through the MCP door: the limits of their HTTP routes (`/v1/runs`, the gate
-    // answer — checked on the person's answers `flow.await_gate` relays — and the submission).
-    limit(START_RUN_TOOL, "flow_version_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(START_RUN_TOOL, "template_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(START_RUN_TOOL, "template", Limit::Chars(MAX_NAME_CHARS)),
-    limit(START_RUN_TOOL, "project_id", Limit::Chars(MAX_NAME_CHARS)),
-    limit(START_RUN_TOOL, "intelligence", Limit::Chars(MAX_NAME_CHARS)),
-    limit(AWAIT_GATE_TOOL, "decision", Limit::Chars(MAX_NAME_CHARS)),
-    limit(AWAIT_GATE_TOOL, "reason", Limit::Chars(MAX_NOTE_CHARS)),
-    limit(AWAIT_GATE_TOOL, "rework_phase", Limit::Chars(MAX_NAME_CHARS)),
-    limit(SUBMIT_TOOL, "summary", Limit::Chars(MAX_SUMMARY_CHARS)),
-    limit(
-        SUBMIT_TOOL,
-        "details",
-        Limit::JsonBytes(MAX_SUBMISSION_DETAILS_BYTES),
-    ),
+/// Every HTTP route whose body stores something, and its limits (`{…}` matches one segment).
+const ROUTES: &[(&str, Limits)] = &[
+    ("/v1/chat/threads", &[THREAD]),
+    ("/v1/chat/threads/{id}/messages", &[MESSAGE]),
+    ("/v1/approvals/{id}/decision", &[NOTE]),
+    ("/v1/chat/tool_approvals/{id}", &[NOTE]),
+    ("/v1/chat/tool_approvals/{id}/resolve", &[REASON]),
+    ("/v1/chat/tool_approvals", &[PARKED_HOLD]),
+    (PROPOSE, &[PROPOSAL_REQUEST, PROPOSAL_OPERATIONS]),
+    ("/v1/design-flows/versions", &[FLOW_LOADS, FLOW_BUDGET]),
+    ("/v1/design-flows/validate", &[FLOW_LOADS]),
+    ("/v1/runs", &[RUN_START]),
+    ("/v1/runs/{id}/approval", &[REASON, GATE_PHASES]),
+    ("/v1/runs/{id}/cancel", &[REASON]),
+    ("/v1/client-tasks/{id}/submit", &[SUBMISSION]),
+    ("/v1/harness/selection", &[SELECTION]),
 ];
-
-/// `flow.start_run`: a run request through the MCP door.
-const START_RUN_TOOL: &str = "flow.start_run";
-/// `flow.await_gate`: the person's answers it relays as a gate decision.
-const AWAIT_GATE_TOOL: &str = "flow.await_gate";
-/// `phase.submit`: a client's hand-back of a phase.
-const SUBMIT_TOOL: &str = "phase.submit";
-
-/// The MCP tool whose stored arguments are capped like the HTTP route's body.
-const FLOW_PROPOSE_TOOL: &str = "flow.propose";
-/// The twin's write tools, whose arguments become twin content (and a held call's record).
-const TWIN_COMMIT_TOOL: &str = "twin.commit_work_product";
-const TWIN_GEOMETRY_TOOL: &str = "twin.commit_geometry";
-const TWIN_DECISION_TOOL: &str = "twin.record_decision";
-const TWIN_LINK_TOOL: &str = "twin.link";
 
 /// A field over its limit: which one, its size and the limit (never its value).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -337,16 +235,19 @@ pub struct FieldTooLarge {
     pub unit: &'static str,
 }
 
-/// Checks an MCP tool's arguments against the same limits as the HTTP route's body.
-pub fn check_tool_arguments(
-    tool: &str,
+/// Checks a tool's arguments against its limits (its argument type's groups).
+///
+/// # Errors
+/// The first field over its limit.
+pub fn check_arguments(
+    limits: Limits,
     arguments: &serde_json::Map<String, Value>,
 ) -> Result<(), FieldTooLarge> {
     // Most tools have no limits: their arguments are not copied to be walked.
-    if !FIELD_LIMITS.iter().any(|rule| route_matches(rule.route, tool)) {
+    if limits.is_empty() {
         return Ok(());
     }
-    check(tool, &Value::Object(arguments.clone()))
+    check_fields(limits, &Value::Object(arguments.clone()))
 }
 
 fn route_matches(pattern: &str, path: &str) -> bool {
@@ -400,10 +301,24 @@ fn measure(value: &Value, limit: Limit) -> Option<usize> {
     }
 }
 
-/// Checks a request body (or a tool's arguments) against the limits of the route (or tool) it
-/// was sent to: the first field over its limit is named with its size and the limit.
+/// Checks a request body against the limits of the route it was sent to: the first field over
+/// its limit is named with its size and the limit.
+///
+/// # Errors
+/// The first field over its limit.
 pub fn check(path: &str, body: &Value) -> Result<(), FieldTooLarge> {
-    for rule in FIELD_LIMITS.iter().filter(|r| route_matches(r.route, path)) {
+    for (_, limits) in ROUTES.iter().filter(|(route, _)| route_matches(route, path)) {
+        check_fields(limits, body)?;
+    }
+    Ok(())
+}
+
+/// Checks `body` against every limit of `limits`, in order.
+///
+/// # Errors
+/// The first field over its limit.
+pub fn check_fields(limits: Limits, body: &Value) -> Result<(), FieldTooLarge> {
+    for rule in limits.iter().flat_map(|group| group.iter()) {
         let mut found = Vec::new();
         values_at(body, rule.field, String::new(), &mut found);
         for (field, value) in found {

@@ -4,7 +4,7 @@
 //! the descriptor, the gate spec, parsing, the argument-error envelope — so no tool writes that
 //! scaffolding again.
 
-use metaforge_app::limits::check_tool_arguments;
+use metaforge_app::limits::{Limits, check_arguments};
 use metaforge_domain::tool_gating::{
     Annotation, ArgumentSchema, Caller, Decision, GateVerdict, ToolSpec, decide_with_schema,
 };
@@ -71,6 +71,10 @@ pub trait TypedTool: Send + Sync {
 
     /// Its arguments; their generated schema is the tool's input schema.
     type Args: DeserializeOwned + JsonSchema + Send + Sync;
+
+    /// The size limits on its arguments' fields (`metaforge_app::limits`' groups), checked before
+    /// they are parsed: nothing oversized is parsed, stored or echoed back.
+    const LIMITS: Limits = &[];
 
     /// Whether callers of `class` see it at all.
     fn offered_to(&self, class: CallerClass) -> bool {
@@ -142,7 +146,7 @@ impl<T: TypedTool> SidecarTool for T {
         if !T::PREFLIGHT {
             return Ok(None);
         }
-        let args: T::Args = match parsed(T::NAME, arguments.clone()) {
+        let args: T::Args = match parsed(T::LIMITS, arguments.clone()) {
             Ok(args) => args,
             Err(e) => return Ok(Some(invalid_arguments(T::NAME, &e))),
         };
@@ -211,12 +215,12 @@ async fn parse_and_run<T: TypedTool>(
     facts: &CallFacts,
     arguments: Map<String, Value>,
 ) -> Result<HostCallOutcome, ToolError> {
-    let args = parsed::<T::Args>(T::NAME, arguments)?;
+    let args = parsed::<T::Args>(T::LIMITS, arguments)?;
     tool.run(caller, facts, args).await
 }
 
-/// `arguments` checked against the limits table for `tool`, then parsed.
-fn parsed<A: DeserializeOwned>(tool: &str, arguments: Map<String, Value>) -> Result<A, ArgError> {
-    check_tool_arguments(tool, &arguments)?;
+/// `arguments` checked against `limits`, then parsed.
+fn parsed<A: DeserializeOwned>(limits: Limits, arguments: Map<String, Value>) -> Result<A, ArgError> {
+    check_arguments(limits, &arguments)?;
     parse(arguments)
 }

@@ -143,6 +143,38 @@ impl Mesh {
 }
 
 impl Mesh {
+    /// The named faces the mesh holds (`FACE_<NAME>` node sets), lower-case, in numeric order
+    /// of their trailing number where they have one (`face_2` before `face_10`).
+    pub fn face_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .node_sets
+            .keys()
+            .filter_map(|set| set.strip_prefix("FACE_"))
+            .map(str::to_ascii_lowercase)
+            .collect();
+        names.sort_by_key(|name| {
+            let number = name.rsplit('_').next().and_then(|n| n.parse::<u64>().ok());
+            (number.is_none(), number, name.clone())
+        });
+        names
+    }
+
+    /// A face's area (mm²) and its area-weighted centre (mm), from its surface triangles.
+    pub fn face_area_centre(&self, set: &str) -> Option<(f64, [f64; 3])> {
+        let triangles = self.face_triangles.get(set).filter(|t| !t.is_empty())?;
+        let (mut area, mut moment) = (0.0, [0.0; 3]);
+        for triangle in triangles {
+            let corner = |i: usize| self.coordinates.get(&triangle[i]).copied().unwrap_or_default();
+            let (a, b, c) = (corner(0), corner(1), corner(2));
+            let piece = triangle_area(a, b, c);
+            area += piece;
+            for axis in 0..3 {
+                moment[axis] += piece * (a[axis] + b[axis] + c[axis]) / 3.0;
+            }
+        }
+        (area > 0.0).then(|| (area, moment.map(|m| m / area)))
+    }
+
     /// How a uniform traction on the face `set` is shared among its nodes: for each six-node
     /// triangle, a third of its area to each midside node and none to its corners (the
     /// consistent loads of a quadratic triangle). A face without triangles shares equally.
@@ -157,23 +189,27 @@ impl Mesh {
         let mut weights: BTreeMap<u64, f64> = BTreeMap::new();
         for triangle in triangles {
             let corner = |i: usize| self.coordinates.get(&triangle[i]).copied().unwrap_or_default();
-            let (a, b, c) = (corner(0), corner(1), corner(2));
-            let (u, v) = (
-                [b[0] - a[0], b[1] - a[1], b[2] - a[2]],
-                [c[0] - a[0], c[1] - a[1], c[2] - a[2]],
-            );
-            let cross = [
-                u[1] * v[2] - u[2] * v[1],
-                u[2] * v[0] - u[0] * v[2],
-                u[0] * v[1] - u[1] * v[0],
-            ];
-            let area = 0.5 * (cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]).sqrt();
+            let area = triangle_area(corner(0), corner(1), corner(2));
             for midside in &triangle[3..] {
                 *weights.entry(*midside).or_insert(0.0) += area / 3.0;
             }
         }
         weights.into_iter().collect()
     }
+}
+
+/// The area of the triangle `a b c`.
+fn triangle_area(a: [f64; 3], b: [f64; 3], c: [f64; 3]) -> f64 {
+    let (u, v) = (
+        [b[0] - a[0], b[1] - a[1], b[2] - a[2]],
+        [c[0] - a[0], c[1] - a[1], c[2] - a[2]],
+    );
+    let cross = [
+        u[1] * v[2] - u[2] * v[1],
+        u[2] * v[0] - u[0] * v[2],
+        u[0] * v[1] - u[1] * v[0],
+    ];
+    0.5 * (cross[0] * cross[0] + cross[1] * cross[1] + cross[2] * cross[2]).sqrt()
 }
 
 /// The blocks of an `.inp` file: each keyword line with the data lines after it.

@@ -77,7 +77,17 @@ pub enum Solid {
         /// The thickness of base and wall (mm).
         thickness_mm: f64,
     },
+    /// A part from a STEP file in the server's workspace (`tool-server fea --workspace DIR`),
+    /// read in millimetres. Its faces are `face_1`, `face_2`, … in the file's order; `fea.mesh`
+    /// reports each one's area and centre, so a load can be put on the right one.
+    Step {
+        /// The file, relative to the workspace (`parts/bracket.step`).
+        path: String,
+    },
 }
+
+/// The file a STEP part is copied to in a run's scratch directory.
+pub const STEP_FILE: &str = "part.step";
 
 /// A named face: the box that holds it and, when it is flat, its area and outward normal.
 struct Face {
@@ -117,13 +127,16 @@ impl Solid {
             } => format!(
                 "L-bracket {base_length_mm}×{wall_height_mm} mm, {width_mm} mm wide, {thickness_mm} mm thick"
             ),
+            Self::Step { path } => format!("STEP part {path}"),
         }
     }
 
-    /// Every named face.
+    /// Every named face known before meshing (none for a STEP part: its faces are read from
+    /// the file when it is meshed).
     fn named_faces(&self) -> Vec<Face> {
         let eps = 1e-6;
         match self {
+            Self::Step { .. } => Vec::new(),
             Self::Box { x_mm, y_mm, z_mm } => box_faces(*x_mm, *y_mm, *z_mm, &[]),
             Self::Cylinder { radius_mm, height_mm } => {
                 let (r, h) = (*radius_mm, *height_mm);
@@ -225,9 +238,10 @@ impl Solid {
         self.named_faces().into_iter().find(|f| f.name == name)?.flat
     }
 
-    /// Its volume (mm³), from its dimensions.
-    pub fn volume_mm3(&self) -> f64 {
-        match self {
+    /// Its volume (mm³), from its dimensions (`None` for a STEP part).
+    pub fn volume_mm3(&self) -> Option<f64> {
+        Some(match self {
+            Self::Step { .. } => return None,
             Self::Box { x_mm, y_mm, z_mm } => x_mm * y_mm * z_mm,
             Self::Cylinder { radius_mm, height_mm } => {
                 std::f64::consts::PI * radius_mm * radius_mm * height_mm
@@ -250,12 +264,14 @@ impl Solid {
                 width_mm,
                 thickness_mm,
             } => (base_length_mm + wall_height_mm - thickness_mm) * width_mm * thickness_mm,
-        }
+        })
     }
 
-    /// Its smallest dimension (mm): what bounds how fine a mesh may be asked for.
-    pub fn smallest_dimension_mm(&self) -> f64 {
-        match self {
+    /// Its smallest dimension (mm): what bounds how fine a mesh may be asked for (`None` for a
+    /// STEP part).
+    pub fn smallest_dimension_mm(&self) -> Option<f64> {
+        Some(match self {
+            Self::Step { .. } => return None,
             Self::Box { x_mm, y_mm, z_mm } => x_mm.min(*y_mm).min(*z_mm),
             Self::Cylinder { radius_mm, height_mm } => radius_mm.min(*height_mm),
             Self::PlateWithHoles {
@@ -276,7 +292,7 @@ impl Solid {
                 .min(*wall_height_mm)
                 .min(*width_mm)
                 .min(*thickness_mm),
-        }
+        })
     }
 
     /// Refuses a solid that cannot be meshed, naming the field.
@@ -296,6 +312,28 @@ impl Solid {
             }
         };
         match self {
+            Self::Step { path } => {
+                let relative = std::path::Path::new(path);
+                let inside = !path.is_empty()
+                    && relative.is_relative()
+                    && relative
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)));
+                if !inside {
+                    return Err((
+                        "solid.path".to_owned(),
+                        "must be a path inside the workspace, relative and without ..".to_owned(),
+                    ));
+                }
+                let lower = path.to_ascii_lowercase();
+                if !(lower.ends_with(".step") || lower.ends_with(".stp")) {
+                    return Err((
+                        "solid.path".to_owned(),
+                        "must name a .step or .stp file".to_owned(),
+                    ));
+                }
+                Ok(())
+            }
             Self::Box { x_mm, y_mm, z_mm } => {
                 length("solid.x_mm", *x_mm)?;
                 length("solid.y_mm", *y_mm)?;
@@ -369,6 +407,12 @@ impl Solid {
         let eps = 1e-6;
         let mut geo = String::from("SetFactory(\"OpenCASCADE\");\n");
         match self {
+            Self::Step { .. } => {
+                // Every surface of the file, named by its tag, in millimetres.
+                geo.push_str(&format!(
+                    "Geometry.OCCTargetUnit = \"MM\";\nMerge \"{STEP_FILE}\";\nsurfaces() = Surface{{:}};\nFor i In {{0:#surfaces()-1}}\n  Physical Surface(Sprintf(\"FACE_face_%g\", surfaces(i))) = {{surfaces(i)}};\nEndFor\n"
+                ));
+            }
             Self::Box { x_mm, y_mm, z_mm } => {
                 geo.push_str(&format!("Box(1) = {{0, 0, 0, {x_mm}, {y_mm}, {z_mm}}};\n"));
             }

@@ -18,6 +18,7 @@
 pub mod calculix;
 pub mod geometry;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -35,7 +36,7 @@ use crate::answer::{
 };
 use crate::runner::{RunOutput, Runner};
 use calculix::{Job, Mesh};
-use geometry::{MAX_ELEMENTS, Solid};
+use geometry::{MAX_ELEMENTS, STEP_FILE, Solid};
 
 /// A material of the shipped table: name, Young's modulus (MPa), Poisson's ratio, yield
 /// strength (MPa), density (kg/m³) — typical handbook values.
@@ -129,7 +130,12 @@ pub struct FeaHost {
     gmsh: Arc<Runner>,
     ccx: Arc<Runner>,
     versions: (String, String),
+    /// Where STEP parts are read from (`--workspace`), when the server was given one.
+    workspace: Option<PathBuf>,
 }
+
+/// The largest STEP file read (bytes).
+pub const MAX_STEP_BYTES: u64 = 64 * 1024 * 1024;
 
 struct Material {
     name: String,
@@ -147,28 +153,87 @@ impl FeaHost {
             gmsh: Arc::new(gmsh),
             ccx: Arc::new(ccx),
             versions,
+            workspace: None,
         }
+    }
+
+    /// Reads STEP parts from `workspace` (the directory the server's sandbox binds).
+    #[must_use]
+    pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
+        self.workspace = Some(workspace);
+        self
+    }
+
+    /// The text of the STEP file at `path` in the workspace, refused naming `solid.path` when
+    /// there is no workspace, the file is outside it, missing, too large or not text.
+    fn step_text(&self, path: &str) -> Result<String, Refusal> {
+        let field = "solid.path";
+        let Some(workspace) = &self.workspace else {
+            return Err(Refusal::argument(
+                field,
+                "this fea server has no workspace: give its servers-file entry a \"workspace\" and the args [\"tool-server\", \"fea\", \"--workspace\", DIR]",
+            ));
+        };
+        let root = workspace.canonicalize().map_err(|e| {
+            Refusal::argument(
+                field,
+                format!("the workspace {} cannot be read: {e}", workspace.display()),
+            )
+        })?;
+        let file = root
+            .join(path)
+            .canonicalize()
+            .map_err(|e| Refusal::argument(field, format!("{path}: {e}")))?;
+        if !file.starts_with(&root) {
+            return Err(Refusal::argument(
+                field,
+                format!("{path} leads outside the workspace"),
+            ));
+        }
+        let size = std::fs::metadata(&file)
+            .map_err(|e| Refusal::argument(field, format!("{path}: {e}")))?
+            .len();
+        if size > MAX_STEP_BYTES {
+            return Err(Refusal::argument(
+                field,
+                format!("{path} is {size} bytes; the largest STEP file read is {MAX_STEP_BYTES}"),
+            ));
+        }
+        std::fs::read_to_string(&file)
+            .map_err(|e| Refusal::argument(field, format!("{path} is not a text STEP file: {e}")))
     }
 
     async fn mesh(&self, solid: &Solid, size: f64) -> Result<(Mesh, RunOutput), Refusal> {
         solid
             .check()
             .map_err(|(field, why)| Refusal::argument(field, why))?;
-        let smallest = solid.smallest_dimension_mm();
         if !(size.is_finite() && size > 0.0) {
             return Err(Refusal::argument("element_size_mm", "must be a positive length"));
         }
-        if solid.volume_mm3() / size.powi(3) * 6.0 > MAX_ELEMENTS as f64 || size < smallest / 200.0 {
-            return Err(Refusal::argument(
-                "element_size_mm",
-                format!("{size} mm would make more than {MAX_ELEMENTS} elements: use a larger size"),
-            ));
+        let too_fine = |volume: f64, smallest: f64| {
+            volume / size.powi(3) * 6.0 > MAX_ELEMENTS as f64 || size < smallest / 200.0
+        };
+        if let (Some(volume), Some(smallest)) = (solid.volume_mm3(), solid.smallest_dimension_mm())
+            && too_fine(volume, smallest)
+        {
+            return Err(too_many(size));
         }
         let script = solid.gmsh_script(size);
+        let step = match solid {
+            Solid::Step { path } => Some(self.step_text(path)?),
+            Solid::Box { .. }
+            | Solid::Cylinder { .. }
+            | Solid::PlateWithHoles { .. }
+            | Solid::LBracket { .. } => None,
+        };
+        let mut inputs: Vec<(&str, &str)> = vec![("part.geo", &script)];
+        if let Some(text) = &step {
+            inputs.push((STEP_FILE, text));
+        }
         let run = self
             .gmsh
             .run(
-                &[("part.geo", &script)],
+                &inputs,
                 &[
                     "-3".to_owned(),
                     "part.geo".to_owned(),
@@ -190,6 +255,9 @@ impl FeaHost {
             });
         };
         let mesh = Mesh::from_gmsh(inp);
+        if mesh.elements > MAX_ELEMENTS {
+            return Err(too_many(size));
+        }
         if mesh.elements == 0 {
             return Err(Refusal::Program {
                 program: "gmsh",
@@ -213,7 +281,11 @@ impl FeaHost {
                 "measure": "mean ratio of the corner tetrahedron (1 regular, 0 flat)",
                 "min": min, "mean": mean,
             })),
-            "faces": args.solid.faces(),
+            "faces": faces_of(&args.solid, &mesh),
+            "face_geometry": mesh.face_names().iter().filter_map(|face| {
+                let (area, centre) = mesh.face_area_centre(&face_set(face))?;
+                Some((face.clone(), json!({"area_mm2": area, "centre_mm": centre})))
+            }).collect::<Map<String, Value>>(),
             "volume_mm3": args.solid.volume_mm3(),
             "run": {"program": "gmsh", "version": self.versions.0, "elapsed_ms": millis(&run)},
         }))
@@ -273,20 +345,10 @@ impl FeaHost {
                 "no fixed face: the part can move freely; fix at least one face",
             ));
         }
-        let faces = args.solid.faces();
-        for (field, face) in args
-            .fixed_faces
-            .iter()
-            .map(|f| ("fixed_faces", f))
-            .chain(args.forces.iter().map(|f| ("forces.face", &f.face)))
-            .chain(args.pressures.iter().map(|p| ("pressures.face", &p.face)))
-        {
-            if !faces.iter().any(|f| f == face) {
-                return Err(Refusal::argument(
-                    field,
-                    format!("{face} is not a face of this solid ({})", faces.join(", ")),
-                ));
-            }
+        // A parametric solid's faces are known now; a STEP part's once it is meshed.
+        let known = args.solid.faces();
+        if !known.is_empty() {
+            check_faces(&args, &known)?;
         }
         if args.forces.is_empty() && args.pressures.is_empty() && args.gravity_m_s2.is_none() {
             return Err(Refusal::argument(
@@ -301,20 +363,30 @@ impl FeaHost {
                 return Err(Refusal::argument("pressures.pressure_mpa", "must be a number"));
             }
             let Some((area, normal)) = args.solid.flat_face(&pressure.face) else {
-                return Err(Refusal::argument(
-                    "pressures.face",
-                    format!(
+                let why = match &args.solid {
+                    Solid::Step { .. } => format!(
+                        "{} is a STEP part's face: give its force instead (pressure × the area fea.mesh reports)",
+                        pressure.face
+                    ),
+                    Solid::Box { .. }
+                    | Solid::Cylinder { .. }
+                    | Solid::PlateWithHoles { .. }
+                    | Solid::LBracket { .. } => format!(
                         "{} is curved: a pressure goes on a flat face; give a force on it instead",
                         pressure.face
                     ),
-                ));
+                };
+                return Err(Refusal::argument("pressures.face", why));
             };
             let total = pressure.pressure_mpa * area;
             loads.push((pressure.face.clone(), normal.map(|n| -n * total)));
         }
         let material = Self::material(&args.material)?;
         let (mesh, _) = self.mesh(&args.solid, args.element_size_mm).await?;
-        let set = |face: &str| format!("FACE_{}", face.to_ascii_uppercase());
+        if known.is_empty() {
+            check_faces(&args, &mesh.face_names())?;
+        }
+        let set = face_set;
         let job = Job {
             youngs_mpa: material.youngs,
             poisson: material.poisson,
@@ -355,7 +427,7 @@ impl FeaHost {
         // The mesh and the job together are what CalculiX solved.
         let input_sha256 = sha256(&format!("{}{input}", mesh.text));
         let safety_factor = material.yield_strength / results.max_von_mises_mpa;
-        let volume = results.volume_mm3.unwrap_or_else(|| args.solid.volume_mm3());
+        let volume = results.volume_mm3.or(args.solid.volume_mm3()).unwrap_or(f64::NAN);
         let mass_kg = volume * 1e-9 * material.density;
         let reactions: Map<String, Value> = args
             .fixed_faces
@@ -440,6 +512,49 @@ impl FeaHost {
             files,
         };
         Ok(ToolOutput::with_evidence(value, &evidence, &texts))
+    }
+}
+
+/// Every face a static job names must be one of `faces`.
+fn check_faces(args: &StaticArgs, faces: &[String]) -> Result<(), Refusal> {
+    for (field, face) in args
+        .fixed_faces
+        .iter()
+        .map(|f| ("fixed_faces", f))
+        .chain(args.forces.iter().map(|f| ("forces.face", &f.face)))
+        .chain(args.pressures.iter().map(|p| ("pressures.face", &p.face)))
+    {
+        if !faces.iter().any(|f| f == face) {
+            return Err(Refusal::argument(
+                field,
+                format!("{face} is not a face of this solid ({})", faces.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The refusal of an element size that would make too many elements.
+fn too_many(size: f64) -> Refusal {
+    Refusal::argument(
+        "element_size_mm",
+        format!("{size} mm would make more than {MAX_ELEMENTS} elements: use a larger size"),
+    )
+}
+
+/// The node set of a named face: `FACE_<NAME>`.
+fn face_set(face: &str) -> String {
+    format!("FACE_{}", face.to_ascii_uppercase())
+}
+
+/// A solid's faces: its named ones, or a STEP part's as meshed.
+fn faces_of(solid: &Solid, mesh: &Mesh) -> Vec<String> {
+    match solid {
+        Solid::Step { .. } => mesh.face_names(),
+        Solid::Box { .. }
+        | Solid::Cylinder { .. }
+        | Solid::PlateWithHoles { .. }
+        | Solid::LBracket { .. } => solid.faces(),
     }
 }
 

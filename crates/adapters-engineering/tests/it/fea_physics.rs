@@ -373,3 +373,123 @@ async fn a_hole_outside_its_plate_is_refused_naming_it() {
         "{result}"
     );
 }
+
+/// A steel bar 100 × 10 × 10 mm as a STEP file, written by gmsh (OpenCASCADE) into `dir`.
+fn bar_step(dir: &std::path::Path) {
+    let gmsh = require(Peer::Gmsh).unwrap();
+    std::fs::write(
+        dir.join("bar.geo"),
+        "SetFactory(\"OpenCASCADE\");\nBox(1) = {0, 0, 0, 100, 10, 10};\n",
+    )
+    .unwrap();
+    let status = std::process::Command::new(gmsh)
+        .current_dir(dir)
+        .args(["-0", "bar.geo", "-o", "bar.step"])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success() && dir.join("bar.step").is_file(),
+        "{status:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_step_part_from_the_workspace_meshes_with_its_faces_and_bends_as_beam_theory_says() {
+    let Some(host) = host() else {
+        return;
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    bar_step(workspace.path());
+    let host = host.with_workspace(workspace.path().to_path_buf());
+    let solid = json!({"kind": "step", "path": "bar.step"});
+    let (mesh, error) = call(&host, "fea.mesh", json!({"solid": solid, "element_size_mm": 2.5})).await;
+    assert!(!error, "{mesh}");
+    let faces: Vec<String> = serde_json::from_value(mesh["faces"].clone()).unwrap();
+    assert_eq!(faces.len(), 6, "{mesh}");
+    // Which face is which, from the centres fea.mesh reports.
+    let at_x = |x: f64| {
+        faces
+            .iter()
+            .find(|f| {
+                (mesh["face_geometry"][f.as_str()]["centre_mm"][0]
+                    .as_f64()
+                    .unwrap()
+                    - x)
+                    .abs()
+                    < 1e-6
+            })
+            .unwrap()
+            .clone()
+    };
+    let (root, tip) = (at_x(0.0), at_x(100.0));
+    let area = mesh["face_geometry"][root.as_str()]["area_mm2"].as_f64().unwrap();
+    assert!((area - 100.0).abs() < 1e-6, "the end face is 10 × 10 mm: {area}");
+    let (result, error) = call(
+        &host,
+        "fea.static",
+        json!({"solid": solid, "element_size_mm": 2.5, "material": {"name": "steel_s235"},
+               "fixed_faces": [root], "forces": [{"face": tip, "force_n": [0, -100, 0]}]}),
+    )
+    .await;
+    assert!(!error, "{result}");
+    let deflection = 100.0 * 100.0_f64.powi(3) / (3.0 * 210_000.0 * (10.0 * 10.0_f64.powi(3) / 12.0));
+    let measured = result["max_displacement_mm"].as_f64().unwrap();
+    println!(
+        "STEP bar: faces {faces:?}, tip {measured:.5} mm against PL³/3EI = {deflection:.5} mm, volume {} mm³",
+        result["volume_mm3"]
+    );
+    assert!((measured - deflection).abs() / deflection < 0.05, "{result}");
+    assert!(
+        (result["volume_mm3"].as_f64().unwrap() - 10_000.0).abs() < 1.0,
+        "{result}"
+    );
+    // A face the part does not have, and a path out of the workspace, are refused by name.
+    let (refused, _) = call(
+        &host,
+        "fea.static",
+        json!({"solid": solid, "element_size_mm": 2.5, "material": {"name": "steel_s235"},
+               "fixed_faces": ["face_99"], "forces": [{"face": tip, "force_n": [0, -100, 0]}]}),
+    )
+    .await;
+    assert!(
+        refused["validation_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("face_99 is not a face"),
+        "{refused}"
+    );
+    let (refused, _) = call(
+        &host,
+        "fea.mesh",
+        json!({"solid": {"kind": "step", "path": "../bar.step"}, "element_size_mm": 2.5}),
+    )
+    .await;
+    assert!(
+        refused["validation_errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("solid.path: "),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_step_part_without_a_workspace_is_refused_saying_how_to_give_one() {
+    let Some(host) = host() else {
+        return;
+    };
+    let (refused, error) = call(
+        &host,
+        "fea.mesh",
+        json!({"solid": {"kind": "step", "path": "bar.step"}, "element_size_mm": 2.5}),
+    )
+    .await;
+    assert!(error);
+    assert!(
+        refused["validation_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("no workspace"),
+        "{refused}"
+    );
+}

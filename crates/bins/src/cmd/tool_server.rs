@@ -37,6 +37,10 @@ pub(crate) struct FeaArgs {
     /// Wall-clock seconds one mesh or solve may take.
     #[arg(long, default_value_t = 300)]
     wall_seconds: u64,
+    /// The directory STEP parts are read from (the servers-file entry's `workspace`, which its
+    /// sandbox binds read-only).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
 }
 
 /// Options of `tool-server spice`.
@@ -154,7 +158,10 @@ async fn fea(args: &FeaArgs, settings: &Settings) -> Result<(), crate::compose::
         )
         .map_err(StartError::config)
     };
-    let host = FeaHost::new(runner(gmsh)?, runner(ccx)?, versions);
+    let mut host = FeaHost::new(runner(gmsh)?, runner(ccx)?, versions);
+    if let Some(workspace) = &args.workspace {
+        host = host.with_workspace(workspace.clone());
+    }
     tracing::info!(
         event = "tool_server_started",
         server = "fea",

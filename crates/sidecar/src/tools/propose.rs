@@ -8,6 +8,7 @@
 //! The tool returns the proposal, the diff and the approval id and stops: the version it writes is
 //! held in the one approval ledger; the call itself is not held, and no tool here decides anything.
 
+use metaforge_app::limits::{FLOW_BUDGET, FLOW_LOADS, Limits, PROPOSAL_OPERATIONS, PROPOSAL_TOOL};
 use std::sync::Arc;
 
 use metaforge_api::{CallerProposal, FlowBindings, ProposalAnswer};
@@ -56,6 +57,7 @@ impl<B: FlowBindings + ?Sized + 'static> TypedTool for FlowPropose<B> {
     // Its effect is the hold: the version it writes waits for a person.
     const HOLDS_ITS_OWN_EFFECT: bool = true;
     type Args = FlowProposeArgs;
+    const LIMITS: Limits = &[PROPOSAL_TOOL, PROPOSAL_OPERATIONS, FLOW_LOADS, FLOW_BUDGET];
 
     fn offered_to(&self, class: CallerClass) -> bool {
         // Flow administration is outside a service or client-task caller's bounds (FORGE-487/584).

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use metaforge_api::{FlowStateView, GateView};
 use metaforge_api::{GateDecisionBody, RunReply};
-use metaforge_app::limits::check_tool_arguments;
+use metaforge_app::limits::{GATE_ANSWERS, check_arguments};
 use metaforge_ports::{
     CallFacts, CallerClass, CallerContext, DecisionSurface, GateDecisionKind, HostCallOutcome, InputQuestion,
     PortErrorKind, RunStatus, Timestamp, ToolHints, ToolOutput,
@@ -236,7 +236,7 @@ impl AwaitGate {
         key: &str,
         answers: &Map<String, Value>,
     ) -> Result<HostCallOutcome, ToolError> {
-        check_tool_arguments(TOOL, answers).map_err(ArgError::from)?;
+        check_arguments(&[GATE_ANSWERS], answers).map_err(ArgError::from)?;
         let answers = GateAnswers::from_answers(answers)?;
         let Some(asked) = self.take(key) else {
             return Ok(HostCallOutcome::Done(ToolOutput::error(json!({

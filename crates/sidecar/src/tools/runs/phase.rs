@@ -13,6 +13,7 @@
 //! submitting ends the grant.
 
 use metaforge_api::{RunReply, TaskSubmission};
+use metaforge_app::limits::{Limits, SUBMISSION};
 use metaforge_ports::{
     CallFacts, CallerClass, CallerContext, Claimant, ClientTaskStatus, HostCallOutcome, ToolHints, ToolOutput,
 };
@@ -163,6 +164,7 @@ impl TypedTool for Submit {
     // What it hands back is reviewed by a person at the gate that follows.
     const HOLDS_ITS_OWN_EFFECT: bool = true;
     type Args = SubmitArgs;
+    const LIMITS: Limits = &[SUBMISSION];
 
     async fn run(
         &self,

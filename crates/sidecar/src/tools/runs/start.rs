@@ -4,6 +4,7 @@
 //! was the version's approval, and holding the start would only ask them twice.
 
 use metaforge_api::{RunReply, StartRunBody};
+use metaforge_app::limits::{Limits, RUN_START, RUN_START_TEMPLATE};
 use metaforge_ports::{CallFacts, CallerContext, HostCallOutcome, ToolHints};
 use serde_json::json;
 
@@ -42,6 +43,7 @@ impl TypedTool for FlowStartRun {
     // The person's decision was the version's approval: holding the start would ask them twice.
     const HOLDS_ITS_OWN_EFFECT: bool = true;
     type Args = StartRunArgs;
+    const LIMITS: Limits = &[RUN_START, RUN_START_TEMPLATE];
 
     async fn run(
         &self,

@@ -3,7 +3,7 @@
 //! each checks its call in full in `preflight` (before the host gates or holds it) and again
 //! when it runs, then writes one commit to the caller's branch.
 
-use metaforge_app::limits::check_tool_arguments;
+use metaforge_app::limits::{Limits, TWIN_DECISION, TWIN_LINK, TWIN_WORK_PRODUCT, check_arguments};
 use metaforge_app::twin::{DecisionInput, LinkInput, WorkProductInput, WriteTarget};
 use metaforge_domain::grounding::GATE_TWIN_WRITE;
 use metaforge_domain::tool_gating::{Annotation, ToolSpec};
@@ -53,9 +53,12 @@ fn write_gate(descriptor: &ToolDescriptor) -> ToolSpec {
     }
 }
 
-/// Sizes first (the one limits table), then the typed parse.
-fn parsed<T: serde::de::DeserializeOwned>(tool: &str, arguments: &Map<String, Value>) -> Result<T, ArgError> {
-    check_tool_arguments(tool, arguments)?;
+/// Sizes first (the argument type's limits), then the typed parse.
+fn parsed<T: serde::de::DeserializeOwned>(
+    limits: Limits,
+    arguments: &Map<String, Value>,
+) -> Result<T, ArgError> {
+    check_arguments(limits, arguments)?;
     parse(arguments.clone())
 }
 
@@ -188,11 +191,11 @@ impl TwinWrite for CommitWorkProduct {
     }
 
     fn input(&self, arguments: &Map<String, Value>) -> Result<WorkProductInput, ArgError> {
-        let tool = self.descriptor.name.as_str();
         if self.geometry {
-            parsed::<CommitGeometryArgs>(tool, arguments).map(CommitGeometryArgs::into_input)
+            parsed::<CommitGeometryArgs>(&[TWIN_WORK_PRODUCT], arguments).map(CommitGeometryArgs::into_input)
         } else {
-            parsed::<CommitWorkProductArgs>(tool, arguments).map(CommitWorkProductArgs::into_input)
+            parsed::<CommitWorkProductArgs>(&[TWIN_WORK_PRODUCT], arguments)
+                .map(CommitWorkProductArgs::into_input)
         }
     }
 
@@ -263,7 +266,7 @@ impl TwinWrite for RecordDecision {
     }
 
     fn input(&self, arguments: &Map<String, Value>) -> Result<DecisionInput, ArgError> {
-        parsed::<RecordDecisionArgs>(&self.descriptor.name, arguments).map(RecordDecisionArgs::into_input)
+        parsed::<RecordDecisionArgs>(&[TWIN_DECISION], arguments).map(RecordDecisionArgs::into_input)
     }
 
     async fn check(
@@ -325,7 +328,7 @@ impl TwinWrite for Link {
     }
 
     fn input(&self, arguments: &Map<String, Value>) -> Result<LinkInput, ArgError> {
-        parsed::<LinkArgs>(&self.descriptor.name, arguments).map(LinkArgs::into_input)
+        parsed::<LinkArgs>(&[TWIN_LINK], arguments).map(LinkArgs::into_input)
     }
 
     async fn check(
