@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_ports::{
-    IntelligenceMode, PhaseBrain, PhaseBrief, PhaseFailureKind, PhaseOutcome, TwinStore, run_branch,
+    IntelligenceMode, PhaseBrain, PhaseBrief, PhaseFailureKind, PhaseOutcome, PortError, TwinStore,
+    run_branch,
 };
 use serde::{Deserialize, Serialize};
 use temporalio_macros::activities;
@@ -47,7 +48,7 @@ pub enum PhaseAttempt {
 #[async_trait::async_trait]
 pub trait RunCompletion: Send + Sync {
     /// The run completed; an error is retried by Temporal.
-    async fn completed(&self, run_id: &str) -> Result<(), String>;
+    async fn completed(&self, run_id: &str) -> Result<(), PortError>;
 }
 
 /// The activities a worker registers: the two phase brains, the twin the run's branch lives in
@@ -91,7 +92,7 @@ impl PhaseActivities {
             .completed(&run_id)
             .instrument(span)
             .await
-            .map_err(|reason| ActivityError::from(anyhow_like(reason)))
+            .map_err(ActivityError::from)
     }
 
     /// Runs one phase attempt. A twin branch that cannot be created is a retryable failure (the
@@ -149,13 +150,4 @@ impl PhaseActivities {
             }
         }
     }
-}
-
-/// A plain error carrying a message, for activity failures.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct ActivityMessage(String);
-
-fn anyhow_like(reason: String) -> ActivityMessage {
-    ActivityMessage(reason)
 }

@@ -263,11 +263,13 @@ struct TwinMerge {
 
 #[async_trait]
 impl RunCompletion for TwinMerge {
-    async fn completed(&self, run_id: &str) -> Result<(), String> {
+    async fn completed(&self, run_id: &str) -> Result<(), metaforge_ports::PortError> {
         metaforge_app::twin::merge_run_branch(self.twin.as_ref(), run_id)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| {
+                metaforge_ports::PortError::with_source(metaforge_ports::PortErrorKind::Internal, "merge", e)
+            })
     }
 }
 

@@ -175,7 +175,7 @@ pub(crate) async fn compose_as(
     let keys = gateway::parse_api_keys(&settings.api_keys).map_err(StartError::config)?;
     gateway::check_bind_policy(args.bind, &keys).map_err(StartError::config)?;
     let approver_policy = approver_policy(settings.approver_policy);
-    let paths = settings.store().map_err(StartError::config_text)?.clone();
+    let paths = settings.store().map_err(StartError::config)?.clone();
     let scratch = if paths.tool_approvals.is_none() || paths.flow_versions.is_none() {
         tracing::warn!(
             event = "ledgers_not_durable",
@@ -211,7 +211,7 @@ pub(crate) async fn compose_as(
         &process,
     )
     .await
-    .map_err(StartError::runtime_text)?;
+    .map_err(StartError::runtime)?;
     let approvals = Arc::new(
         ApprovalService::new(
             Arc::clone(&ledger),
@@ -225,7 +225,7 @@ pub(crate) async fn compose_as(
         .ledgers
         .usage(&paths.llm_usage)
         .await
-        .map_err(StartError::runtime_text)?;
+        .map_err(StartError::runtime)?;
     let flows = Arc::new(FlowService::new(
         Arc::clone(&versions),
         Arc::clone(&ledger),
@@ -256,7 +256,7 @@ pub(crate) async fn compose_as(
         .twin
         .open(&paths.twin)
         .await
-        .map_err(StartError::runtime_text)?;
+        .map_err(StartError::runtime)?;
     let twin = Arc::new(metaforge_app::twin::TwinService::new(
         Arc::clone(&twin_store),
         Arc::clone(&clock),
@@ -508,7 +508,7 @@ async fn compose_chat(
     let sessions = ledgers
         .sessions(&paths.sessions)
         .await
-        .map_err(StartError::runtime_text)?;
+        .map_err(StartError::runtime)?;
     tracing::info!(
         event = "chat_composed",
         sessions = %ledgers.describe(&paths.sessions),
@@ -550,7 +550,7 @@ fn harness_config(
     credentialed: std::collections::BTreeSet<String>,
 ) -> Result<RouteResolver, StartError> {
     use metaforge_domain::routing::validate_table;
-    let table = routing_table(routing).map_err(StartError::config_text)?;
+    let table = routing_table(routing).map_err(StartError::config)?;
     let env_routes = routing.overrides.clone();
     for problem in validate_table(&table, &env_routes, Some(&credentialed)) {
         if problem.blocks_start() {
@@ -571,13 +571,13 @@ fn harness_config(
 /// that cannot be read or parsed is an error naming it.
 fn routing_table(
     routing: &crate::settings::RoutingSettings,
-) -> Result<metaforge_domain::routing::RoutingTable, String> {
+) -> anyhow::Result<metaforge_domain::routing::RoutingTable> {
     use metaforge_domain::routing::{MODEL_ROUTES_PATH_ENV, RoutingTable};
     match &routing.routes_path {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
-            RoutingTable::from_json(&text).map_err(|e| format!("{path}: {e}"))
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
+            RoutingTable::from_json(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))
         }
         None => Ok(RoutingTable::default()),
     }
@@ -615,7 +615,7 @@ pub(crate) fn preflight(settings: &Settings) -> Vec<String> {
                 }
             }
         }
-        Err(problem) => problems.push(problem),
+        Err(problem) => problems.push(problem.to_string()),
     }
     if let Ok(paths) = settings.store()
         && let Err(e) = crate::tool_servers::read_servers(settings.mcp.servers_path.clone(), &paths.home)

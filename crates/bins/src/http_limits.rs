@@ -9,7 +9,7 @@ use crate::settings::Environment;
 
 /// The defaults with each `METAFORGE_HTTP_*` override applied; a bad value is an error naming
 /// the variable (seconds may be fractional, e.g. `0.5`).
-pub(crate) fn http_limits(env: &Environment) -> Result<Limits, String> {
+pub(crate) fn http_limits(env: &Environment) -> anyhow::Result<Limits> {
     let defaults = Limits::default();
     let seconds =
         |name: &str, default: Duration| env.get(name).map_or(Ok(default), |raw| parse_seconds(name, &raw));
@@ -22,22 +22,22 @@ pub(crate) fn http_limits(env: &Environment) -> Result<Limits, String> {
             Some(raw) => match raw.trim().parse::<usize>() {
                 Ok(n) if n > 0 => n,
                 _ => {
-                    return Err(format!(
+                    anyhow::bail!(
                         "METAFORGE_HTTP_MAX_CONNECTIONS={raw}: expected a whole number of connections, at least 1"
-                    ));
+                    );
                 }
             },
         },
     })
 }
 
-fn parse_seconds(name: &str, raw: &str) -> Result<Duration, String> {
+fn parse_seconds(name: &str, raw: &str) -> anyhow::Result<Duration> {
     raw.trim()
         .parse::<f64>()
         .ok()
         .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{name}={raw}: expected a number of seconds between 0 and 86400"))
+        .ok_or_else(|| anyhow::anyhow!("{name}={raw}: expected a number of seconds between 0 and 86400"))
 }
 
 #[cfg(test)]
@@ -49,11 +49,11 @@ mod tests {
         for raw in ["0", "-1", "soon", "NaN", "1e9"] {
             let err = parse_seconds("METAFORGE_HTTP_HEADER_TIMEOUT_SECS", raw);
             assert!(err.is_err(), "{raw} accepted");
-            assert!(err.unwrap_err().contains("METAFORGE_HTTP_HEADER_TIMEOUT_SECS"));
+            assert!(err.is_err_and(|e| e.to_string().contains("METAFORGE_HTTP_HEADER_TIMEOUT_SECS")));
         }
         assert_eq!(
-            parse_seconds("X", "0.5"),
-            Ok(Duration::from_millis(500)),
+            parse_seconds("X", "0.5").ok(),
+            Some(Duration::from_millis(500)),
             "fractional seconds are allowed"
         );
     }

@@ -39,11 +39,11 @@ impl LedgerEngine {
     /// Reads `METAFORGE_DATABASE_URL`: unset or empty is [`LedgerEngine::Files`]; a
     /// `postgres://` or `postgresql://` URL is [`LedgerEngine::Postgres`]; anything else is an
     /// error naming the variable and what it accepts.
-    pub(crate) fn from_setting(value: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn from_setting(value: Option<&str>) -> anyhow::Result<Self> {
         match value.map(str::trim) {
             None | Some("") => Ok(Self::Files),
             Some(url) if is_postgres_url(url) => Ok(Self::Postgres(url.to_owned())),
-            Some(other) => Err(format!(
+            Some(other) => Err(anyhow::anyhow!(
                 "{DATABASE_URL_ENV}: expected a postgres://user@host:port/database URL (or unset for \
                  the SQLite files under METAFORGE_HOME), got {:?}",
                 other.split("://").next().unwrap_or(other)
@@ -66,7 +66,7 @@ impl LedgerEngine {
         path: &Path,
         clock: &Arc<dyn Clock>,
         parker: &str,
-    ) -> Result<Arc<dyn ApprovalLedger>, String> {
+    ) -> anyhow::Result<Arc<dyn ApprovalLedger>> {
         match self {
             Self::Files => SqliteApprovalLedger::open(path, Arc::clone(clock))
                 .await
@@ -77,7 +77,7 @@ impl LedgerEngine {
     }
 
     /// The flow-version store (frozen, hashed versions).
-    pub(crate) async fn flow_versions(&self, path: &Path) -> Result<Arc<dyn FlowVersionStore>, String> {
+    pub(crate) async fn flow_versions(&self, path: &Path) -> anyhow::Result<Arc<dyn FlowVersionStore>> {
         match self {
             Self::Files => SqliteFlowVersionStore::open(path)
                 .await
@@ -89,7 +89,7 @@ impl LedgerEngine {
 
     /// The run ledger (every run and its transitions), and the leases on its duties kept with
     /// it (which process drives its embedded runs).
-    pub(crate) async fn runs(&self, path: &Path) -> Result<RunLedgerPorts, String> {
+    pub(crate) async fn runs(&self, path: &Path) -> anyhow::Result<RunLedgerPorts> {
         match self {
             Self::Files => SqliteRunLedger::open(path)
                 .await
@@ -110,7 +110,7 @@ impl LedgerEngine {
         &self,
         path: &Path,
         runs: &Arc<dyn RunLedger>,
-    ) -> Result<Arc<dyn ClientTaskStore>, String> {
+    ) -> anyhow::Result<Arc<dyn ClientTaskStore>> {
         match self {
             Self::Files => SqliteClientTaskStore::open(path, Arc::clone(runs))
                 .await
@@ -121,7 +121,7 @@ impl LedgerEngine {
     }
 
     /// The usage ledger (every model call's tokens and cost).
-    pub(crate) async fn usage(&self, path: &Path) -> Result<Arc<dyn UsageStore>, String> {
+    pub(crate) async fn usage(&self, path: &Path) -> anyhow::Result<Arc<dyn UsageStore>> {
         match self {
             Self::Files => SqliteUsageStore::open(path)
                 .await
@@ -132,7 +132,7 @@ impl LedgerEngine {
     }
 
     /// The session ledger (chat threads, messages, full-text search).
-    pub(crate) async fn sessions(&self, path: &Path) -> Result<Arc<dyn SessionStore>, String> {
+    pub(crate) async fn sessions(&self, path: &Path) -> anyhow::Result<Arc<dyn SessionStore>> {
         match self {
             Self::Files => SqliteSessionStore::open(path)
                 .await
@@ -144,8 +144,8 @@ impl LedgerEngine {
 }
 
 /// Why a ledger file did not open, naming it.
-fn file_error(what: &str, path: &Path) -> impl FnOnce(PortError) -> String {
-    move |e| format!("{what} {}: {e}", path.display())
+fn file_error(what: &str, path: &Path) -> impl FnOnce(PortError) -> anyhow::Error {
+    move |e| anyhow::anyhow!("{what} {}: {e}", path.display())
 }
 
 #[cfg(feature = "postgres")]
@@ -183,29 +183,29 @@ mod postgres {
     };
 
     /// Why a ledger did not open on the server, naming it (never its password).
-    fn server_error(what: &str, url: &str) -> impl FnOnce(PortError) -> String {
-        move |e| format!("{what} on {}: {e}", redacted(url))
+    fn server_error(what: &str, url: &str) -> impl FnOnce(PortError) -> anyhow::Error {
+        move |e| anyhow::anyhow!("{what} on {}: {e}", redacted(url))
     }
 
     pub(super) async fn approvals(
         url: &str,
         clock: &Arc<dyn Clock>,
         parker: &str,
-    ) -> Result<Arc<dyn ApprovalLedger>, String> {
+    ) -> anyhow::Result<Arc<dyn ApprovalLedger>> {
         PgApprovalLedger::open(url, Arc::clone(clock))
             .await
             .map(|ledger| Arc::new(ledger.with_parker(parker)) as Arc<dyn ApprovalLedger>)
             .map_err(server_error("approval ledger", url))
     }
 
-    pub(super) async fn flow_versions(url: &str) -> Result<Arc<dyn FlowVersionStore>, String> {
+    pub(super) async fn flow_versions(url: &str) -> anyhow::Result<Arc<dyn FlowVersionStore>> {
         PgFlowVersionStore::open(url)
             .await
             .map(|store| Arc::new(store) as Arc<dyn FlowVersionStore>)
             .map_err(server_error("flow-version store", url))
     }
 
-    pub(super) async fn runs(url: &str) -> Result<super::RunLedgerPorts, String> {
+    pub(super) async fn runs(url: &str) -> anyhow::Result<super::RunLedgerPorts> {
         PgRunLedger::open(url)
             .await
             .map(|ledger| {
@@ -221,21 +221,21 @@ mod postgres {
     pub(super) async fn client_tasks(
         url: &str,
         runs: &Arc<dyn RunLedger>,
-    ) -> Result<Arc<dyn ClientTaskStore>, String> {
+    ) -> anyhow::Result<Arc<dyn ClientTaskStore>> {
         PgClientTaskStore::open(url, Arc::clone(runs))
             .await
             .map(|store| Arc::new(store) as Arc<dyn ClientTaskStore>)
             .map_err(server_error("client tasks", url))
     }
 
-    pub(super) async fn usage(url: &str) -> Result<Arc<dyn UsageStore>, String> {
+    pub(super) async fn usage(url: &str) -> anyhow::Result<Arc<dyn UsageStore>> {
         PgUsageStore::open(url)
             .await
             .map(|store| Arc::new(store) as Arc<dyn UsageStore>)
             .map_err(server_error("usage ledger", url))
     }
 
-    pub(super) async fn sessions(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+    pub(super) async fn sessions(url: &str) -> anyhow::Result<Arc<dyn SessionStore>> {
         PgSessionStore::open(url)
             .await
             .map(|store| Arc::new(store) as Arc<dyn SessionStore>)
@@ -252,8 +252,8 @@ mod postgres {
         ApprovalLedger, ClientTaskStore, Clock, FlowVersionStore, RunLedger, SessionStore, UsageStore,
     };
 
-    fn unsupported<T>() -> Result<T, String> {
-        Err(format!(
+    fn unsupported<T>() -> anyhow::Result<T> {
+        Err(anyhow::anyhow!(
             "{}=postgres://…: this metaforge was built without PostgreSQL; build it with \
              `cargo build -p metaforge-bins --features postgres` (on by default)",
             super::DATABASE_URL_ENV
@@ -264,30 +264,30 @@ mod postgres {
         _: &str,
         _: &Arc<dyn Clock>,
         _: &str,
-    ) -> Result<Arc<dyn ApprovalLedger>, String> {
+    ) -> anyhow::Result<Arc<dyn ApprovalLedger>> {
         unsupported()
     }
 
-    pub(super) async fn flow_versions(_: &str) -> Result<Arc<dyn FlowVersionStore>, String> {
+    pub(super) async fn flow_versions(_: &str) -> anyhow::Result<Arc<dyn FlowVersionStore>> {
         unsupported()
     }
 
-    pub(super) async fn runs(_: &str) -> Result<super::RunLedgerPorts, String> {
+    pub(super) async fn runs(_: &str) -> anyhow::Result<super::RunLedgerPorts> {
         unsupported()
     }
 
     pub(super) async fn client_tasks(
         _: &str,
         _: &Arc<dyn RunLedger>,
-    ) -> Result<Arc<dyn ClientTaskStore>, String> {
+    ) -> anyhow::Result<Arc<dyn ClientTaskStore>> {
         unsupported()
     }
 
-    pub(super) async fn usage(_: &str) -> Result<Arc<dyn UsageStore>, String> {
+    pub(super) async fn usage(_: &str) -> anyhow::Result<Arc<dyn UsageStore>> {
         unsupported()
     }
 
-    pub(super) async fn sessions(_: &str) -> Result<Arc<dyn SessionStore>, String> {
+    pub(super) async fn sessions(_: &str) -> anyhow::Result<Arc<dyn SessionStore>> {
         unsupported()
     }
 }
@@ -298,23 +298,27 @@ mod tests {
 
     #[test]
     fn unset_or_empty_keeps_the_sqlite_files() {
-        assert_eq!(LedgerEngine::from_setting(None), Ok(LedgerEngine::Files));
-        assert_eq!(LedgerEngine::from_setting(Some("  ")), Ok(LedgerEngine::Files));
+        assert_eq!(LedgerEngine::from_setting(None).ok(), Some(LedgerEngine::Files));
+        assert_eq!(
+            LedgerEngine::from_setting(Some("  ")).ok(),
+            Some(LedgerEngine::Files)
+        );
     }
 
     #[test]
     fn a_postgres_url_selects_the_server() {
         for url in ["postgres://mf@127.0.0.1:5432/mf", "postgresql://mf@db/mf"] {
             assert_eq!(
-                LedgerEngine::from_setting(Some(url)),
-                Ok(LedgerEngine::Postgres(url.to_owned()))
+                LedgerEngine::from_setting(Some(url)).ok(),
+                Some(LedgerEngine::Postgres(url.to_owned()))
             );
         }
     }
 
     #[test]
     fn another_scheme_is_an_error_naming_the_variable() {
-        let Err(message) = LedgerEngine::from_setting(Some("mysql://db/mf")) else {
+        let Err(message) = LedgerEngine::from_setting(Some("mysql://db/mf")).map_err(|e| e.to_string())
+        else {
             unreachable!("mysql is not a ledger engine")
         };
         assert!(

@@ -28,12 +28,12 @@ pub(crate) async fn open_ledgers(
     versions_path: &Path,
     clock: &Arc<dyn Clock>,
     process: &str,
-) -> Result<Ledgers, String> {
+) -> anyhow::Result<Ledgers> {
     if *engine == LedgerEngine::Files {
         for path in [approvals_path, versions_path] {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 metaforge_adapters_store::paths::create_private_dir(dir)
-                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                    .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
             }
         }
     }
@@ -42,7 +42,7 @@ pub(crate) async fn open_ledgers(
     let restored = versions
         .restore()
         .await
-        .map_err(|e| format!("flow-version store {}: {e}", engine.describe(versions_path)))?;
+        .map_err(|e| anyhow::anyhow!("flow-version store {}: {e}", engine.describe(versions_path)))?;
     for skipped in &restored.skipped {
         tracing::error!(event = "flow_version_skipped", id = %skipped.id, reason = %skipped.reason, "stored flow version failed its hash check; not served");
     }
@@ -98,6 +98,6 @@ mod tests {
         else {
             unreachable!("a versions path under a file cannot open")
         };
-        assert!(message.contains("not-a-dir"), "{message}");
+        assert!(message.to_string().contains("not-a-dir"), "{message}");
     }
 }

@@ -46,11 +46,11 @@ pub(crate) struct BaseUrl {
 }
 
 /// `HARNESS_<ID>_BASE_URL` wins as an explicit operator override; else the registry's rule.
-pub(crate) fn base_url(info: &ProviderInfo, settings: &Settings) -> Result<BaseUrl, String> {
+pub(crate) fn base_url(info: &ProviderInfo, settings: &Settings) -> anyhow::Result<BaseUrl> {
     let env = |name: &str| settings.env().get(name);
     let var = base_url_env_var(info.id);
     if let Some(url) = env(&var) {
-        let resolved = resolve_base_url(info, Some(&url), |_| None).map_err(|e| e.to_string())?;
+        let resolved = resolve_base_url(info, Some(&url), |_| None)?;
         let source = if info.fixed_base_url.is_some() {
             "explicit (env override)"
         } else {
@@ -61,7 +61,7 @@ pub(crate) fn base_url(info: &ProviderInfo, settings: &Settings) -> Result<BaseU
             source,
         });
     }
-    let resolved = resolve_base_url(info, None, env).map_err(|e| e.to_string())?;
+    let resolved = resolve_base_url(info, None, env)?;
     Ok(BaseUrl {
         url: resolved.url,
         source: "fixed",
@@ -194,27 +194,27 @@ impl CredentialStore for LayeredCredentialStore {
     }
 }
 
-fn adapter_for(info: &ProviderInfo, url: &str) -> Result<Arc<dyn LlmProvider>, String> {
+fn adapter_for(info: &ProviderInfo, url: &str) -> anyhow::Result<Arc<dyn LlmProvider>> {
     let settings = HttpSettings::default();
     let adapter: Arc<dyn LlmProvider> = match info.family {
-        ApiFamily::Anthropic => Arc::new(AnthropicProvider::new(url, settings).map_err(|e| e.to_string())?),
-        ApiFamily::Gemini => Arc::new(GeminiProvider::new(url, settings).map_err(|e| e.to_string())?),
-        ApiFamily::Bedrock => Arc::new(BedrockProvider::new(url, settings).map_err(|e| e.to_string())?),
-        ApiFamily::OpenaiCodex => Arc::new(CodexProvider::new(url, settings).map_err(|e| e.to_string())?),
+        ApiFamily::Anthropic => Arc::new(AnthropicProvider::new(url, settings)?),
+        ApiFamily::Gemini => Arc::new(GeminiProvider::new(url, settings)?),
+        ApiFamily::Bedrock => Arc::new(BedrockProvider::new(url, settings)?),
+        ApiFamily::OpenaiCodex => Arc::new(CodexProvider::new(url, settings)?),
         ApiFamily::OpenaiCompatible => {
             let cache_key = matches!(info.id, "openai" | "openrouter");
-            Arc::new(OpenAiCompatibleProvider::new(url, settings, cache_key).map_err(|e| e.to_string())?)
+            Arc::new(OpenAiCompatibleProvider::new(url, settings, cache_key)?)
         }
     };
     Ok(adapter)
 }
 
 /// The ordered fallback candidates of `METAFORGE_FALLBACK_PROVIDERS` (empty when unset).
-pub(crate) fn parse_fallbacks(value: Option<&str>) -> Result<Vec<Candidate>, String> {
+pub(crate) fn parse_fallbacks(value: Option<&str>) -> anyhow::Result<Vec<Candidate>> {
     let mut fallbacks = Vec::new();
     if let Some(list) = value {
         for route in list.split(',').filter(|r| !r.trim().is_empty()) {
-            let parsed = parse_route(route).map_err(|e| format!("{FALLBACKS_ENV}: {e}"))?;
+            let parsed = parse_route(route).map_err(|e| anyhow::anyhow!("{FALLBACKS_ENV}: {e}"))?;
             fallbacks.push(Candidate {
                 provider: parsed.provider,
                 model: parsed.model,
@@ -272,10 +272,10 @@ pub(crate) fn credentialed(rows: &[ProviderRow]) -> BTreeSet<String> {
 pub(crate) enum BuildError {
     /// Configuration is wrong (bad base URL, bad chain): nothing was called; exit 2.
     #[error("{0}")]
-    Config(String),
+    Config(anyhow::Error),
     /// An adapter or the shipped price table failed to load; exit 1.
     #[error("{0}")]
-    Runtime(String),
+    Runtime(anyhow::Error),
 }
 
 /// Builds the pipeline for `chains` (role → ordered candidates). Every provider a chain or
@@ -312,8 +312,8 @@ pub(crate) fn build_pipeline(
                 continue;
             }
         };
-        let adapter =
-            adapter_for(info, &url.url).map_err(|err| BuildError::Runtime(format!("{}: {err}", info.id)))?;
+        let adapter = adapter_for(info, &url.url)
+            .map_err(|err| BuildError::Runtime(anyhow::anyhow!("{}: {err}", info.id)))?;
         env_creds.insert(
             info.id.to_owned(),
             env_credentials(info, settings)
@@ -337,13 +337,13 @@ pub(crate) fn build_pipeline(
     }
     let chains: BTreeMap<String, Vec<Candidate>> =
         chains.into_iter().filter(|(_, c)| !c.is_empty()).collect();
-    let slots = RoleModelSlots::new(chains).map_err(|e| BuildError::Config(e.to_string()))?;
+    let slots = RoleModelSlots::new(chains).map_err(|e| BuildError::Config(e.into()))?;
     let store = LayeredCredentialStore {
         file: FileCredentialStore::new(settings.credentials_path.clone()),
         env: std::sync::Mutex::new(env_creds),
     };
-    let prices =
-        PriceTable::shipped().map_err(|e| BuildError::Runtime(format!("shipped price table: {e}")))?;
+    let prices = PriceTable::shipped()
+        .map_err(|e| BuildError::Runtime(anyhow::anyhow!("shipped price table: {e}")))?;
     ProviderPipeline::new(
         entries,
         slots,
@@ -353,5 +353,5 @@ pub(crate) fn build_pipeline(
         usage,
     )
     .map(|p| p.with_price_table(prices))
-    .map_err(|e| BuildError::Config(e.to_string()))
+    .map_err(|e| BuildError::Config(e.into()))
 }

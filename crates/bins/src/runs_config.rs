@@ -125,12 +125,12 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         .ledgers
         .runs(inputs.runs_path)
         .await
-        .map_err(StartError::runtime_text)?;
+        .map_err(StartError::runtime)?;
     let tasks: Arc<dyn ClientTaskStore> = inputs
         .ledgers
         .client_tasks(inputs.tasks_path, &runs)
         .await
-        .map_err(StartError::runtime_text)?;
+        .map_err(StartError::runtime)?;
     let twin = inputs.twin;
     let bus = event_bus(inputs.settings.kafka_bootstrap.clone()).await?;
     let service_ports = RunServicePorts {

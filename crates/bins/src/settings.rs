@@ -182,17 +182,13 @@ impl Settings {
     /// Parses every variable of `env`; every bad one is named in the error.
     pub(crate) fn from_env(env: Environment) -> Result<Self, SettingsError> {
         let mut problems = Vec::new();
-        let mut check = |result: Result<(), String>| {
-            if let Err(problem) = result {
-                problems.push(problem);
-            }
-        };
+        let mut report = |problem: &dyn std::fmt::Display| problems.push(problem.to_string());
         let user_home = env.get("HOME").map(PathBuf::from);
         let store = match StorePaths::resolve(|name| env.raw(name), user_home.clone()) {
             Ok(paths) => Some(paths),
             Err(metaforge_adapters_store::StorePathsError::NoHome) => None,
             Err(other) => {
-                check(Err(other.to_string()));
+                report(&other.to_string());
                 None
             }
         };
@@ -210,46 +206,44 @@ impl Settings {
             filter: env.get("METAFORGE_LOG").or_else(|| env.get("RUST_LOG")),
             format: crate::system::LogFormat::parse(env.get("METAFORGE_LOG_FORMAT").as_deref())
                 .unwrap_or_else(|problem| {
-                    check(Err(problem));
+                    report(&problem);
                     crate::system::LogFormat::Text
                 }),
             otlp_endpoint: env.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
         };
         let http = crate::http_limits::http_limits(&env).unwrap_or_else(|problem| {
-            check(Err(problem));
+            report(&problem);
             Limits::default()
         });
         let api_keys = env.raw("METAFORGE_GATEWAY_API_KEY").unwrap_or_default();
-        check(
-            metaforge_gateway::parse_api_keys(&api_keys)
-                .map(drop)
-                .map_err(|e| format!("METAFORGE_GATEWAY_API_KEY: {e}")),
-        );
+        if let Err(e) = metaforge_gateway::parse_api_keys(&api_keys) {
+            report(&format!("METAFORGE_GATEWAY_API_KEY: {e}"));
+        }
         let approver_policy = ApproverPolicy::from_setting(env.get(SEPARATE_APPROVER_ENV).as_deref())
             .unwrap_or_else(|problem| {
-                check(Err(problem));
+                report(&problem);
                 ApproverPolicy::Any
             });
         // Without keys every caller is `local`: four eyes could never let anyone decide.
         if approver_policy == ApproverPolicy::Separate
             && metaforge_gateway::parse_api_keys(&api_keys).is_ok_and(|keys| keys.is_empty())
         {
-            check(Err(format!(
+            report(&format!(
                 "{SEPARATE_APPROVER_ENV}=on needs identities to tell requester and approver apart: set METAFORGE_GATEWAY_API_KEY"
-            )));
+            ));
         }
         let mcp = McpSettings {
             service_key: env.raw("METAFORGE_MCP_SERVICE_KEY"),
             gateway_url: env.get("METAFORGE_GATEWAY_URL"),
             client_task_writes: on_off(&env, "METAFORGE_CLIENT_TASK_WRITES").unwrap_or_else(|problem| {
-                check(Err(problem));
+                report(&problem);
                 false
             }),
             servers_path: env.get("METAFORGE_MCP_SERVERS_PATH").map(PathBuf::from),
             engineering_tool_servers: match env.get("METAFORGE_ENGINEERING_TOOL_SERVERS") {
                 None => true,
                 Some(_) => on_off(&env, "METAFORGE_ENGINEERING_TOOL_SERVERS").unwrap_or_else(|problem| {
-                    check(Err(problem));
+                    report(&problem);
                     false
                 }),
             },
@@ -263,7 +257,7 @@ impl Settings {
             None,
         ) {
             if problem.blocks_start() {
-                check(Err(format!("routing: {problem}")));
+                report(&format!("routing: {problem}"));
             }
         }
         let routing = RoutingSettings {
@@ -275,12 +269,12 @@ impl Settings {
             },
             fallbacks: crate::providers_config::parse_fallbacks(env.get(FALLBACKS_ENV).as_deref())
                 .unwrap_or_else(|problem| {
-                    check(Err(problem));
+                    report(&problem);
                     Vec::new()
                 }),
         };
         let chat = chat_settings(&env).unwrap_or_else(|problem| {
-            check(Err(problem));
+            report(&problem);
             ChatSettings::default()
         });
         let runs = RunSettings {
@@ -288,7 +282,7 @@ impl Settings {
                 env.get(metaforge_app::runs::settings::FLOW_ENGINE_ENV).as_deref(),
             )
             .unwrap_or_else(|problem| {
-                check(Err(problem.to_string()));
+                report(&problem.to_string());
                 FlowEngineKind::Embedded
             }),
             intelligence: metaforge_app::runs::parse_intelligence(
@@ -296,7 +290,7 @@ impl Settings {
                     .as_deref(),
             )
             .unwrap_or_else(|problem| {
-                check(Err(problem.to_string()));
+                report(&problem.to_string());
                 IntelligenceMode::Server
             }),
             gate_timeout_seconds: metaforge_app::runs::parse_gate_timeout(
@@ -304,7 +298,7 @@ impl Settings {
                     .as_deref(),
             )
             .unwrap_or_else(|problem| {
-                check(Err(problem.to_string()));
+                report(&problem.to_string());
                 None
             }),
             kafka_bootstrap: env.get(KAFKA_BOOTSTRAP_SERVERS_ENV),
@@ -316,7 +310,7 @@ impl Settings {
                     .collect(),
             )
             .unwrap_or_else(|problem| {
-                check(Err(problem));
+                report(&problem);
                 metaforge_domain::usage::DEFAULT_RUN_SPEND_ALERT_USD
             }),
         };
@@ -324,14 +318,14 @@ impl Settings {
             env.raw(crate::ledger_engine::DATABASE_URL_ENV).as_deref(),
         )
         .unwrap_or_else(|problem| {
-            check(Err(problem));
+            report(&problem);
             crate::ledger_engine::LedgerEngine::Files
         });
         let twin = crate::twin_engine::TwinEngine::from_setting(
             env.raw(crate::twin_engine::TWIN_URL_ENV).as_deref(),
         )
         .unwrap_or_else(|problem| {
-            check(Err(problem));
+            report(&problem);
             crate::twin_engine::TwinEngine::Embedded
         });
         let settings = Self {
@@ -364,10 +358,10 @@ impl Settings {
     }
 
     /// The ledgers' paths, or why there are none.
-    pub(crate) fn store(&self) -> Result<&StorePaths, String> {
+    pub(crate) fn store(&self) -> anyhow::Result<&StorePaths> {
         self.store
             .as_ref()
-            .ok_or_else(|| metaforge_adapters_store::StorePathsError::NoHome.to_string())
+            .ok_or_else(|| anyhow::Error::new(metaforge_adapters_store::StorePathsError::NoHome))
     }
 }
 
@@ -379,18 +373,18 @@ pub(crate) const KAFKA_BOOTSTRAP_SERVERS_ENV: &str = "KAFKA_BOOTSTRAP_SERVERS";
 pub(crate) const FALLBACKS_ENV: &str = "METAFORGE_FALLBACK_PROVIDERS";
 
 /// `on`, `off` or unset (off); anything else names the variable.
-fn on_off(env: &Environment, name: &str) -> Result<bool, String> {
+fn on_off(env: &Environment, name: &str) -> anyhow::Result<bool> {
     match env.get(name).as_deref().map(str::trim) {
         None => Ok(false),
         Some(v) if v.eq_ignore_ascii_case("on") => Ok(true),
         Some(v) if v.eq_ignore_ascii_case("off") => Ok(false),
-        Some(other) => Err(format!("{name}={other}: expected on or off")),
+        Some(other) => anyhow::bail!("{name}={other}: expected on or off"),
     }
 }
 
 /// The chat settings: each variable parsed strictly, so a typo refuses start instead of
 /// running with a default nobody chose.
-fn chat_settings(env: &Environment) -> Result<ChatSettings, String> {
+fn chat_settings(env: &Environment) -> anyhow::Result<ChatSettings> {
     let defaults = ChatSettings::default();
     let mut disabled_gates = Vec::new();
     if !switch(env, "METAFORGE_CHAT_TWIN_WRITES")? {
@@ -400,11 +394,12 @@ fn chat_settings(env: &Environment) -> Result<ChatSettings, String> {
         disabled_gates.push(GATE_PROJECT_WRITE.to_owned());
     }
     let loop_mode =
-        metaforge_agent::LoopMode::parse_setting(env.get(metaforge_agent::AGENT_LOOP_ENV).as_deref())
-            .map_err(|e| e.to_string())?;
+        metaforge_agent::LoopMode::parse_setting(env.get(metaforge_agent::AGENT_LOOP_ENV).as_deref())?;
     let prompt_variable = "METAFORGE_CHAT_SYSTEM_PROMPT_PATH";
     let system_prompt = match env.get(prompt_variable) {
-        Some(path) => std::fs::read_to_string(&path).map_err(|e| format!("{prompt_variable}={path}: {e}"))?,
+        Some(path) => {
+            std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{prompt_variable}={path}: {e}"))?
+        }
         None => DEFAULT_CHAT_SYSTEM_PROMPT.to_owned(),
     };
     Ok(ChatSettings {
@@ -422,22 +417,22 @@ fn chat_settings(env: &Environment) -> Result<ChatSettings, String> {
 }
 
 /// An on/off switch that defaults to on: `1|on|true` or `0|off|false`.
-fn switch(env: &Environment, name: &str) -> Result<bool, String> {
+fn switch(env: &Environment, name: &str) -> anyhow::Result<bool> {
     match env.get(name).as_deref().map(str::trim) {
         None => Ok(true),
         Some(v) if ["1", "on", "true"].contains(&v.to_ascii_lowercase().as_str()) => Ok(true),
         Some(v) if ["0", "off", "false"].contains(&v.to_ascii_lowercase().as_str()) => Ok(false),
-        Some(v) => Err(format!("{name}={v}: expected 1, 0, on, off, true or false")),
+        Some(v) => anyhow::bail!("{name}={v}: expected 1, 0, on, off, true or false"),
     }
 }
 
 /// A positive whole number, when set.
-fn positive(env: &Environment, name: &str) -> Result<Option<u64>, String> {
+fn positive(env: &Environment, name: &str) -> anyhow::Result<Option<u64>> {
     match env.get(name).as_deref().map(str::trim) {
         None => Ok(None),
         Some(v) => match v.parse::<u64>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(format!("{name}={v}: expected a positive whole number")),
+            _ => anyhow::bail!("{name}={v}: expected a positive whole number"),
         },
     }
 }

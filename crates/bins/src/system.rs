@@ -40,11 +40,11 @@ pub(crate) enum LogFormat {
 
 impl LogFormat {
     /// Parses `METAFORGE_LOG_FORMAT` (`text` or `json`; unset means text).
-    pub(crate) fn parse(value: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn parse(value: Option<&str>) -> anyhow::Result<Self> {
         match value.map(str::to_ascii_lowercase).as_deref() {
             None | Some("text") => Ok(Self::Text),
             Some("json") => Ok(Self::Json),
-            Some(other) => Err(format!(
+            Some(other) => Err(anyhow::anyhow!(
                 "METAFORGE_LOG_FORMAT: '{other}' is not a log format; use 'text' (the default) or 'json'"
             )),
         }

@@ -77,10 +77,10 @@ fn traces_url(endpoint: &str) -> String {
 pub(crate) fn exporter(
     endpoint: &str,
     role: &str,
-) -> Result<(Traces, opentelemetry_sdk::trace::Tracer), String> {
+) -> anyhow::Result<(Traces, opentelemetry_sdk::trace::Tracer)> {
     let url = traces_url(endpoint);
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "OTEL_EXPORTER_OTLP_ENDPOINT: '{endpoint}' is not an http(s) URL of an OTLP/HTTP collector"
         ));
     }
@@ -89,7 +89,7 @@ pub(crate) fn exporter(
         .with_protocol(Protocol::HttpBinary)
         .with_endpoint(url)
         .build()
-        .map_err(|e| format!("OTEL_EXPORTER_OTLP_ENDPOINT: '{endpoint}': {e}"))?;
+        .map_err(|e| anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT: '{endpoint}': {e}"))?;
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_resource(
@@ -126,7 +126,10 @@ mod tests {
 
     #[test]
     fn an_endpoint_that_is_not_an_http_url_is_refused_naming_the_variable() {
-        let err = exporter("collector:4317", "gateway").err().unwrap_or_default();
+        let err = exporter("collector:4317", "gateway")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{err}");
         assert!(err.contains("collector:4317"), "{err}");
     }

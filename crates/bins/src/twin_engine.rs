@@ -36,13 +36,13 @@ impl TwinEngine {
     /// `falkordb://host:port` URL (or `falkor://`, `redis://`) is [`TwinEngine::Falkor`]; anything
     /// else, and a FalkorDB URL in a binary built without the `falkordb` feature, is an error
     /// naming the variable (the URL itself is never repeated: it may carry a password).
-    pub(crate) fn from_setting(value: Option<&str>) -> Result<Self, String> {
+    pub(crate) fn from_setting(value: Option<&str>) -> anyhow::Result<Self> {
         let url = match value.map(str::trim) {
             None | Some("") => return Ok(Self::Embedded),
             Some(url) => url,
         };
         let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(expected("a value that is not a URL"));
+            return Err(expected(&"a value that is not a URL"));
         };
         if !SCHEMES.iter().any(|s| s.eq_ignore_ascii_case(scheme)) {
             return Err(expected(&format!("scheme {scheme:?}")));
@@ -65,14 +65,14 @@ impl TwinEngine {
     /// Opens the twin (`path` is the embedded twin's file, unused for FalkorDB) and logs which
     /// one this process uses (`twin_engine`). FalkorDB is connected to once here: an unreachable
     /// or refusing server is an error naming the variable, never a fallback to the file.
-    pub(crate) async fn open(&self, path: &Path) -> Result<Arc<dyn TwinStore>, String> {
+    pub(crate) async fn open(&self, path: &Path) -> anyhow::Result<Arc<dyn TwinStore>> {
         let (engine, store) = match self {
             Self::Embedded => (
                 "sqlite",
                 metaforge_adapters_store::SqliteTwinStore::open(path)
                     .await
                     .map(|store| Arc::new(store) as Arc<dyn TwinStore>)
-                    .map_err(|e| format!("twin {}: {e}", path.display()))?,
+                    .map_err(|e| anyhow::anyhow!("twin {}: {e}", path.display()))?,
             ),
             Self::Falkor(url) => ("falkordb", falkor::open(url).await?),
         };
@@ -87,15 +87,15 @@ impl TwinEngine {
 }
 
 /// The refusal of a `METAFORGE_TWIN_URL` that is not one, saying what was `got`.
-fn expected(got: &str) -> String {
-    format!(
+fn expected(got: &dyn std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
         "{TWIN_URL_ENV}: expected a falkordb://host:port URL (falkor:// and redis:// are read the \
          same; unset for the embedded SQLite twin under METAFORGE_HOME), got {got}"
     )
 }
 
 /// The part after `scheme://` names a host, and a port only as a number.
-fn check_authority(rest: &str) -> Result<(), String> {
+fn check_authority(rest: &str) -> anyhow::Result<()> {
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
     // `[::1]:6379`: the port is after the bracket; `host:6379` after the last colon.
@@ -107,10 +107,10 @@ fn check_authority(rest: &str) -> Result<(), String> {
         },
     };
     if host.is_empty() {
-        return Err("a URL with no host".to_owned());
+        anyhow::bail!("a URL with no host");
     }
     match port {
-        Some(port) if port.parse::<u16>().is_err() => Err(format!("port {port:?}")),
+        Some(port) if port.parse::<u16>().is_err() => Err(anyhow::anyhow!("port {port:?}")),
         _ => Ok(()),
     }
 }
@@ -150,13 +150,13 @@ mod falkor {
     const CONNECT_WITHIN: Duration = Duration::from_secs(30);
 
     /// This build has FalkorDB (a build without the feature refuses here).
-    pub(super) fn check_built() -> Result<(), String> {
+    pub(super) fn check_built() -> anyhow::Result<()> {
         Ok(())
     }
 
     /// Connects to the server at `url` and opens [`TWIN_GRAPH`] (its indexes and `main` created
     /// when missing).
-    pub(super) async fn open(url: &str) -> Result<Arc<dyn TwinStore>, String> {
+    pub(super) async fn open(url: &str) -> anyhow::Result<Arc<dyn TwinStore>> {
         let shown = redacted(url);
         // The client reads `falkor://` and `redis://` (lower case); `falkordb://` is the same
         // connection as `falkor://`.
@@ -169,7 +169,7 @@ mod falkor {
             tokio::time::timeout(CONNECT_WITHIN, FalkorTwinStore::connect(&client_url, TWIN_GRAPH))
                 .await
                 .map_err(|_| {
-                    format!(
+                    anyhow::anyhow!(
                         "{TWIN_URL_ENV}: FalkorDB at {shown} did not answer within {}s (no fallback to \
                      the embedded twin)",
                         CONNECT_WITHIN.as_secs()
@@ -181,7 +181,7 @@ mod falkor {
             let said = format!("{}{cause}", e.message)
                 .replace(&client_url, &shown)
                 .replace(url, &shown);
-            format!(
+            anyhow::anyhow!(
                 "{TWIN_URL_ENV}: the twin on FalkorDB at {shown} (graph {TWIN_GRAPH}) did not open \
                  ({:?}): {said} (no fallback to the embedded twin)",
                 e.kind
@@ -199,17 +199,17 @@ mod falkor {
     use metaforge_ports::TwinStore;
 
     /// This build has no FalkorDB: the refusal, saying how to build one that has it.
-    pub(super) fn check_built() -> Result<(), String> {
+    pub(super) fn check_built() -> anyhow::Result<()> {
         Err(refusal())
     }
 
     /// Never reached ([`check_built`] refuses the URL when it is read); refuses the same way.
-    pub(super) async fn open(_: &str) -> Result<Arc<dyn TwinStore>, String> {
+    pub(super) async fn open(_: &str) -> anyhow::Result<Arc<dyn TwinStore>> {
         Err(refusal())
     }
 
-    fn refusal() -> String {
-        format!(
+    fn refusal() -> anyhow::Error {
+        anyhow::anyhow!(
             "{}=falkordb://…: this metaforge was built without FalkorDB; build it with \
              `cargo build -p metaforge-bins --features falkordb` (on by default)",
             super::TWIN_URL_ENV
@@ -223,8 +223,11 @@ mod tests {
 
     #[test]
     fn unset_or_empty_keeps_the_embedded_twin() {
-        assert_eq!(TwinEngine::from_setting(None), Ok(TwinEngine::Embedded));
-        assert_eq!(TwinEngine::from_setting(Some("  ")), Ok(TwinEngine::Embedded));
+        assert_eq!(TwinEngine::from_setting(None).ok(), Some(TwinEngine::Embedded));
+        assert_eq!(
+            TwinEngine::from_setting(Some("  ")).ok(),
+            Some(TwinEngine::Embedded)
+        );
     }
 
     #[cfg(feature = "falkordb")]
@@ -238,8 +241,8 @@ mod tests {
             "falkordb://twin",
         ] {
             assert_eq!(
-                TwinEngine::from_setting(Some(url)),
-                Ok(TwinEngine::Falkor(url.to_owned())),
+                TwinEngine::from_setting(Some(url)).ok(),
+                Some(TwinEngine::Falkor(url.to_owned())),
                 "{url}"
             );
         }
@@ -264,7 +267,7 @@ mod tests {
             ("falkordb://:hunter2@:6379", "no host"),
             ("falkordb://db:port", "port"),
         ] {
-            let Err(message) = TwinEngine::from_setting(Some(value)) else {
+            let Err(message) = TwinEngine::from_setting(Some(value)).map_err(|e| e.to_string()) else {
                 unreachable!("{value} is not a twin URL")
             };
             assert!(

@@ -81,11 +81,11 @@ impl UsageSink for StderrUsage {
 fn chain_from_args(
     args: &CompleteArgs,
     settings: &Settings,
-) -> Result<(String, Vec<Candidate>, Option<Candidate>), String> {
+) -> anyhow::Result<(String, Vec<Candidate>, Option<Candidate>)> {
     let role = args.role.clone().unwrap_or_else(|| "chat".to_owned());
     let fallbacks = settings.routing.fallbacks.clone();
     if let (Some(provider), Some(model)) = (&args.provider, &args.model) {
-        let info = resolve_provider(provider).map_err(|e| e.to_string())?;
+        let info = resolve_provider(provider)?;
         let explicit = Candidate {
             provider: info.id.to_owned(),
             model: model.clone(),
@@ -94,9 +94,9 @@ fn chain_from_args(
     }
     let table = match &settings.routing.routes_path {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
-            RoutingTable::from_json(&text).map_err(|e| format!("{path}: {e}"))?
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("{MODEL_ROUTES_PATH_ENV}={path}: {e}"))?;
+            RoutingTable::from_json(&text).map_err(|e| anyhow::anyhow!("{path}: {e}"))?
         }
         None => RoutingTable::default(),
     };
@@ -113,7 +113,7 @@ fn chain_from_args(
         ..RouteCall::default()
     };
     let resolved = resolve_route(&inputs, &call).map_err(|e| {
-        format!(
+        anyhow::anyhow!(
             "{e} (set {}=provider:model or point {MODEL_ROUTES_PATH_ENV} at a routes file)",
             env_var_for_role(&role)
         )
@@ -203,12 +203,12 @@ async fn complete(args: CompleteArgs, settings: &Settings) -> ExitCode {
 }
 
 /// Parses `--timeout` seconds (a positive number, fractions allowed).
-fn parse_timeout(text: &str) -> Result<std::time::Duration, String> {
+fn parse_timeout(text: &str) -> anyhow::Result<std::time::Duration> {
     let seconds: f64 = text
         .parse()
-        .map_err(|_| format!("'{text}' is not a number of seconds"))?;
+        .map_err(|_| anyhow::anyhow!("'{text}' is not a number of seconds"))?;
     if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(format!("'{text}' must be a positive number of seconds"));
+        return Err(anyhow::anyhow!("'{text}' must be a positive number of seconds"));
     }
     Ok(std::time::Duration::from_secs_f64(seconds))
 }

@@ -173,10 +173,10 @@ struct ComposedSidecar {
 enum ComposeError {
     /// Bad configuration: nothing was opened.
     #[error("{0}")]
-    Config(String),
+    Config(anyhow::Error),
     /// A store could not be opened.
     #[error("{0}")]
-    Runtime(String),
+    Runtime(anyhow::Error),
 }
 
 /// The sidecar's host: remote mode with `METAFORGE_GATEWAY_URL` set (the run tools call the
@@ -191,7 +191,7 @@ async fn compose_host(settings: &Settings) -> Result<ComposedSidecar, ComposeErr
             .map_err(ComposeError::Config);
     }
     if client_task_writes {
-        return Err(ComposeError::Config(format!(
+        return Err(ComposeError::Config(anyhow::anyhow!(
             "{CLIENT_TASK_WRITES_ENV}=on needs {GATEWAY_URL_ENV}: a client task's claim is confirmed with the gateway's run service, and without one no claim can be"
         )));
     }
@@ -210,8 +210,8 @@ async fn compose_host(settings: &Settings) -> Result<ComposedSidecar, ComposeErr
 /// The keys an HTTP client must present: with `METAFORGE_GATEWAY_API_KEY` set the sidecar is no
 /// more open than the gateway (issue 12), so every key it lists (or the service key) is required,
 /// each authenticating the identity the gateway gives it (recorded as a gate's approver).
-pub(crate) fn client_keys(settings: &Settings) -> Result<Vec<metaforge_adapters_mcp::ClientKey>, String> {
-    let keys = metaforge_gateway::parse_api_keys(&settings.api_keys).map_err(|e| e.to_string())?;
+pub(crate) fn client_keys(settings: &Settings) -> anyhow::Result<Vec<metaforge_adapters_mcp::ClientKey>> {
+    let keys = metaforge_gateway::parse_api_keys(&settings.api_keys)?;
     Ok(keys
         .into_iter()
         .map(|k| metaforge_adapters_mcp::ClientKey::from((k.identity, k.key)))
@@ -234,15 +234,15 @@ fn compose_remote_host(
     url: &str,
     raw_keys: &str,
     client_task_writes: bool,
-) -> Result<ComposedSidecar, String> {
+) -> anyhow::Result<ComposedSidecar> {
     let api_key = first_api_key(raw_keys);
     let identities: Vec<(String, String)> = metaforge_gateway::parse_api_keys(raw_keys)
-        .map_err(|e| format!("{GATEWAY_API_KEY_ENV}: {e}"))?
+        .map_err(|e| anyhow::anyhow!("{GATEWAY_API_KEY_ENV}: {e}"))?
         .into_iter()
         .map(|k| (k.identity, k.key))
         .collect();
     let client = metaforge_adapters_gateway::GatewayClient::new(url, api_key.clone())
-        .map_err(|e| format!("{GATEWAY_URL_ENV}: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{GATEWAY_URL_ENV}: {e}"))?;
     tracing::info!(
         event = "mcp_flow_bindings_remote",
         gateway = client.base_url(),
@@ -295,7 +295,7 @@ fn compose_remote_host(
 }
 
 /// In-process mode over the SQLite ledgers under METAFORGE_HOME.
-async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, String> {
+async fn compose_local_host(settings: &Settings) -> anyhow::Result<Arc<dyn ToolHost>> {
     let paths = settings.store()?;
     let (Some(approvals_path), Some(versions_path)) = (&paths.tool_approvals, &paths.flow_versions) else {
         tracing::warn!(
@@ -350,8 +350,7 @@ async fn compose_local_host(settings: &Settings) -> Result<Arc<dyn ToolHost>, St
         },
     );
     // The skill catalogue of this home, re-read when it changes for as long as the process runs.
-    let (skills, _reload) =
-        crate::skills::shelf(&paths.home, settings.skills_dirs.as_deref()).map_err(|e| e.to_string())?;
+    let (skills, _reload) = crate::skills::shelf(&paths.home, settings.skills_dirs.as_deref())?;
     Ok(Arc::new(metaforge_sidecar::with_twin(
         host.with_skills(skills),
         &twin,

@@ -128,7 +128,7 @@ async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
     let _dev_server = if temporal {
         crate::runs_temporal::ensure_server(&composition.home, settings.runs.temporal_host.as_deref())
             .await
-            .map_err(StartError::config_text)?
+            .map_err(StartError::config)?
     } else {
         None
     };
@@ -161,7 +161,7 @@ async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
                 bind_failure(args.mcp_bind, "--mcp-bind", Some("METAFORGE_MCP_BIND"), &e)
             ))
         })?
-        .require_keys(crate::cmd::mcp::client_keys(settings).map_err(StartError::config_text)?)
+        .require_keys(crate::cmd::mcp::client_keys(settings).map_err(StartError::config)?)
         .with_auth_failures(composition.auth.auth_failures())
         .with_caller_grants(Arc::clone(&composition.mcp.grants));
     let mcp_url = format!(

@@ -41,11 +41,11 @@ pub(crate) enum SkillsCommand {
     },
 }
 
-fn home(settings: &Settings) -> Result<PathBuf, String> {
+fn home(settings: &Settings) -> anyhow::Result<PathBuf> {
     settings.store().map(|p| p.home.clone())
 }
 
-fn skill_roots(settings: &Settings) -> Result<Vec<PathBuf>, String> {
+fn skill_roots(settings: &Settings) -> anyhow::Result<Vec<PathBuf>> {
     Ok(roots(&home(settings)?, settings.skills_dirs.as_deref()))
 }
 

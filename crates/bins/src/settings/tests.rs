@@ -44,7 +44,7 @@ fn an_empty_environment_gives_every_default() {
 fn no_home_at_all_is_not_a_bad_variable_but_the_ledger_commands_say_so() {
     let settings = from(&[]).unwrap();
     let err = settings.store().unwrap_err();
-    assert!(err.contains("METAFORGE_HOME"), "{err}");
+    assert!(err.to_string().contains("METAFORGE_HOME"), "{err}");
 }
 
 #[test]
