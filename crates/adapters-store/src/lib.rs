@@ -89,6 +89,7 @@ pub mod approvals;
 mod codec;
 pub mod paths;
 mod selection_file;
+pub mod skill_dirs;
 pub mod sql;
 mod sqlite;
 mod trace;

@@ -59,47 +59,12 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use metaforge_domain::skill::{Skill, SkillProblem, parse_skill};
+use metaforge_ports::PortError;
+pub use metaforge_ports::{SkillDirectories, SkillFiles, SkillOrigin, SkillsFingerprint};
 use serde::Serialize;
-
-/// Where a skill came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "path", rename_all = "snake_case")]
-pub enum SkillOrigin {
-    /// Embedded in this binary.
-    Bundled,
-    /// A directory on this machine (the home's or one of `METAFORGE_SKILLS_DIRS`).
-    Directory(String),
-    /// An MCP tool server that serves it over the Skills extension (its configured name).
-    Server(String),
-}
-
-impl SkillOrigin {
-    /// How a person reads it.
-    pub fn label(&self) -> String {
-        match self {
-            Self::Bundled => "bundled".to_owned(),
-            Self::Directory(path) => path.clone(),
-            Self::Server(name) => format!("mcp server {name}"),
-        }
-    }
-}
-
-/// One skill directory as a source offers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkillFiles {
-    /// Its source.
-    pub origin: SkillOrigin,
-    /// The directory's name (the skill's name must match it).
-    pub directory: String,
-    /// The text of its `SKILL.md`.
-    pub skill_md: String,
-    /// Its other files, relative to the directory (`references/…`, `scripts/…`, `assets/…`).
-    pub files: Vec<String>,
-    /// Those files' bytes, by relative path, as the source read them (a file the source could
-    /// not read whole is listed in `files` and absent here).
-    pub contents: BTreeMap<String, Vec<u8>>,
-}
 
 /// A skill on offer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -338,6 +303,91 @@ pub fn bundled() -> Vec<SkillFiles> {
             contents: BTreeMap::new(),
         })
         .collect()
+}
+
+/// How often the skill directories are checked for changes.
+pub const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The catalogue: the bundled skills, then every skill the machine's directories hold, each
+/// replacement and refusal logged.
+///
+/// # Errors
+/// A skill directory that exists but cannot be read.
+pub fn catalog(directories: &dyn SkillDirectories) -> Result<SkillCatalog, PortError> {
+    let mut sources = bundled();
+    sources.extend(directories.read()?);
+    let catalog = SkillCatalog::layer(sources);
+    for replaced in &catalog.overridden {
+        tracing::info!(
+            event = "skill_overridden",
+            skill = %replaced.name,
+            replaced = %replaced.replaced.label(),
+            by = %replaced.by.label(),
+            "a later skill source replaces an earlier skill of the same name"
+        );
+    }
+    for refused in &catalog.refused {
+        tracing::warn!(
+            event = "skill_refused",
+            skill = %refused.directory,
+            origin = %refused.origin.label(),
+            problems = refused.problems.len(),
+            "a skill was refused and is not offered"
+        );
+    }
+    Ok(catalog)
+}
+
+/// The catalogue on a shelf, and the task that reads it again whenever the directories change
+/// (aborted with its handle): the next turn sees the change, no restart.
+///
+/// # Errors
+/// A skill directory that exists but cannot be read.
+pub fn shelf(
+    directories: Arc<dyn SkillDirectories>,
+) -> Result<(Arc<SkillShelf>, tokio::task::JoinHandle<()>), PortError> {
+    // The fingerprint is taken before the catalogue is read, so a change in between is one
+    // extra reload, never a missed one.
+    let seen = directories.fingerprint();
+    let shelf = Arc::new(SkillShelf::new(catalog(directories.as_ref())?));
+    let reload = watch(Arc::clone(&shelf), directories, seen);
+    Ok((shelf, reload))
+}
+
+/// Re-reads the catalogue whenever the directories' fingerprint differs from `seen` and puts it
+/// on `shelf`. A catalogue that cannot be read keeps the one on the shelf.
+pub fn watch(
+    shelf: Arc<SkillShelf>,
+    directories: Arc<dyn SkillDirectories>,
+    seen: SkillsFingerprint,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last = seen;
+        let mut every = tokio::time::interval(RELOAD_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let now = directories.fingerprint();
+            if now == last {
+                continue;
+            }
+            last = now;
+            match catalog(directories.as_ref()) {
+                Ok(fresh) => {
+                    tracing::info!(
+                        event = "skills_reloaded",
+                        skills = fresh.skills.len(),
+                        refused = fresh.refused.len(),
+                        "a skill directory changed: the catalogue was read again"
+                    );
+                    shelf.replace(fresh);
+                }
+                Err(e) => {
+                    tracing::warn!(event = "skills_reload_failed", error = %e, "a skill directory changed but could not be read; the catalogue stays as it was");
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

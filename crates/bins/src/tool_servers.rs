@@ -64,7 +64,7 @@ pub(crate) enum ToolServersError {
     File(#[source] ConfigError),
     /// A skill directory could not be read.
     #[error("skills: {0}")]
-    Skills(#[from] crate::skills::ReadError),
+    Skills(#[from] metaforge_ports::PortError),
     /// The registry refused the configuration.
     #[error("MCP servers file {}: {source}", path.display())]
     Registry {

@@ -39,6 +39,7 @@ pub mod run_ledger_rules;
 pub mod run_state;
 pub mod selection_store;
 pub mod session_store;
+pub mod skills;
 pub mod tools;
 pub mod twin_rules;
 pub mod twin_store;
@@ -86,6 +87,7 @@ pub use run_state::{
 };
 pub use selection_store::SelectionStore;
 pub use session_store::{ChatMessage, ChatSession, MessageRole, SessionSearchHit, SessionStore, TurnLimits};
+pub use skills::{SkillDirectories, SkillFiles, SkillOrigin, SkillsFingerprint};
 pub use tools::{
     CallFacts, CallerClass, CallerContext, CallerGrants, ClassClaim, HostCallOutcome, InputChannel,
     InputQuestion, PromptArgumentDescriptor, PromptDescriptor, PromptText, ResourceTemplateDescriptor,

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use metaforge_domain::skill::{SKILL_FILE, name_problem, parse_skill};
 
 use crate::settings::Settings;
-use crate::skills::{catalog, read_skill, roots};
+use metaforge_adapters_store::skill_dirs::{DiskSkills, read_skill};
+use metaforge_app::skills::catalog;
 
 /// The skills subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -45,8 +46,11 @@ fn home(settings: &Settings) -> anyhow::Result<PathBuf> {
     settings.store().map(|p| p.home.clone())
 }
 
-fn skill_roots(settings: &Settings) -> anyhow::Result<Vec<PathBuf>> {
-    Ok(roots(&home(settings)?, settings.skills_dirs.as_deref()))
+fn skill_directories(settings: &Settings) -> anyhow::Result<DiskSkills> {
+    Ok(DiskSkills::of_home(
+        &home(settings)?,
+        settings.skills_dirs.as_deref(),
+    ))
 }
 
 /// Runs a skills subcommand.
@@ -60,11 +64,11 @@ pub(crate) fn run(command: &SkillsCommand, settings: &Settings) -> ExitCode {
 }
 
 fn loaded(settings: &Settings) -> Result<metaforge_app::skills::SkillCatalog, ExitCode> {
-    let roots = skill_roots(settings).map_err(|e| {
+    let directories = skill_directories(settings).map_err(|e| {
         eprintln!("metaforge skills: {e}");
         ExitCode::from(2)
     })?;
-    catalog(&roots).map_err(|e| {
+    catalog(&directories).map_err(|e| {
         eprintln!("metaforge skills: {e}");
         ExitCode::from(2)
     })
