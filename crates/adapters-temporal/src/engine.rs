@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use metaforge_domain::run::{FrozenFlow, apply, start};
 use metaforge_ports::{
-    Clock, FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunEvent, RunLedger, RunRecord,
-    RunState, RunTransition, RunView, StartRun,
+    Clock, DrivenRuns, FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunEvent, RunLedger,
+    RunRecord, RunState, RunTransition, RunView, StartRun, WorkerHealth,
 };
 use temporalio_client::{
     Client, WorkflowGetResultOptions, WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
@@ -58,30 +58,13 @@ impl TemporalSettings {
     }
 }
 
-/// Whether a design-flow worker polls the queue (`/health` `design_flow_worker`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerPresence {
-    /// At least one worker polls both its workflow and activity tasks.
-    Ok,
-    /// The server answered: nothing polls.
-    Absent {
-        /// Why, for the 503.
-        reason: String,
-    },
-    /// The server could not be asked.
-    Unknown {
-        /// Why, for the 503.
-        reason: String,
-    },
-}
-
 /// The Temporal flow engine.
 pub struct TemporalEngine {
     settings: TemporalSettings,
     runs: Arc<dyn RunLedger>,
     clock: Arc<dyn Clock>,
     client: tokio::sync::Mutex<Option<Client>>,
-    presence: Mutex<Option<(Instant, WorkerPresence)>>,
+    presence: Mutex<Option<(Instant, WorkerHealth)>>,
 }
 
 impl std::fmt::Debug for TemporalEngine {
@@ -136,7 +119,7 @@ impl TemporalEngine {
     }
 
     /// Whether a worker polls the queue now (cached for [`TemporalSettings::poller_cache`]).
-    pub async fn worker_presence(&self) -> WorkerPresence {
+    pub async fn worker_presence(&self) -> WorkerHealth {
         if let Ok(cache) = self.presence.lock()
             && let Some((at, presence)) = cache.as_ref()
             && at.elapsed() < self.settings.poller_cache
@@ -150,11 +133,11 @@ impl TemporalEngine {
         presence
     }
 
-    async fn ask_pollers(&self) -> WorkerPresence {
+    async fn ask_pollers(&self) -> WorkerHealth {
         let client = match self.client().await {
             Ok(client) => client,
             Err(e) => {
-                return WorkerPresence::Unknown {
+                return WorkerHealth::Unknown {
                     reason: format!("the Temporal engine cannot be reached: {e}"),
                 };
             }
@@ -187,7 +170,7 @@ impl TemporalEngine {
                     }
                 }
                 Ok(Err(status)) => {
-                    return WorkerPresence::Unknown {
+                    return WorkerHealth::Unknown {
                         reason: format!(
                             "the Temporal server at {} could not describe task queue {TASK_QUEUE}: {}",
                             self.settings.host,
@@ -196,7 +179,7 @@ impl TemporalEngine {
                     };
                 }
                 Err(_) => {
-                    return WorkerPresence::Unknown {
+                    return WorkerHealth::Unknown {
                         reason: format!(
                             "the Temporal server at {} did not answer DescribeTaskQueue within {:?}",
                             self.settings.host, self.settings.call_timeout
@@ -206,9 +189,9 @@ impl TemporalEngine {
             }
         }
         if missing.is_empty() {
-            WorkerPresence::Ok
+            WorkerHealth::Ok
         } else {
-            WorkerPresence::Absent {
+            WorkerHealth::Absent {
                 reason: format!(
                     "no design-flow worker polls task queue {TASK_QUEUE} on {} ({} tasks have no poller): start `metaforge worker`",
                     self.settings.host,
@@ -414,8 +397,8 @@ impl FlowEngine for TemporalEngine {
 
     async fn start(&self, request: StartRun) -> Result<RunState, PortError> {
         match self.worker_presence().await {
-            WorkerPresence::Ok => {}
-            WorkerPresence::Absent { reason } | WorkerPresence::Unknown { reason } => {
+            WorkerHealth::Ok => {}
+            WorkerHealth::Absent { reason } | WorkerHealth::Unknown { reason } => {
                 return Err(unavailable(reason));
             }
         }
@@ -530,5 +513,25 @@ impl FlowEngine for TemporalEngine {
             },
         )
         .await
+    }
+}
+
+/// The services follow a Temporal run through these (`metaforge_app::runs::FollowedEngine`).
+#[async_trait]
+impl DrivenRuns for TemporalEngine {
+    async fn transitions_after(&self, run_id: &str, after: u64) -> Result<Vec<RunTransition>, PortError> {
+        TemporalEngine::transitions_after(self, run_id, after).await
+    }
+
+    async fn reconcile(&self, state: &RunState) {
+        TemporalEngine::reconcile(self, state).await;
+    }
+
+    async fn traceparent(&self, run_id: &str) -> Option<String> {
+        TemporalEngine::traceparent(self, run_id).await
+    }
+
+    async fn worker(&self) -> WorkerHealth {
+        self.worker_presence().await
     }
 }

@@ -105,7 +105,7 @@ pub mod worker;
 pub mod workflow;
 
 pub use activity::{PhaseActivities, PhaseAttempt};
-pub use engine::{TemporalEngine, TemporalSettings, WorkerPresence};
+pub use engine::{TemporalEngine, TemporalSettings};
 pub use worker::{WorkerError, connect, run_worker};
 pub use workflow::{DesignFlowInput, DesignFlowSnapshot, DesignFlowWorkflow, RunSignal};
 

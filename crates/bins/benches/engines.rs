@@ -33,9 +33,10 @@ use metaforge_adapters_store::{
     SqliteTwinStore,
 };
 use metaforge_adapters_temporal::activity::RunCompletion;
-use metaforge_adapters_temporal::{PhaseActivities, TemporalEngine, TemporalSettings, WorkerPresence};
+use metaforge_adapters_temporal::{PhaseActivities, TemporalEngine, TemporalSettings};
 use metaforge_app::runs::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains};
 use metaforge_domain::flow::{Flow, Gate, Phase, freeze};
+use metaforge_ports::WorkerHealth;
 use metaforge_ports::{
     Clock, FlowEngine, FlowVersionDecision, FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus,
     FlowVersionStore, IntelligenceMode, PhaseBrain, RunLedger, RunSettings, RunStatus, StartRun, Timestamp,
@@ -300,7 +301,7 @@ async fn on_temporal(dir: &Path, host: &str) -> OnTemporal {
     });
     let engine = TemporalEngine::new(TemporalSettings::new(host), runs.clone(), clock);
     let deadline = Instant::now() + Duration::from_secs(60);
-    while engine.worker_presence().await != WorkerPresence::Ok {
+    while engine.worker_presence().await != WorkerHealth::Ok {
         assert!(Instant::now() < deadline, "the benchmark's worker never polled");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

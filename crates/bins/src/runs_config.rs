@@ -45,7 +45,7 @@ pub(crate) struct ComposedRuns {
     pub(crate) brains: PhaseBrains,
     /// The Temporal engine, when it is the one selected (the gateway follows its runs).
     #[cfg(feature = "temporal")]
-    pub(crate) temporal: Option<Arc<crate::runs_temporal::TemporalRunEngine>>,
+    pub(crate) temporal: Option<Arc<metaforge_app::runs::FollowedEngine>>,
     /// The embedded engine's lease task (renewing, or standing by), given up on a graceful stop.
     pub(crate) leadership: Option<metaforge_app::runs::EngineLeadership>,
     /// Where leases live (beside the run ledger): the engine's, and every process's presence.
@@ -224,12 +224,12 @@ pub(crate) async fn compose_runs(inputs: RunInputs<'_>) -> Result<ComposedRuns, 
         }
         #[cfg(feature = "temporal")]
         FlowEngineKind::Temporal => {
-            let engine = Arc::new(crate::runs_temporal::TemporalRunEngine::new(
+            let engine = Arc::new(crate::runs_temporal::engine(
                 crate::runs_temporal::temporal_host(inputs.settings),
                 Arc::clone(&runs),
                 Arc::clone(&inputs.approvals),
                 Arc::clone(&inputs.clock),
-                crate::runs_temporal::Publish {
+                metaforge_app::runs::Publish {
                     bus: Arc::clone(&bus),
                     ids: Arc::clone(&inputs.ids),
                 },

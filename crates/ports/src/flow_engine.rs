@@ -76,3 +76,63 @@ pub trait FlowEngine: Send + Sync {
     /// Cancels the run. A terminal run is a `Conflict`: it is never reopened or re-ended.
     async fn cancel(&self, run_id: &str, by: &str, reason: Option<String>) -> Result<RunState, PortError>;
 }
+
+/// Whether the engine's worker can run design flows now (`/health`'s `design_flow_worker`, the
+/// seed's `ok`, `absent`, `unknown`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerHealth {
+    /// Runs are driven.
+    Ok,
+    /// Nothing drives runs (the engine has not started, was stopped, or is not built here).
+    Absent {
+        /// Why.
+        reason: String,
+    },
+    /// The engine could not be asked.
+    Unknown {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl WorkerHealth {
+    /// `ok`, `absent` or `unknown`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Absent { .. } => "absent",
+            Self::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// Why it is not ok.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Ok => None,
+            Self::Absent { reason } | Self::Unknown { reason } => Some(reason),
+        }
+    }
+}
+
+/// A flow engine whose runs an outside workflow service drives (Temporal): what the services read
+/// to follow each run in this deployment — its transitions, to carry out their effects here — and
+/// whether anything drives runs now.
+#[async_trait]
+pub trait DrivenRuns: FlowEngine {
+    /// The run's transitions after sequence number `after`, oldest first (one page at most; ask
+    /// again from the last one's number for more).
+    async fn transitions_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<crate::RunTransition>, PortError>;
+
+    /// Brings the run record in line with the workflow's `state`.
+    async fn reconcile(&self, state: &RunState);
+
+    /// The W3C trace context of the request that started the run, when it carried one.
+    async fn traceparent(&self, run_id: &str) -> Option<String>;
+
+    /// Whether a worker drives runs now.
+    async fn worker(&self) -> WorkerHealth;
+}

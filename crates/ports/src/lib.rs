@@ -66,7 +66,7 @@ pub use evidence::{
     EVIDENCE_FIELD, EvidenceFile, FileText, ProgramVersion, Quantity, QuantityKind, RECORDED_FIELD,
     SandboxReport, ToolEvidence, evidence_file_uri,
 };
-pub use flow_engine::{FlowEngine, GateAnswer, RunView, StartRun};
+pub use flow_engine::{DrivenRuns, FlowEngine, GateAnswer, RunView, StartRun, WorkerHealth};
 pub use flow_version::{FlowVersionOrigin, FlowVersionRecord, FlowVersionStatus};
 pub use flow_version_store::{FlowVersionDecision, FlowVersionRestore, FlowVersionStore, SkippedFlowVersion};
 pub use lease::{EMBEDDED_ENGINE_DUTY, Lease, LeaseStore, presence_duty};

@@ -11,6 +11,9 @@
 //!   MCP client claims and submits): `metaforge_ports::PhaseBrain`, picked by the run's
 //!   intelligence; both report the deliverables the twin records on `run/<id>`.
 //! - [`UnavailableEngine`]: an engine that is configured but not here (Temporal, issue 17): 503.
+//! - [`FollowedEngine`]: an engine whose runs an outside workflow service drives (Temporal, the
+//!   `DrivenRuns` port), followed here: its transitions' gate holds (`GateHolds`), notices on
+//!   the bus and run records, and each run's notice stream.
 //! - [`settings`]: `METAFORGE_FLOW_ENGINE` and `METAFORGE_INTELLIGENCE`, parsed strictly.
 //! - [`RunService`]: the use cases both doors call (start, list, get, flow state, answer a gate,
 //!   cancel, events, client tasks) over a [`RunEngine`] (the `FlowEngine` port plus the engine's
@@ -162,6 +165,7 @@
 mod brains;
 mod driver;
 mod engine;
+mod followed;
 mod holds;
 mod leadership;
 mod notices;
@@ -175,6 +179,7 @@ pub use brains::{
     ServerPhaseBrain, recorded_deliverables, render_brief,
 };
 pub use engine::{EmbeddedEngine, EngineOptions, EnginePorts, PhaseBrains, ResumeReport};
+pub use followed::{FOLLOW_EVERY, FollowedEngine, Publish};
 pub use holds::GateHolds;
 pub use leadership::{EngineLeadership, LeadStart, lead};
 pub use notices::{RunEvents, RunNotice, RunNoticeKind, bus_event_of, notices_of};

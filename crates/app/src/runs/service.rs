@@ -37,42 +37,7 @@ use super::views::{
 /// `(seq, index)` order; it ends when the run has ended.
 pub type RunNoticeStream = BoxStream<'static, RunNotice>;
 
-/// Whether the engine's worker can run design flows now (`/health`'s `design_flow_worker`, the
-/// seed's `ok`, `absent`, `unknown`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorkerHealth {
-    /// Runs are driven.
-    Ok,
-    /// Nothing drives runs (the engine has not started, was stopped, or is not built here).
-    Absent {
-        /// Why.
-        reason: String,
-    },
-    /// The engine could not be asked.
-    Unknown {
-        /// Why.
-        reason: String,
-    },
-}
-
-impl WorkerHealth {
-    /// `ok`, `absent` or `unknown`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Ok => "ok",
-            Self::Absent { .. } => "absent",
-            Self::Unknown { .. } => "unknown",
-        }
-    }
-
-    /// Why it is not ok.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Self::Ok => None,
-            Self::Absent { reason } | Self::Unknown { reason } => Some(reason),
-        }
-    }
-}
+pub use metaforge_ports::WorkerHealth;
 
 /// The flow engine as the run service drives it: the `FlowEngine` port, plus the two things a
 /// door needs from the engine that the port does not carry — a run's notice stream (SSE, MCP
