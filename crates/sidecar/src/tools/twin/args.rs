@@ -34,6 +34,37 @@ fn edge_type_schema(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// What a work-product commit carries besides its artifact and title: the content or its hash,
+/// where the file lives, the node it replaces, further properties.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct WorkProductBody {
+    /// the text content (e.g. a STEP file's text); its SHA-256 becomes content_hash and the text is kept
+    pub content: Option<String>,
+    /// the SHA-256 (64 hex digits) of the content kept at uri, when the content itself is not sent
+    pub content_hash: Option<String>,
+    /// where the file lives (e.g. the STEP file an adapter exported)
+    pub uri: Option<String>,
+    /// the id of the work product this commit replaces with a new version (omit for a new one)
+    pub node_id: Option<String>,
+    /// further properties of the work product (units, bounding box, ...)
+    pub properties: Option<JsonObject>,
+}
+
+impl WorkProductBody {
+    /// The service's input for `artifact` titled `title`.
+    fn into_input(self, artifact: String, title: String) -> WorkProductInput {
+        WorkProductInput {
+            artifact,
+            title,
+            content: self.content,
+            content_hash: self.content_hash,
+            uri: self.uri,
+            replaces: self.node_id,
+            properties: self.properties.unwrap_or_default(),
+        }
+    }
+}
+
 /// `twin.commit_work_product`: one deliverable with the hash of its content.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 pub struct CommitWorkProductArgs {
@@ -41,30 +72,15 @@ pub struct CommitWorkProductArgs {
     pub artifact: String,
     /// a human title, e.g. "Shelf bracket, rev B"
     pub title: String,
-    /// the work product's text content (its SHA-256 becomes content_hash and the text is kept)
-    pub content: Option<String>,
-    /// the SHA-256 (64 hex digits) of content kept at uri, when the content itself is not sent
-    pub content_hash: Option<String>,
-    /// where the file lives (e.g. the STEP file an adapter exported)
-    pub uri: Option<String>,
-    /// the id of the work product this commit replaces with a new version (omit for a new one)
-    pub node_id: Option<String>,
-    /// further properties of the work product
-    pub properties: Option<JsonObject>,
+    /// the content and where it lives
+    #[serde(flatten)]
+    pub body: WorkProductBody,
 }
 
 impl CommitWorkProductArgs {
     /// The service's input.
     pub fn into_input(self) -> WorkProductInput {
-        WorkProductInput {
-            artifact: self.artifact,
-            title: self.title,
-            content: self.content,
-            content_hash: self.content_hash,
-            uri: self.uri,
-            replaces: self.node_id,
-            properties: self.properties.unwrap_or_default(),
-        }
+        self.body.into_input(self.artifact, self.title)
     }
 }
 
@@ -76,30 +92,16 @@ pub struct CommitGeometryArgs {
     pub artifact: Option<String>,
     /// a human title, e.g. "Shelf bracket, rev B"
     pub title: String,
-    /// the model's text content (e.g. a STEP file's text; its SHA-256 becomes content_hash)
-    pub content: Option<String>,
-    /// the SHA-256 (64 hex digits) of the model file at uri, when the content itself is not sent
-    pub content_hash: Option<String>,
-    /// where the model file lives (e.g. the STEP file the CAD adapter exported)
-    pub uri: Option<String>,
-    /// the id of the work product this commit replaces with a new version (omit for a new one)
-    pub node_id: Option<String>,
-    /// further properties (units, bounding box, ...)
-    pub properties: Option<JsonObject>,
+    /// the model's content and where it lives
+    #[serde(flatten)]
+    pub body: WorkProductBody,
 }
 
 impl CommitGeometryArgs {
     /// The service's input.
     pub fn into_input(self) -> WorkProductInput {
-        WorkProductInput {
-            artifact: self.artifact.unwrap_or_else(|| GEOMETRY_ARTIFACT.to_owned()),
-            title: self.title,
-            content: self.content,
-            content_hash: self.content_hash,
-            uri: self.uri,
-            replaces: self.node_id,
-            properties: self.properties.unwrap_or_default(),
-        }
+        let artifact = self.artifact.unwrap_or_else(|| GEOMETRY_ARTIFACT.to_owned());
+        self.body.into_input(artifact, self.title)
     }
 }
 
