@@ -713,19 +713,8 @@ impl RunService {
             approver: approver.to_owned(),
             surface,
         };
-        match self.engine.decide_gate(run_id, answer).await {
-            Ok(state) => {
-                let record = self.ports.runs.get(run_id).await.unwrap_or(record);
-                let view = RunView {
-                    engine: record.flow_engine,
-                    live: true,
-                    reason: None,
-                    state: Some(state),
-                };
-                Ok(self.flow_state_of(&record, view).await)
-            }
-            Err(e) => Err(self.refused(run_id, e).await),
-        }
+        let outcome = self.engine.decide_gate(run_id, answer).await;
+        self.state_after(record, outcome).await
     }
 
     /// A person stops the run (`by` is the authenticated identity): the phase in flight is
@@ -739,9 +728,19 @@ impl RunService {
     ) -> Result<FlowStateView, RunServiceError> {
         let record = self.ports.runs.get(run_id).await?;
         let reason = reason.map(|r| r.trim().to_owned()).filter(|r| !r.is_empty());
-        match self.engine.cancel(run_id, by, reason).await {
+        let outcome = self.engine.cancel(run_id, by, reason).await;
+        self.state_after(record, outcome).await
+    }
+
+    /// The run's flow state after the engine acted on it, or why the engine refused.
+    async fn state_after(
+        &self,
+        record: RunRecord,
+        outcome: Result<metaforge_ports::RunState, PortError>,
+    ) -> Result<FlowStateView, RunServiceError> {
+        match outcome {
             Ok(state) => {
-                let record = self.ports.runs.get(run_id).await.unwrap_or(record);
+                let record = self.ports.runs.get(&record.id).await.unwrap_or(record);
                 let view = RunView {
                     engine: record.flow_engine,
                     live: true,
@@ -750,7 +749,7 @@ impl RunService {
                 };
                 Ok(self.flow_state_of(&record, view).await)
             }
-            Err(e) => Err(self.refused(run_id, e).await),
+            Err(e) => Err(self.refused(&record.id, e).await),
         }
     }
 
