@@ -173,3 +173,95 @@ fn without_a_servers_file_the_gateway_offers_the_engineering_servers_whose_progr
     assert_eq!(servers["spice"], json!({"status": "disabled"}), "{servers}");
     assert_eq!(servers["fea"]["status"], "ok", "{servers}");
 }
+
+#[tokio::test]
+async fn the_fea_server_given_a_workspace_meshes_and_solves_a_step_part_from_it_over_mcp() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Calculix).is_none() {
+        return;
+    }
+    let Some(gmsh) = require(Peer::Gmsh) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().canonicalize().unwrap();
+    // A steel bar 100 × 10 × 10 mm as a STEP file, written by gmsh (OpenCASCADE).
+    std::fs::write(
+        workspace_path.join("bar.geo"),
+        "SetFactory(\"OpenCASCADE\");\nBox(1) = {0, 0, 0, 100, 10, 10};\n",
+    )
+    .unwrap();
+    let made = std::process::Command::new(gmsh)
+        .current_dir(&workspace_path)
+        .args(["-0", "bar.geo", "-o", "bar.step"])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    // The entry a user writes: the server told its workspace, the sandbox binding it read-only.
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.path().join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        "fea",
+        ServerTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
+            args: vec![
+                "tool-server".into(),
+                "fea".into(),
+                "--workspace".into(),
+                workspace_path.display().to_string(),
+            ],
+            env: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    config.call_timeout = Duration::from_secs(120);
+    config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
+        workspace: Some(metaforge_sandbox::Workspace {
+            path: workspace_path.clone(),
+            writable: false,
+        }),
+        ..metaforge_sandbox::SandboxOptions::default()
+    });
+    let server = McpToolServer::new(config, launch);
+    let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
+    let solid = json!({"kind": "step", "path": "bar.step"});
+    let mesh = server
+        .call_tool("fea.mesh", args(json!({"solid": solid, "element_size_mm": 2.5})))
+        .await
+        .unwrap();
+    assert!(!mesh.is_error, "{}", mesh.text());
+    let mesh = mesh.structured.unwrap_or(Value::Null);
+    let faces: Vec<String> = serde_json::from_value(mesh["faces"].clone()).unwrap();
+    assert_eq!(faces.len(), 6, "{mesh}");
+    let at_x = |x: f64| {
+        faces
+            .iter()
+            .find(|f| {
+                (mesh["face_geometry"][f.as_str()]["centre_mm"][0]
+                    .as_f64()
+                    .unwrap()
+                    - x)
+                    .abs()
+                    < 1e-6
+            })
+            .unwrap()
+            .clone()
+    };
+    let answer = server
+        .call_tool(
+            "fea.static",
+            args(json!({"solid": solid, "element_size_mm": 2.5, "material": {"name": "steel_s235"},
+                        "fixed_faces": [at_x(0.0)], "forces": [{"face": at_x(100.0), "force_n": [0, -100, 0]}]})),
+        )
+        .await
+        .unwrap();
+    assert!(!answer.is_error, "{}", answer.text());
+    let result = answer.structured.unwrap_or(Value::Null);
+    let tip = result["max_displacement_mm"].as_f64().unwrap();
+    let theory = 100.0 * 100.0_f64.powi(3) / (3.0 * 210_000.0 * (10.0 * 1000.0 / 12.0));
+    println!("STEP bar through MCP: tip {tip:.5} mm (theory {theory:.5})");
+    assert!((tip - theory).abs() / theory < 0.05, "{result}");
+    server.close().await;
+}
