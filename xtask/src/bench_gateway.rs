@@ -16,8 +16,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 
 use crate::bench_kit::{
-    CONCURRENCY, Guard, LOAD_CORE, Row, SUT_CORE, bench_seconds, free_port, pinned, print_table,
-    release_binary, rss_kb, start_light_upstream, wait_listening, write_script, wrk,
+    Guard, LOAD_CORE, SUT_CORE, bench_seconds, free_port, measure_cells, pinned, print_table, release_binary,
+    rss_kb, start_light_upstream, wait_listening, write_script,
 };
 
 /// The LiteLLM master key (not the default one).
@@ -222,18 +222,7 @@ fn bench(binary: &Path, root: &Path, scratch: &Path, seconds: u64) -> Result<()>
         }
         let mut rows = Vec::new();
         for (name, url, script, pid) in &targets {
-            wrk(url, script, 2, 1, None).with_context(|| format!("warm-up of {name}"))?;
-            for c in CONCURRENCY {
-                match wrk(url, script, c, seconds, *pid) {
-                    Ok(figures) => rows.push(Row {
-                        target: name.clone(),
-                        connections: c,
-                        figures,
-                    }),
-                    // One failed cell (a peer timing out at c=256) must not lose the others.
-                    Err(err) => println!("{name} at c={c}: not measured: {err:#}"),
-                }
-            }
+            measure_cells(&mut rows, name, url, script, seconds, *pid)?;
         }
         print_table(
             &format!(

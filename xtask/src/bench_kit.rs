@@ -290,6 +290,30 @@ pub(crate) fn start_light_upstream() -> Result<(Guard, u16)> {
     Ok((guard, port))
 }
 
+/// Warms `name` up, then measures it at each of [`CONCURRENCY`] into `rows`. One failed cell (a
+/// peer timing out at c=256) is said and skipped, so it does not lose the others.
+pub(crate) fn measure_cells(
+    rows: &mut Vec<Row>,
+    name: &str,
+    url: &str,
+    script: &Path,
+    seconds: u64,
+    sut: Option<u32>,
+) -> Result<()> {
+    wrk(url, script, 2, 1, None).with_context(|| format!("warm-up of {name}"))?;
+    for c in CONCURRENCY {
+        match wrk(url, script, c, seconds, sut) {
+            Ok(figures) => rows.push(Row {
+                target: name.to_owned(),
+                connections: c,
+                figures,
+            }),
+            Err(err) => println!("{name} at c={c}: not measured: {err:#}"),
+        }
+    }
+    Ok(())
+}
+
 /// One row of a results table.
 pub(crate) struct Row {
     pub(crate) target: String,

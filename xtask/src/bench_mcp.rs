@@ -14,8 +14,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::bench_kit::{
-    CONCURRENCY, Guard, Row, SUT_CORE, bench_seconds, free_port, pinned, print_table, release_binary, rss_kb,
-    wait_listening, write_rpc_script, wrk,
+    Guard, Row, SUT_CORE, bench_seconds, free_port, measure_cells, pinned, print_table, release_binary,
+    rss_kb, wait_listening, write_rpc_script,
 };
 
 /// One HTTP answer: status, headers (names lower-cased), body.
@@ -207,18 +207,7 @@ fn bench(binary: &Path, scratch: &Path, seconds: u64) -> Result<()> {
         for (name, port, pid) in &targets {
             let script = script_for(scratch, &name.replace(' ', "_"), *port, era)?;
             let url = format!("http://127.0.0.1:{port}/mcp");
-            wrk(&url, &script, 2, 1, None).with_context(|| format!("warm-up of {name}"))?;
-            for c in CONCURRENCY {
-                match wrk(&url, &script, c, seconds, Some(*pid)) {
-                    Ok(figures) => rows.push(Row {
-                        target: name.clone(),
-                        connections: c,
-                        figures,
-                    }),
-                    // One failed cell (a peer timing out at c=256) must not lose the others.
-                    Err(err) => println!("{name} at c={c}: not measured: {err:#}"),
-                }
-            }
+            measure_cells(&mut rows, name, &url, &script, seconds, Some(*pid))?;
         }
         print_table(
             &format!(

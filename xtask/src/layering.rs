@@ -162,72 +162,47 @@ fn adapter_breaches() -> Result<Vec<String>> {
         .context("cargo metadata failed")?;
     let mut breaches = Vec::new();
     for package in metadata.workspace_packages() {
-        if !package.name.starts_with("metaforge-adapters-") {
-            continue;
-        }
         for dep in &package.dependencies {
-            let internal = dep.name.starts_with("metaforge-");
-            let allowed = dep.name == "metaforge-ports"
-                || dep.name == CONTRACT_CRATE
-                || LEAF_CRATES.contains(&dep.name.as_str())
-                || (dep.name == "metaforge-domain" && ADAPTERS_ON_DOMAIN.contains(&package.name.as_str()));
-            if internal && !allowed && dep.kind == DependencyKind::Normal {
-                breaches.push(format!(
-                    "{} depends on `{}`: adapters may depend on metaforge-ports and metaforge-api only",
-                    package.name, dep.name
-                ));
+            if !dep.name.starts_with("metaforge-") || dep.kind != DependencyKind::Normal {
+                continue;
             }
-        }
-    }
-    for package in metadata.workspace_packages() {
-        if !SERVICE_CRATES.contains(&package.name.as_str()) {
-            continue;
-        }
-        for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports", CONTRACT_CRATE]
-                .contains(&dep.name.as_str())
-                || SERVICE_CRATES.contains(&dep.name.as_str());
-            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
-                breaches.push(format!(
-                    "{} depends on `{}`: a service crate may depend on metaforge-domain, metaforge-ports, metaforge-api and other service crates only",
-                    package.name, dep.name
-                ));
-            }
-        }
-    }
-    for package in metadata.workspace_packages() {
-        if !DOOR_CRATES.contains(&package.name.as_str()) {
-            continue;
-        }
-        for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports", CONTRACT_CRATE]
-                .contains(&dep.name.as_str())
-                || SERVICE_CRATES.contains(&dep.name.as_str());
-            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
-                let why = if DOOR_CRATES.contains(&dep.name.as_str()) {
-                    "the gateway and the sidecar never depend on each other"
-                } else {
-                    "a door crate may depend on the services, metaforge-domain, metaforge-ports and metaforge-api only"
-                };
+            if let Some(why) = arrow_breach(&package.name, &dep.name) {
                 breaches.push(format!("{} depends on `{}`: {why}", package.name, dep.name));
             }
         }
     }
-    for package in metadata.workspace_packages() {
-        if package.name != CONTRACT_CRATE {
-            continue;
-        }
-        for dep in &package.dependencies {
-            let allowed = ["metaforge-domain", "metaforge-ports"].contains(&dep.name.as_str());
-            if dep.name.starts_with("metaforge-") && !allowed && dep.kind == DependencyKind::Normal {
-                breaches.push(format!(
-                    "{} depends on `{}`: the wire contracts may depend on metaforge-domain and metaforge-ports only",
-                    package.name, dep.name
-                ));
-            }
-        }
-    }
     Ok(breaches)
+}
+
+/// Why workspace crate `from` may not depend on workspace crate `to`; `None` when the arrow is
+/// allowed (or `from` is in no layer these rules govern).
+fn arrow_breach(from: &str, to: &str) -> Option<&'static str> {
+    let below_doors =
+        ["metaforge-domain", "metaforge-ports", CONTRACT_CRATE].contains(&to) || SERVICE_CRATES.contains(&to);
+    if from.starts_with("metaforge-adapters-") {
+        let allowed = to == "metaforge-ports"
+            || to == CONTRACT_CRATE
+            || LEAF_CRATES.contains(&to)
+            || (to == "metaforge-domain" && ADAPTERS_ON_DOMAIN.contains(&from));
+        (!allowed).then_some("adapters may depend on metaforge-ports and metaforge-api only")
+    } else if SERVICE_CRATES.contains(&from) {
+        (!below_doors).then_some(
+            "a service crate may depend on metaforge-domain, metaforge-ports, metaforge-api and other service crates only",
+        )
+    } else if DOOR_CRATES.contains(&from) {
+        match (below_doors, DOOR_CRATES.contains(&to)) {
+            (true, _) => None,
+            (false, true) => Some("the gateway and the sidecar never depend on each other"),
+            (false, false) => Some(
+                "a door crate may depend on the services, metaforge-domain, metaforge-ports and metaforge-api only",
+            ),
+        }
+    } else if from == CONTRACT_CRATE {
+        (!["metaforge-domain", "metaforge-ports"].contains(&to))
+            .then_some("the wire contracts may depend on metaforge-domain and metaforge-ports only")
+    } else {
+        None
+    }
 }
 
 /// Rule 6: public type names defined in more than one crate under `crates_dir`, against

@@ -84,6 +84,23 @@ impl Refusal {
         }
     }
 
+    /// `program` ran but gave no usable answer (`error`, said as `message`), with no error lines
+    /// of its own to quote: the end of what it printed goes back instead.
+    pub(crate) fn program(
+        program: &'static str,
+        error: &'static str,
+        message: impl Into<String>,
+        printed: &str,
+    ) -> Self {
+        Self::Program {
+            program,
+            error,
+            message: message.into(),
+            errors: Vec::new(),
+            output: tail(printed),
+        }
+    }
+
     /// The envelope of `tool`'s refusal.
     fn envelope(&self, tool: &str) -> Value {
         match self {

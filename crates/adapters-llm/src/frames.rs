@@ -60,13 +60,7 @@ where
 }
 
 fn sse_error(err: &sse_stream::Error) -> ProviderError {
-    let mut message = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
-        message.push_str(": ");
-        message.push_str(&inner.to_string());
-        source = inner.source();
-    }
+    let message = crate::http::error_chain(err);
     let kind = if message.contains("timed out") || message.contains("timeout") {
         ProviderErrorKind::Timeout
     } else {

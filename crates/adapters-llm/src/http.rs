@@ -62,14 +62,20 @@ pub(crate) fn transport_error(err: &reqwest::Error) -> ProviderError {
     } else {
         ProviderErrorKind::Transport
     };
+    ProviderError::new(kind, error_chain(err))
+}
+
+/// An error and each of its sources, joined by `: ` (a transport error's own text rarely says
+/// what failed underneath).
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut message = err.to_string();
-    let mut source = std::error::Error::source(err);
+    let mut source = err.source();
     while let Some(inner) = source {
         message.push_str(": ");
         message.push_str(&inner.to_string());
         source = inner.source();
     }
-    ProviderError::new(kind, message)
+    message
 }
 
 /// Sends a request with the total time limit and turns a non-2xx answer into a typed error.

@@ -12,8 +12,8 @@
 
 use std::borrow::Cow;
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest};
-use serde::{Deserialize, Deserializer};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 /// Stable system text then the per-round suffix, for families with a single system slot
@@ -88,4 +88,22 @@ where
 /// A provider's raw usage object, when it sent one (anything but an object is no usage).
 pub(crate) fn usage_object(usage: Option<Value>) -> Option<Value> {
     usage.filter(Value::is_object)
+}
+
+/// A message's role as the block-message families (Anthropic, Bedrock) spell it; mapped by a
+/// `match`, so a new [`LlmRole`] fails the build here.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum BlockRole {
+    User,
+    Assistant,
+}
+
+impl From<LlmRole> for BlockRole {
+    fn from(role: LlmRole) -> Self {
+        match role {
+            LlmRole::User => Self::User,
+            LlmRole::Assistant => Self::Assistant,
+        }
+    }
 }

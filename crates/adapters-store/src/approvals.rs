@@ -11,13 +11,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use metaforge_ports::{
     ApprovalDecision, ApprovalLedger, ApprovalRecord, ApprovalTransition, ApprovalTrigger, Clock,
-    GoneParkers, ORPHANED_APPROVAL_REASON, PendingCursor, PendingPage, PortError, PortErrorKind,
-    ResolveOutcome, WaiterResolution,
+    GoneParkers, ORPHANED_APPROVAL_REASON, PendingCursor, PendingPage, PortError, ResolveOutcome,
+    WaiterResolution,
 };
 use sqlx::{Pool, Sqlite, Transaction};
 
 use crate::codec::{corrupt_label, label, limit_i64, not_found, parse_json, parse_label, to_json};
-use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
+use crate::sql::{Dialect, FromRecord, Record, on_conflict, pooled, sql, sql_locking, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/approvals");
 #[cfg(feature = "postgres")]
@@ -193,12 +193,11 @@ impl<E: Dialect> SqlApprovalLedger<E> {
             return Ok(());
         }
         let mut tx = E::begin_write(&self.pool).await?;
-        let rows: Vec<ApprovalRow> = sql_owned(
+        let rows: Vec<ApprovalRow> = sql_locking(
             format!(
                 "SELECT {APPROVAL_COLUMNS} FROM approvals \
                  WHERE status = 'awaiting_approval' AND deadline IS NOT NULL AND deadline < $1 \
-                 ORDER BY id{}",
-                E::FOR_UPDATE
+                 ORDER BY id"
             ),
             "list overdue approvals",
         )
@@ -229,16 +228,36 @@ impl<E: Dialect> SqlApprovalLedger<E> {
         Ok(())
     }
 
+    /// Starts a change of hold `id`: expires what is overdue first (so a decision never lands
+    /// on a hold whose deadline passed), then reads the hold in a write transaction with its row
+    /// locked. Returns the transaction, the hold as it is, and the time the change is made at.
+    async fn open_for_change(
+        &self,
+        id: &str,
+    ) -> Result<
+        (
+            Transaction<'static, E>,
+            ApprovalRecord,
+            metaforge_ports::Timestamp,
+        ),
+        PortError,
+    > {
+        let now = self.clock.now();
+        self.expire_overdue_at(now).await?;
+        let mut tx = E::begin_write(&self.pool).await?;
+        let current = Self::fetch_in(&mut tx, id)
+            .await?
+            .ok_or_else(|| not_found("approval", id))?;
+        Ok((tx, current, now))
+    }
+
     /// Reads one hold inside `tx`, locking its row until the transaction ends.
     async fn fetch_in(
         tx: &mut Transaction<'static, E>,
         id: &str,
     ) -> Result<Option<ApprovalRecord>, PortError> {
-        let row: Option<ApprovalRow> = sql_owned(
-            format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1{}",
-                E::FOR_UPDATE
-            ),
+        let row: Option<ApprovalRow> = sql_locking(
+            format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = $1"),
             "read an approval",
         )
         .bind(id.to_owned())
@@ -302,11 +321,10 @@ impl<E: Dialect> SqlApprovalLedger<E> {
 
     /// Every open hold, oldest first, read inside `tx` with their rows locked.
     async fn pending_in(tx: &mut Transaction<'static, E>) -> Result<Vec<ApprovalRow>, PortError> {
-        sql_owned(
+        sql_locking(
             format!(
                 "SELECT {APPROVAL_COLUMNS} FROM approvals \
-                 WHERE status = 'awaiting_approval' ORDER BY created_at, id{}",
-                E::FOR_UPDATE
+                 WHERE status = 'awaiting_approval' ORDER BY created_at, id"
             ),
             "list open approvals",
         )
@@ -340,16 +358,7 @@ impl<E: Dialect> ApprovalLedger for SqlApprovalLedger<E> {
         .bind(self.parker.clone())
         .execute(&mut tx)
         .await;
-        match inserted {
-            Ok(_) => {}
-            Err(err) if err.kind == PortErrorKind::Conflict => {
-                return Err(PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("approval {} already exists", record.id),
-                ));
-            }
-            Err(err) => return Err(err),
-        }
+        inserted.map_err(|err| on_conflict(err, || format!("approval {} already exists", record.id)))?;
         Self::append_history(&mut tx, &record.park_transition()).await?;
         tx.commit()
             .await
@@ -426,12 +435,7 @@ impl<E: Dialect> ApprovalLedger for SqlApprovalLedger<E> {
 
     async fn decide(&self, id: &str, decision: ApprovalDecision) -> Result<ApprovalRecord, PortError> {
         decision.check()?;
-        let now = self.clock.now();
-        self.expire_overdue_at(now).await?;
-        let mut tx = E::begin_write(&self.pool).await?;
-        let current = Self::fetch_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| not_found("approval", id))?;
+        let (mut tx, current, now) = self.open_for_change(id).await?;
         let next = current.decided(&decision, now)?;
         if !Self::persist(&mut tx, &current, &next, ApprovalTrigger::Decision).await? {
             // Unreachable while the write transaction holds the row (it was read open in this
@@ -450,12 +454,7 @@ impl<E: Dialect> ApprovalLedger for SqlApprovalLedger<E> {
         resolution: WaiterResolution,
         reason: Option<String>,
     ) -> Result<ResolveOutcome, PortError> {
-        let now = self.clock.now();
-        self.expire_overdue_at(now).await?;
-        let mut tx = E::begin_write(&self.pool).await?;
-        let current = Self::fetch_in(&mut tx, id)
-            .await?
-            .ok_or_else(|| not_found("approval", id))?;
+        let (mut tx, current, now) = self.open_for_change(id).await?;
         let outcome = current.resolved(resolution, reason, now)?;
         if let ResolveOutcome::Resolved { record: next } = &outcome
             && !Self::persist(&mut tx, &current, next, ApprovalTrigger::Waiter).await?

@@ -16,7 +16,7 @@ use metaforge_ports::{
 use sqlx::{Pool, Sqlite, Transaction};
 
 use crate::codec::{label, not_found, parse_json, parse_label, to_json};
-use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_locking, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/client_tasks");
 #[cfg(feature = "postgres")]
@@ -111,11 +111,8 @@ impl<E: Dialect> SqlClientTaskStore<E> {
         if !E::can_hold(id) {
             return Err(not_found("client task", id));
         }
-        let task: Option<ClientTask> = sql_owned(
-            format!(
-                "SELECT {TASK_COLUMNS} FROM client_tasks WHERE id = $1{}",
-                E::FOR_UPDATE
-            ),
+        let task: Option<ClientTask> = sql_locking(
+            format!("SELECT {TASK_COLUMNS} FROM client_tasks WHERE id = $1"),
             "read a client task",
         )
         .bind(id.to_owned())

@@ -15,7 +15,7 @@ use metaforge_ports::{
 use sqlx::{Pool, Sqlite};
 
 use crate::codec::{label, not_found, parse_label};
-use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
+use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_locking, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/flow_versions");
 #[cfg(feature = "postgres")]
@@ -325,11 +325,8 @@ impl<E: Dialect> FlowVersionStore for SqlFlowVersionStore<E> {
         let mut tx = E::begin_write(&self.pool).await?;
         // The row stays held until the transaction ends: a second gateway deciding the same
         // version waits here, then reads it decided.
-        let row: Option<VersionRow> = sql_owned(
-            format!(
-                "SELECT {VERSION_COLUMNS} FROM flow_versions WHERE id = $1{}",
-                E::FOR_UPDATE
-            ),
+        let row: Option<VersionRow> = sql_locking(
+            format!("SELECT {VERSION_COLUMNS} FROM flow_versions WHERE id = $1"),
             "read a flow version",
         )
         .bind(id.to_owned())

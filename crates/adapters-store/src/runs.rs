@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    Lease, LeaseStore, PortError, PortErrorKind, RunLedger, RunRecord, RunStatus, RunStatusChange,
-    RunTransition, Timestamp, check_settle, terminal_run_conflict,
+    Lease, LeaseStore, PortError, RunLedger, RunRecord, RunStatus, RunStatusChange, RunTransition, Timestamp,
+    check_settle, terminal_run_conflict,
 };
 use sqlx::{Pool, Sqlite, Transaction};
 
 use crate::codec::{label, not_found, parse_json, parse_label, seq_i64, seq_u64, to_json};
-use crate::sql::{Dialect, FromRecord, Record, pooled, sql, sql_owned};
+use crate::sql::{Dialect, FromRecord, Record, on_conflict, pooled, sql, sql_locking, sql_owned};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/runs");
 #[cfg(feature = "postgres")]
@@ -204,64 +204,62 @@ async fn insert_run<E: Dialect>(
     .bind_time(record.created_at)
     .execute(tx)
     .await;
-    match inserted {
-        Ok(_) => {}
-        Err(err) if err.kind == PortErrorKind::Conflict => {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!("run {} already exists", record.id),
-            ));
-        }
-        Err(err) => return Err(err),
-    }
+    inserted.map_err(|err| on_conflict(err, || format!("run {} already exists", record.id)))?;
     record_history(
         tx,
         &record.id,
-        record.status,
-        record.reason.as_deref(),
-        record.created_at,
+        Entered {
+            status: record.status,
+            reason: record.reason.as_deref(),
+            at: record.created_at,
+        },
     )
     .await
+}
+
+/// A status a run entered, as one history row and the run's own columns record it.
+#[derive(Clone, Copy)]
+struct Entered<'a> {
+    status: RunStatus,
+    reason: Option<&'a str>,
+    at: Timestamp,
 }
 
 async fn record_history<E: Dialect>(
     tx: &mut Transaction<'static, E>,
     id: &str,
-    status: RunStatus,
-    reason: Option<&str>,
-    at: Timestamp,
+    entered: Entered<'_>,
 ) -> Result<(), PortError> {
     sql(
         "INSERT INTO run_status_history (run_id, status, reason, at) VALUES ($1, $2, $3, $4)",
         "record run history",
     )
     .bind(id.to_owned())
-    .bind(label(&status)?)
-    .bind(reason.map(str::to_owned))
-    .bind_time(at)
+    .bind(label(&entered.status)?)
+    .bind(entered.reason.map(str::to_owned))
+    .bind_time(entered.at)
     .execute(tx)
     .await?;
     Ok(())
 }
 
+/// Moves the run to the status `entered` and records it in the run's history.
 async fn set_status_in<E: Dialect>(
     tx: &mut Transaction<'static, E>,
     id: &str,
-    status: RunStatus,
-    reason: Option<&str>,
-    at: Timestamp,
+    entered: Entered<'_>,
 ) -> Result<(), PortError> {
     sql(
         "UPDATE runs SET status = $1, reason = $2, updated_at = $3 WHERE id = $4",
         "update a run",
     )
-    .bind(label(&status)?)
-    .bind(reason.map(str::to_owned))
-    .bind_time(at)
+    .bind(label(&entered.status)?)
+    .bind(entered.reason.map(str::to_owned))
+    .bind_time(entered.at)
     .bind(id.to_owned())
     .execute(tx)
     .await?;
-    record_history(tx, id, status, reason, at).await
+    record_history(tx, id, entered).await
 }
 
 async fn insert_transition<E: Dialect>(
@@ -288,19 +286,14 @@ async fn insert_transition<E: Dialect>(
     .bind_time(transition.at)
     .execute(tx)
     .await;
-    match inserted {
-        Ok(_) => {}
-        Err(err) if err.kind == PortErrorKind::Conflict => {
-            return Err(PortError::new(
-                PortErrorKind::Conflict,
-                format!(
-                    "run {} already has transition {} (another writer moved the run)",
-                    transition.run_id, transition.seq
-                ),
-            ));
-        }
-        Err(err) => return Err(err),
-    }
+    inserted.map_err(|err| {
+        on_conflict(err, || {
+            format!(
+                "run {} already has transition {} (another writer moved the run)",
+                transition.run_id, transition.seq
+            )
+        })
+    })?;
     sql(
         "UPDATE runs SET last_seq = $1 WHERE id = $2",
         "advance a run's sequence",
@@ -318,11 +311,8 @@ async fn lock_run<E: Dialect>(tx: &mut Transaction<'static, E>, id: &str) -> Res
     if !E::can_hold(id) {
         return Err(not_found("run", id));
     }
-    let head: Option<RunHead> = sql_owned(
-        format!(
-            "SELECT status, reason, last_seq, published_seq FROM runs WHERE id = $1{}",
-            E::FOR_UPDATE
-        ),
+    let head: Option<RunHead> = sql_locking(
+        "SELECT status, reason, last_seq, published_seq FROM runs WHERE id = $1",
         "read a run",
     )
     .bind(id.to_owned())
@@ -445,7 +435,12 @@ impl<E: Dialect> RunLedger for SqlRunLedger<E> {
         if current_status.is_terminal() {
             return Err(terminal_run_conflict(id, current_status, status));
         }
-        set_status_in(&mut tx, id, status, reason.as_deref(), at).await?;
+        let entered = Entered {
+            status,
+            reason: reason.as_deref(),
+            at,
+        };
+        set_status_in(&mut tx, id, entered).await?;
         tx.commit()
             .await
             .map_err(|e| E::db_error("commit a run status", e))?;
@@ -475,14 +470,12 @@ impl<E: Dialect> RunLedger for SqlRunLedger<E> {
         insert_transition(&mut tx, &transition).await?;
         let next_status = transition.state.status;
         if next_status != status || transition.reason != head.reason {
-            set_status_in(
-                &mut tx,
-                &id,
-                next_status,
-                transition.reason.as_deref(),
-                transition.at,
-            )
-            .await?;
+            let entered = Entered {
+                status: next_status,
+                reason: transition.reason.as_deref(),
+                at: transition.at,
+            };
+            set_status_in(&mut tx, &id, entered).await?;
         }
         tx.commit()
             .await
@@ -617,11 +610,8 @@ impl<E: Dialect> LeaseStore for SqlRunLedger<E> {
         .bind_time(now)
         .execute(&mut tx)
         .await?;
-        let row: Option<LeaseRow> = sql_owned(
-            format!(
-                "SELECT duty, holder, acquired_at, expires_at FROM leases WHERE duty = $1{}",
-                E::FOR_UPDATE
-            ),
+        let row: Option<LeaseRow> = sql_locking(
+            "SELECT duty, holder, acquired_at, expires_at FROM leases WHERE duty = $1",
             "read a lease",
         )
         .bind(duty.to_owned())

@@ -144,6 +144,23 @@ pub(crate) fn sql_owned<'q, E: Dialect>(text: String, what: &'static str) -> Sql
     sql(sqlx::AssertSqlSafe(text), what)
 }
 
+/// A unique-key conflict said as `message` names it (which record already exists); any other
+/// error as it is.
+pub(crate) fn on_conflict(err: PortError, message: impl FnOnce() -> String) -> PortError {
+    if err.kind == PortErrorKind::Conflict {
+        PortError::new(PortErrorKind::Conflict, message())
+    } else {
+        err
+    }
+}
+
+/// Starts a `SELECT` (text assembled from constants, never input) that locks the rows it reads
+/// until the transaction ends, in the dialect's way (PostgreSQL `FOR UPDATE`; SQLite's write
+/// transaction already holds the database).
+pub(crate) fn sql_locking<'q, E: Dialect>(select: impl AsRef<str>, what: &'static str) -> Sql<'q, E> {
+    sql_owned(format!("{}{}", select.as_ref(), E::FOR_UPDATE), what)
+}
+
 impl<'q, E: Dialect> Sql<'q, E> {
     /// Binds the next argument.
     pub(crate) fn bind<T>(self, value: T) -> Self

@@ -20,7 +20,9 @@ use tokio::sync::Mutex;
 use tracing::Instrument as _;
 
 use crate::codec::{corrupt_label, not_found, parse_json, parse_ts, to_json, ts};
-use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
+use metaforge_ports::twin_rules::{
+    CommitRefusal, check_expected_head, diff_states, normalised, validate_branch_name, validate_commit,
+};
 
 /// The twin in one FalkorDB graph.
 pub struct FalkorTwinStore {
@@ -275,10 +277,6 @@ impl FalkorTwinStore {
     }
 }
 
-fn invalid(message: String) -> PortError {
-    PortError::new(PortErrorKind::Invalid, message)
-}
-
 #[async_trait]
 impl TwinStore for FalkorTwinStore {
     async fn branches(&self) -> Result<Vec<TwinBranch>, PortError> {
@@ -332,22 +330,9 @@ impl TwinStore for FalkorTwinStore {
             let branch = request.branch.as_str();
             let _guard = self.writes.lock().await;
             let head = self.head(branch).await?;
-            if let Some(expected) = &request.expected_head
-                && head.as_deref() != Some(expected.as_str())
-            {
-                return Err(PortError::new(
-                    PortErrorKind::Conflict,
-                    format!(
-                        "twin branch {branch:?} moved: expected head {expected}, found {}",
-                        head.as_deref().unwrap_or("none")
-                    ),
-                ));
-            }
+            check_expected_head(&request, head.as_deref())?;
             if self.commit_exists(&request.id).await? {
-                return Err(PortError::new(
-                    PortErrorKind::Conflict,
-                    format!("twin commit {} already exists", request.id),
-                ));
+                return Err(CommitRefusal::CommitExists.error(&request));
             }
             let c = &request.changes;
 
@@ -355,17 +340,13 @@ impl TwinStore for FalkorTwinStore {
             let deleting = self.existing_node_ids(branch, c.delete_nodes.clone()).await?;
             for (i, id) in c.delete_nodes.iter().enumerate() {
                 if !deleting.contains(id) {
-                    return Err(invalid(format!(
-                        "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
-                    )));
+                    return Err(CommitRefusal::NoNodeToDelete { index: i, id }.error(&request));
                 }
             }
             let removing = self.existing_edge_ids(branch, c.remove_edges.clone()).await?;
             for (i, id) in c.remove_edges.iter().enumerate() {
                 if !removing.contains(id) {
-                    return Err(invalid(format!(
-                        "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
-                    )));
+                    return Err(CommitRefusal::NoEdgeToRemove { index: i, id }.error(&request));
                 }
             }
             let clashing = self
@@ -383,16 +364,11 @@ impl TwinStore for FalkorTwinStore {
             }
             for (i, e) in c.add_edges.iter().enumerate() {
                 if clashing.contains(&e.id) && !c.remove_edges.contains(&e.id) {
-                    return Err(invalid(format!(
-                        "commit.changes.add_edges[{i}].id: edge {} already exists",
-                        e.id
-                    )));
+                    return Err(CommitRefusal::EdgeExists { index: i, id: &e.id }.error(&request));
                 }
                 for (end, node) in [("from", &e.from), ("to", &e.to)] {
                     if !present.contains(node) {
-                        return Err(invalid(format!(
-                            "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
-                        )));
+                        return Err(CommitRefusal::NoEdgeEnd { index: i, end, node }.error(&request));
                     }
                 }
             }

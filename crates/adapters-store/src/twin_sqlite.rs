@@ -13,7 +13,9 @@ use tracing::Instrument as _;
 
 use crate::codec::{corrupt_label, not_found, parse_json, parse_ts, to_json, ts};
 use crate::sqlite::{begin_write, db_error, open_pool};
-use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
+use metaforge_ports::twin_rules::{
+    CommitRefusal, check_expected_head, diff_states, normalised, validate_branch_name, validate_commit,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/twin");
 
@@ -94,10 +96,6 @@ impl CommitRow {
 }
 
 type Tx = Transaction<'static, Sqlite>;
-
-fn invalid(message: String) -> PortError {
-    PortError::new(PortErrorKind::Invalid, message)
-}
 
 impl SqliteTwinStore {
     /// Opens (creating and migrating) the twin at `path`.
@@ -309,26 +307,14 @@ impl TwinStore for SqliteTwinStore {
             let branch = request.branch.as_str();
             let mut tx = begin_write(&self.pool).await?;
             let head = Self::head(&mut *tx, branch).await?;
-            if let Some(expected) = &request.expected_head
-                && head.as_deref() != Some(expected.as_str())
-            {
-                return Err(PortError::new(
-                    PortErrorKind::Conflict,
-                    format!(
-                        "twin branch {branch:?} moved: expected head {expected}, found {}",
-                        head.as_deref().unwrap_or("none")
-                    ),
-                ));
-            }
+            check_expected_head(&request, head.as_deref())?;
             let changes = &request.changes;
             for node in &changes.upsert_nodes {
                 Self::upsert_node(&mut tx, branch, node).await?;
             }
             for (i, id) in changes.delete_nodes.iter().enumerate() {
                 if !Self::node_exists(&mut tx, branch, id).await? {
-                    return Err(invalid(format!(
-                        "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
-                    )));
+                    return Err(CommitRefusal::NoNodeToDelete { index: i, id }.error(&request));
                 }
                 for sql in [
                     "DELETE FROM twin_edges WHERE branch = ?1 AND (from_id = ?2 OR to_id = ?2)",
@@ -352,23 +338,20 @@ impl TwinStore for SqliteTwinStore {
                     .map_err(|e| db_error("remove a twin edge", e))?
                     .rows_affected();
                 if removed == 0 {
-                    return Err(invalid(format!(
-                        "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
-                    )));
+                    return Err(CommitRefusal::NoEdgeToRemove { index: i, id }.error(&request));
                 }
             }
             for (i, edge) in changes.add_edges.iter().enumerate() {
                 if Self::edge_exists(&mut tx, branch, &edge.id).await? {
-                    return Err(invalid(format!(
-                        "commit.changes.add_edges[{i}].id: edge {} already exists",
-                        edge.id
-                    )));
+                    return Err(CommitRefusal::EdgeExists {
+                        index: i,
+                        id: &edge.id,
+                    }
+                    .error(&request));
                 }
                 for (end, node) in [("from", &edge.from), ("to", &edge.to)] {
                     if !Self::node_exists(&mut tx, branch, node).await? {
-                        return Err(invalid(format!(
-                            "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
-                        )));
+                        return Err(CommitRefusal::NoEdgeEnd { index: i, end, node }.error(&request));
                     }
                 }
                 sqlx::query(
@@ -402,10 +385,7 @@ impl TwinStore for SqliteTwinStore {
             .map_err(|e| {
                 let err = db_error("record a twin commit", e);
                 if err.kind == PortErrorKind::Conflict {
-                    PortError::new(
-                        PortErrorKind::Conflict,
-                        format!("twin commit {} already exists", request.id),
-                    )
+                    CommitRefusal::CommitExists.error(&request)
                 } else {
                     err
                 }

@@ -51,31 +51,15 @@ pub trait RunCompletion: Send + Sync {
     async fn completed(&self, run_id: &str) -> Result<(), PortError>;
 }
 
-/// The activities a worker registers: the two phase brains, the twin the run's branch lives in
-/// and what a completed run settles.
+/// The activities a worker registers: the two phase brains (the ones the embedded engine would
+/// use), the twin whose `run/<id>` branch each phase writes to and what a completed run settles;
+/// `new` takes them in field order.
+#[derive(derive_more::Constructor)]
 pub struct PhaseActivities {
     server: Arc<dyn PhaseBrain>,
     client: Arc<dyn PhaseBrain>,
     twin: Arc<dyn TwinStore>,
     completion: Arc<dyn RunCompletion>,
-}
-
-impl PhaseActivities {
-    /// The brains the embedded engine would use (the binary builds them the same way), the twin
-    /// whose `run/<id>` branch each phase writes to, and the completion hook.
-    pub fn new(
-        server: Arc<dyn PhaseBrain>,
-        client: Arc<dyn PhaseBrain>,
-        twin: Arc<dyn TwinStore>,
-        completion: Arc<dyn RunCompletion>,
-    ) -> Self {
-        Self {
-            server,
-            client,
-            twin,
-            completion,
-        }
-    }
 }
 
 #[activities]

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use metaforge_domain::run::{FrozenFlow, apply, start};
 use metaforge_ports::{
     Clock, DrivenRuns, FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunEvent, RunLedger,
-    RunRecord, RunState, RunTransition, RunView, StartRun, WorkerHealth,
+    RunState, RunTransition, RunView, StartRun, WorkerHealth,
 };
 use temporalio_client::{
     Client, WorkflowGetResultOptions, WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
@@ -441,21 +441,7 @@ impl FlowEngine for TemporalEngine {
                 self.settings.host
             ))
         })?;
-        let record = RunRecord {
-            id: request.run_id.clone(),
-            project_id: request.project_id,
-            flow_engine: FlowEngineKind::Temporal,
-            intelligence: request.intelligence,
-            template_id: request.version.template_id.clone(),
-            template_version: request.version.template_version.clone(),
-            flow_version_id: request.version.id.clone(),
-            content_hash: request.version.content_hash.clone(),
-            status: started.state.status,
-            reason: None,
-            history: Vec::new(),
-            created_at: now,
-            updated_at: now,
-        };
+        let record = request.record(FlowEngineKind::Temporal, started.state.status, now);
         if let Err(e) = self.runs.create(record).await {
             tracing::error!(event = "run_record_failed", run_id = %request.run_id, error = %e, "the run's workflow started but its record could not be written; canceling the workflow");
             let handle = client.get_workflow_handle::<DesignFlowWorkflow>(request.run_id.as_str());

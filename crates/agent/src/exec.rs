@@ -39,12 +39,15 @@ pub enum ApprovalMode {
 /// Error code and log event of a native approval tool refused in an unattended turn.
 pub const APPROVAL_TOOL_REFUSED_UNATTENDED: &str = "approval_tool_refused_unattended";
 
-/// What one executed call came to, as the model reads it and the events report it.
-#[derive(Debug, Clone, PartialEq)]
+/// What one executed call came to, as the model reads it and the events report it. Serialized,
+/// it is the call as a client shows it and a chat thread stores it (without the model's own
+/// name for the tool and the truncated text it read).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CallRecord {
     /// The model's call id.
     pub call_id: String,
     /// The name the model used.
+    #[serde(skip)]
     pub name: String,
     /// The registry id (the name itself for an unknown tool).
     pub tool: String,
@@ -59,6 +62,7 @@ pub struct CallRecord {
     /// The hold this call waited on, when it was held.
     pub approval_id: Option<String>,
     /// The observation text the model reads (loudly truncated).
+    #[serde(skip)]
     pub content: String,
 }
 

@@ -54,9 +54,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use metaforge_agent::CallRecord;
 use metaforge_agent::{
-    Agent, ApprovalMode, CallRecord, CancellationToken, EventSink, LoopMode, ToolBoxes, TurnConfig,
-    TurnEvent, TurnInput,
+    Agent, ApprovalMode, CancellationToken, EventSink, LoopMode, ToolBoxes, TurnConfig, TurnEvent, TurnInput,
 };
 use metaforge_domain::compaction::{ChatTurn, DEFAULT_HISTORY_TOKENS};
 use metaforge_domain::grounding::GroundingReport;
@@ -200,7 +200,7 @@ pub struct TurnReport {
     /// The stored reply (grounding banners first), or the stored error note when the turn failed.
     pub message: ChatMessage,
     /// Every tool call, in order.
-    pub calls: Vec<CallView>,
+    pub calls: Vec<CallRecord>,
     /// The turn's usage (unknown counts `null`, never 0).
     pub usage: UsageTotals,
     /// The grounding verdict on the model's own text (absent when the turn failed).
@@ -211,39 +211,6 @@ pub struct TurnReport {
     pub iterations: usize,
     /// The provider that served the last model call.
     pub provider: Option<String>,
-}
-
-/// One tool call of a turn as a client shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct CallView {
-    /// The model's call id.
-    pub call_id: String,
-    /// The registry id of the tool.
-    pub tool: String,
-    /// The arguments as sent.
-    pub arguments: Value,
-    /// The observation (result or error envelope).
-    pub result: Value,
-    /// The observation is an error envelope.
-    pub is_error: bool,
-    /// The same-turn duplicate guard answered it.
-    pub cached: bool,
-    /// The hold it waited on, when it was held.
-    pub approval_id: Option<String>,
-}
-
-impl From<&CallRecord> for CallView {
-    fn from(call: &CallRecord) -> Self {
-        Self {
-            call_id: call.call_id.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            result: call.result.clone(),
-            is_error: call.is_error,
-            cached: call.cached,
-            approval_id: call.approval_id.clone(),
-        }
-    }
 }
 
 /// A turn that was started: its events as they happen, and its report when it ends.
@@ -689,19 +656,17 @@ impl TurnTask {
             }
         };
         for call in &calls {
-            let record = json!({
-                "call_id": call.call_id, "tool": call.tool, "arguments": call.arguments,
-                "result": call.result, "is_error": call.is_error, "cached": call.cached,
-                "approval_id": call.approval_id,
-            });
-            self.append(MessageRole::Tool, record.to_string()).await;
+            // A call record is strings and JSON values: it always serializes.
+            if let Ok(record) = serde_json::to_string(call) {
+                self.append(MessageRole::Tool, record).await;
+            }
         }
         let message = self.append(MessageRole::Assistant, reply).await;
         TurnReport {
             thread_id: self.thread_id.clone(),
             turn_id: self.turn_id.clone(),
             message,
-            calls: calls.iter().map(CallView::from).collect(),
+            calls,
             usage: UsageTotals::from_events(&usage_events),
             grounding,
             error,

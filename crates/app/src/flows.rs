@@ -193,7 +193,9 @@ impl From<VersionError> for FlowServiceError {
     }
 }
 
-/// The service over the version store and the approval ledger.
+/// The service over the version store and the approval ledger; `new` takes its ports in field
+/// order.
+#[derive(derive_more::Constructor)]
 pub struct FlowService {
     versions: Arc<dyn FlowVersionStore>,
     approvals: Arc<dyn ApprovalLedger>,
@@ -202,21 +204,6 @@ pub struct FlowService {
 }
 
 impl FlowService {
-    /// Builds the service over its ports.
-    pub fn new(
-        versions: Arc<dyn FlowVersionStore>,
-        approvals: Arc<dyn ApprovalLedger>,
-        clock: Arc<dyn Clock>,
-        ids: Arc<dyn IdGen>,
-    ) -> Self {
-        Self {
-            versions,
-            approvals,
-            clock,
-            ids,
-        }
-    }
-
     /// Caller-proposed tailoring (FORGE-481): strict, no model call. Missing context answers
     /// `needs_input` and writes nothing; a valid proposal is stored and held for a person.
     pub async fn propose_from_caller(

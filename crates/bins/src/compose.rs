@@ -265,14 +265,14 @@ pub(crate) async fn compose_as(
     // Which run a twin write belongs to is asked of the engine, which is built after the tools.
     let run_scopes = Arc::new(metaforge_app::twin::LateRunScopes::new());
     let twin_tools = metaforge_sidecar::SidecarTwin::new(Arc::clone(&twin), run_scopes.clone() as _);
-    let mut natives = crate::tool_servers::sidecar_natives(
+    let mut natives = crate::tool_servers::sidecar_natives(crate::tool_servers::natives_host(
         &ledger,
         &versions,
         &clock,
         &ids,
         generator.clone(),
         Some(twin_tools.clone()),
-    );
+    ));
     natives.evidence = Some(Arc::new(metaforge_app::twin::EvidenceRecorder::new(
         Arc::clone(&twin),
         run_scopes.clone() as _,

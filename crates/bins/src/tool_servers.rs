@@ -109,18 +109,10 @@ pub(crate) struct ComposedTools {
     _skills_reload: RefreshTask,
 }
 
-/// The native tools the agent loop offers: the MCP sidecar's host over the one approval ledger
-/// and flow-version store (`flow.list`, `flow.validate`, `flow.propose` with the server's
-/// generator, `flow.version`, `approvals.list`).
-pub(crate) fn sidecar_natives(
-    approvals: &Arc<dyn ApprovalLedger>,
-    versions: &Arc<dyn FlowVersionStore>,
-    clock: &Arc<dyn Clock>,
-    ids: &Arc<dyn IdGen>,
-    generator: Arc<dyn ProposalGenerator>,
-    twin: Option<metaforge_sidecar::SidecarTwin>,
-) -> Natives {
-    let host = natives_host(approvals, versions, clock, ids, generator, twin);
+/// The native tools the agent loop offers: the MCP sidecar's host ([`natives_host`]: `flow.list`,
+/// `flow.validate`, `flow.propose` with the server's generator, `flow.version`,
+/// `approvals.list`) with the gates and holds its tools declare.
+pub(crate) fn sidecar_natives(host: metaforge_sidecar::SidecarHost) -> Natives {
     Natives {
         gates: host.declared_gates(),
         holds: host.declared_holds(),

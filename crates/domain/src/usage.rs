@@ -67,6 +67,31 @@ fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
+/// Where a family that reports cache reads and writes beside the input (Anthropic, Bedrock) puts
+/// its counts.
+struct CachedInputKeys {
+    input: &'static str,
+    reads: &'static str,
+    writes: &'static str,
+    output: &'static str,
+}
+
+/// Such a family's input excludes the cached tokens, so the prompt is input + reads + writes.
+fn cached_input_usage(raw: &Value, keys: CachedInputKeys) -> NormalizedUsage {
+    let reads = count(raw, keys.reads);
+    let writes = count(raw, keys.writes);
+    NormalizedUsage {
+        prompt_tokens: count(raw, keys.input).map(|i| {
+            i.saturating_add(reads.unwrap_or(0))
+                .saturating_add(writes.unwrap_or(0))
+        }),
+        completion_tokens: count(raw, keys.output),
+        cached_input_tokens: reads,
+        cache_write_tokens: writes,
+        reasoning_tokens: None,
+    }
+}
+
 /// Normalises a provider's raw usage object for its API family.
 ///
 /// * OpenAI-compatible `usage`: `prompt_tokens` already includes `prompt_tokens_details.cached_tokens`.
@@ -89,21 +114,15 @@ pub fn normalize_usage(family: ApiFamily, raw: &Value) -> NormalizedUsage {
             cache_write_tokens: None,
             reasoning_tokens: count(raw, "/completion_tokens_details/reasoning_tokens"),
         },
-        ApiFamily::Anthropic => {
-            let input = count(raw, "/input_tokens");
-            let reads = count(raw, "/cache_read_input_tokens");
-            let writes = count(raw, "/cache_creation_input_tokens");
-            NormalizedUsage {
-                prompt_tokens: input.map(|i| {
-                    i.saturating_add(reads.unwrap_or(0))
-                        .saturating_add(writes.unwrap_or(0))
-                }),
-                completion_tokens: count(raw, "/output_tokens"),
-                cached_input_tokens: reads,
-                cache_write_tokens: writes,
-                reasoning_tokens: None,
-            }
-        }
+        ApiFamily::Anthropic => cached_input_usage(
+            raw,
+            CachedInputKeys {
+                input: "/input_tokens",
+                reads: "/cache_read_input_tokens",
+                writes: "/cache_creation_input_tokens",
+                output: "/output_tokens",
+            },
+        ),
         ApiFamily::Gemini => {
             let thoughts = count(raw, "/thoughtsTokenCount");
             let candidates = count(raw, "/candidatesTokenCount");
@@ -115,21 +134,15 @@ pub fn normalize_usage(family: ApiFamily, raw: &Value) -> NormalizedUsage {
                 reasoning_tokens: thoughts,
             }
         }
-        ApiFamily::Bedrock => {
-            let input = count(raw, "/inputTokens");
-            let reads = count(raw, "/cacheReadInputTokens");
-            let writes = count(raw, "/cacheWriteInputTokens");
-            NormalizedUsage {
-                prompt_tokens: input.map(|i| {
-                    i.saturating_add(reads.unwrap_or(0))
-                        .saturating_add(writes.unwrap_or(0))
-                }),
-                completion_tokens: count(raw, "/outputTokens"),
-                cached_input_tokens: reads,
-                cache_write_tokens: writes,
-                reasoning_tokens: None,
-            }
-        }
+        ApiFamily::Bedrock => cached_input_usage(
+            raw,
+            CachedInputKeys {
+                input: "/inputTokens",
+                reads: "/cacheReadInputTokens",
+                writes: "/cacheWriteInputTokens",
+                output: "/outputTokens",
+            },
+        ),
         ApiFamily::OpenaiCodex => {
             let usage = raw
                 .pointer("/response/usage")

@@ -122,7 +122,7 @@ pub(crate) struct TurnBody {
     message: MessageBody,
     /// Every tool call, in order: tool, arguments, result, is_error, cached, approval_id.
     #[schema(value_type = Vec<Object>)]
-    calls: Vec<metaforge_app::chat::CallView>,
+    calls: Vec<metaforge_app::chat::CallRecord>,
     /// The turn's usage (unknown counts null, never 0).
     #[schema(value_type = Object)]
     usage: metaforge_domain::usage::UsageTotals,

@@ -6,9 +6,10 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::Timestamp;
 use crate::error::PortError;
 use crate::flow_version::FlowVersionRecord;
-use crate::run_ledger::{FlowEngineKind, IntelligenceMode};
+use crate::run_ledger::{FlowEngineKind, IntelligenceMode, RunRecord, RunStatus};
 use crate::run_state::{DecisionSurface, GateDecision, RunSettings, RunState};
 
 /// Everything a run starts from. The version travels whole (frozen text and hash) so the engine
@@ -25,6 +26,28 @@ pub struct StartRun {
     pub version: FlowVersionRecord,
     /// Its bounds (rework cap, retries, gate timeout).
     pub settings: RunSettings,
+}
+
+impl StartRun {
+    /// The ledger record of the run this request starts on `engine`, in its first status: one
+    /// home for what a new run's record pins (version, hash, intelligence) on every engine.
+    pub fn record(&self, engine: FlowEngineKind, status: RunStatus, now: Timestamp) -> RunRecord {
+        RunRecord {
+            id: self.run_id.clone(),
+            project_id: self.project_id.clone(),
+            flow_engine: engine,
+            intelligence: self.intelligence,
+            template_id: self.version.template_id.clone(),
+            template_version: self.version.template_version.clone(),
+            flow_version_id: self.version.id.clone(),
+            content_hash: self.version.content_hash.clone(),
+            status,
+            reason: None,
+            history: Vec::new(),
+            created_at: now,
+            updated_at: now,
+        }
+    }
 }
 
 /// A person's answer to a run's open gate, as the approval route or `flow.await_gate` relays it.

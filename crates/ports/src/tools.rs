@@ -194,6 +194,13 @@ pub struct CallerContext {
     pub identity: Option<String>,
 }
 
+impl CallerContext {
+    /// The session the caller named, trimmed; `None` when it named none (a blank header is none).
+    pub fn session_id(&self) -> Option<&str> {
+        self.session.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+}
+
 /// One question a tool needs a person to answer before it can continue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InputQuestion {

@@ -26,6 +26,100 @@ pub fn validate_branch_name(name: &str) -> Result<(), PortError> {
     }
 }
 
+/// Why a well-formed commit cannot apply to its branch, worded once for every engine so each
+/// answers the contract with the same field path and message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitRefusal<'a> {
+    /// `expected_head` was given and the branch's head is another commit (a writer moved it).
+    Moved {
+        /// The head the writer expected.
+        expected: &'a str,
+        /// The head found.
+        found: Option<&'a str>,
+    },
+    /// A commit with this id is already recorded.
+    CommitExists,
+    /// `delete_nodes[index]` names no node on the branch.
+    NoNodeToDelete {
+        /// The position in `delete_nodes`.
+        index: usize,
+        /// The node id.
+        id: &'a str,
+    },
+    /// `remove_edges[index]` names no edge on the branch.
+    NoEdgeToRemove {
+        /// The position in `remove_edges`.
+        index: usize,
+        /// The edge id.
+        id: &'a str,
+    },
+    /// `add_edges[index]` reuses an edge id that is on the branch (and not removed by the commit).
+    EdgeExists {
+        /// The position in `add_edges`.
+        index: usize,
+        /// The edge id.
+        id: &'a str,
+    },
+    /// `add_edges[index]`'s end (`from` or `to`) is no node the branch has after the commit.
+    NoEdgeEnd {
+        /// The position in `add_edges`.
+        index: usize,
+        /// `from` or `to`.
+        end: &'static str,
+        /// The node id.
+        node: &'a str,
+    },
+}
+
+impl CommitRefusal<'_> {
+    /// The refusal of `request` as the port answers it: `Conflict` for a moved head or a
+    /// recorded id, `Invalid` naming the change's field otherwise.
+    pub fn error(self, request: &TwinCommitRequest) -> PortError {
+        let branch = &request.branch;
+        match self {
+            Self::Moved { expected, found } => PortError::new(
+                PortErrorKind::Conflict,
+                format!(
+                    "twin branch {branch:?} moved: expected head {expected}, found {}",
+                    found.unwrap_or("none")
+                ),
+            ),
+            Self::CommitExists => PortError::new(
+                PortErrorKind::Conflict,
+                format!("twin commit {} already exists", request.id),
+            ),
+            Self::NoNodeToDelete { index, id } => PortError::new(
+                PortErrorKind::Invalid,
+                format!("commit.changes.delete_nodes[{index}]: node {id} is not on branch {branch:?}"),
+            ),
+            Self::NoEdgeToRemove { index, id } => PortError::new(
+                PortErrorKind::Invalid,
+                format!("commit.changes.remove_edges[{index}]: edge {id} is not on branch {branch:?}"),
+            ),
+            Self::EdgeExists { index, id } => PortError::new(
+                PortErrorKind::Invalid,
+                format!("commit.changes.add_edges[{index}].id: edge {id} already exists"),
+            ),
+            Self::NoEdgeEnd { index, end, node } => PortError::new(
+                PortErrorKind::Invalid,
+                format!("commit.changes.add_edges[{index}].{end}: node {node} is not on branch {branch:?}"),
+            ),
+        }
+    }
+}
+
+/// Refuses `request` when it expects a head other than the branch's `head`.
+pub fn check_expected_head(request: &TwinCommitRequest, head: Option<&str>) -> Result<(), PortError> {
+    match request.expected_head.as_deref() {
+        Some(expected) if head != Some(expected) => Err(CommitRefusal::Moved {
+            expected,
+            found: head,
+        }
+        .error(request)),
+        Some(_) | None => Ok(()),
+    }
+}
+
 /// Refuses a malformed commit request before anything is read or written.
 pub fn validate_commit(request: &TwinCommitRequest) -> Result<(), PortError> {
     let invalid = |field: &str, why: String| {

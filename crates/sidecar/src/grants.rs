@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use metaforge_api::FlowBindings;
 use metaforge_api::RunBindings;
-use metaforge_app::twin::{RunScope, RunScopes};
+use metaforge_app::twin::{RunScope, RunScopeFacts};
 use metaforge_ports::{
     CallerClass, CallerContext, CallerGrants, ClassClaim, ClientTaskStatus, FlowVersionStatus,
     IntelligenceMode, PortError, PortErrorKind, RunStatus,
@@ -315,7 +315,7 @@ impl BindingsRunScopes {
         Self { runs, grants }
     }
 
-    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError> {
+    async fn phase_in_flight(&self, run_id: &str) -> Result<Option<String>, PortError> {
         match self.runs.flow_state(run_id).await {
             Ok(state) => Ok(state
                 .running_phase()
@@ -328,43 +328,34 @@ impl BindingsRunScopes {
 }
 
 #[async_trait::async_trait]
-impl RunScopes for BindingsRunScopes {
-    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
-        let Some(session) = caller.session.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+impl RunScopeFacts for BindingsRunScopes {
+    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError> {
+        self.phase_in_flight(run_id).await
+    }
+
+    /// The task this session's grant names, while it is still claimed by the grant's claimant;
+    /// a session id is a header any client can send, so the grant is the claiming identity's only.
+    async fn claimed_phase(
+        &self,
+        caller: &CallerContext,
+        session: &str,
+    ) -> Result<Option<RunScope>, PortError> {
+        let Some(grant) = self.grants.get(session) else {
             return Ok(None);
         };
-        match caller.class {
-            CallerClass::Service => Ok(self.running_phase(session).await?.map(|phase| RunScope {
-                run_id: session.to_owned(),
-                phase,
-            })),
-            CallerClass::ClientTask | CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {
-                let Some(grant) = self.grants.get(session) else {
-                    return Ok(None);
-                };
-                // A session id is a header any client can send: the grant is the claiming
-                // identity's only.
-                if grant.identity != caller.identity {
-                    return Ok(None);
-                }
-                let task = match self.runs.client_task(&grant.task_id).await {
-                    Ok(task) => task,
-                    Err(e) if e.kind == PortErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(e),
-                };
-                if task.status != ClientTaskStatus::Claimed
-                    || task.claimed_by.as_deref() != Some(&grant.claimant)
-                {
-                    return Ok(None);
-                }
-                let in_flight = self.running_phase(&task.run_id).await?;
-                Ok(
-                    (in_flight.as_deref() == Some(task.phase.as_str())).then_some(RunScope {
-                        run_id: task.run_id,
-                        phase: task.phase,
-                    }),
-                )
-            }
+        if grant.identity != caller.identity {
+            return Ok(None);
         }
+        let task = match self.runs.client_task(&grant.task_id).await {
+            Ok(task) => task,
+            Err(e) if e.kind == PortErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let still_claimed =
+            task.status == ClientTaskStatus::Claimed && task.claimed_by.as_deref() == Some(&grant.claimant);
+        Ok(still_claimed.then_some(RunScope {
+            run_id: task.run_id,
+            phase: task.phase,
+        }))
     }
 }

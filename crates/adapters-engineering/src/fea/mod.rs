@@ -246,26 +246,24 @@ impl FeaHost {
             )
             .await?;
         let Some(inp) = run.files.get("part.inp") else {
-            return Err(Refusal::Program {
-                program: "gmsh",
-                error: "mesh_failed",
-                message: "gmsh wrote no mesh".to_owned(),
-                errors: Vec::new(),
-                output: tail(&run.output),
-            });
+            return Err(Refusal::program(
+                "gmsh",
+                "mesh_failed",
+                "gmsh wrote no mesh",
+                &run.output,
+            ));
         };
         let mesh = Mesh::from_gmsh(inp);
         if mesh.elements > MAX_ELEMENTS {
             return Err(too_many(size));
         }
         if mesh.elements == 0 {
-            return Err(Refusal::Program {
-                program: "gmsh",
-                error: "mesh_failed",
-                message: "the mesh has no volume elements".to_owned(),
-                errors: Vec::new(),
-                output: tail(&run.output),
-            });
+            return Err(Refusal::program(
+                "gmsh",
+                "mesh_failed",
+                "the mesh has no volume elements",
+                &run.output,
+            ));
         }
         Ok((mesh, run))
     }

@@ -321,13 +321,12 @@ impl SpiceHost {
             }
         }
         if voltages.is_empty() {
-            return Err(Refusal::Program {
-                program: "ngspice",
-                error: "simulation_failed",
-                message: "ngspice printed no operating point".to_owned(),
-                errors: Vec::new(),
-                output: tail(&run.output),
-            });
+            return Err(Refusal::program(
+                "ngspice",
+                "simulation_failed",
+                "ngspice printed no operating point",
+                &run.output,
+            ));
         }
         let quantities = voltages
             .iter()

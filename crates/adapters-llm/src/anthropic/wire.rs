@@ -4,7 +4,9 @@
 //!
 //! Request field order is the order on the wire; `fixtures/wire/anthropic.json` pins the bytes.
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, ModelTool, ToolChoice};
+
+use crate::wire::BlockRole;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -51,15 +53,8 @@ struct TextBlock<'a> {
 }
 
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Role {
-    User,
-    Assistant,
-}
-
-#[derive(Debug, Serialize)]
 struct Message<'a> {
-    role: Role,
+    role: BlockRole,
     content: Vec<Block<'a>>,
 }
 
@@ -169,11 +164,10 @@ fn message(message: &LlmMessage) -> Option<Message<'_>> {
         content: block(part),
         cache_control: None,
     })?;
-    let role = match message.role {
-        LlmRole::User => Role::User,
-        LlmRole::Assistant => Role::Assistant,
-    };
-    Some(Message { role, content })
+    Some(Message {
+        role: message.role.into(),
+        content,
+    })
 }
 
 fn block(part: &ContentPart) -> BlockContent<'_> {

@@ -7,7 +7,9 @@
 //! Request field order is the order on the wire; `fixtures/wire/bedrock.json` pins the bytes,
 //! and the contract test checks them against the botocore service model.
 
-use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, LlmRole, ModelTool, ToolChoice};
+use metaforge_ports::{ContentPart, LlmMessage, LlmRequest, ModelTool, ToolChoice};
+
+use crate::wire::BlockRole;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,15 +33,8 @@ pub struct ConverseRequest<'a> {
 }
 
 #[derive(Debug, Serialize)]
-#[serde(rename_all = "lowercase")]
-enum Role {
-    User,
-    Assistant,
-}
-
-#[derive(Debug, Serialize)]
 struct Message<'a> {
-    role: Role,
+    role: BlockRole,
     content: Vec<ContentBlock<'a>>,
 }
 
@@ -180,11 +175,10 @@ fn tool_choice(choice: &ToolChoice) -> Option<ConverseToolChoice<'_>> {
 /// A message with its blocks in order; `None` when it has none to send.
 fn message(message: &LlmMessage) -> Option<Message<'_>> {
     let content = blocks(message, block)?;
-    let role = match message.role {
-        LlmRole::User => Role::User,
-        LlmRole::Assistant => Role::Assistant,
-    };
-    Some(Message { role, content })
+    Some(Message {
+        role: message.role.into(),
+        content,
+    })
 }
 
 fn block(part: &ContentPart) -> ContentBlock<'_> {

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::driver::{Driver, Msg, Opening};
-use super::notices::{RunEvents, RunNotice, notices_of};
+use super::notices::{RunEvents, RunNotice, backlog_after};
 use super::service::{RunEngine, RunNoticeStream, WorkerHealth};
 
 /// The ports the engine runs over. The binary passes the same ledgers the gateway serves, so a
@@ -448,18 +448,7 @@ impl EmbeddedEngine {
             }
             Some(rx)
         };
-        let backlog = match after {
-            Some((seq, _)) => self
-                .shared
-                .ports
-                .runs
-                .transitions(run_id, seq.saturating_sub(1))
-                .await?
-                .iter()
-                .flat_map(notices_of)
-                .collect(),
-            None => Vec::new(),
-        };
+        let backlog = backlog_after(self.shared.ports.runs.as_ref(), run_id, after).await?;
         Ok(RunEvents::new(backlog, live, after))
     }
 
@@ -531,21 +520,7 @@ impl FlowEngine for EmbeddedEngine {
         let flow = FrozenFlow::from_version(&request.version).map_err(PortError::from)?;
         let now = self.shared.ports.clock.now();
         let started = start(&flow, &request.run_id, request.settings, now).map_err(PortError::from)?;
-        let record = RunRecord {
-            id: request.run_id.clone(),
-            project_id: request.project_id.clone(),
-            flow_engine: FlowEngineKind::Embedded,
-            intelligence: request.intelligence,
-            template_id: request.version.template_id.clone(),
-            template_version: request.version.template_version.clone(),
-            flow_version_id: request.version.id.clone(),
-            content_hash: request.version.content_hash.clone(),
-            status: started.state.status,
-            reason: None,
-            history: Vec::new(),
-            created_at: now,
-            updated_at: now,
-        };
+        let record = request.record(FlowEngineKind::Embedded, started.state.status, now);
         let first = RunTransition {
             run_id: request.run_id.clone(),
             seq: 1,

@@ -11,7 +11,9 @@ use std::task::{Context, Poll};
 
 use futures::channel::mpsc::UnboundedReceiver;
 use futures::{Stream, StreamExt};
-use metaforge_ports::{BusEvent, RunCommand, RunEvent, RunStatus, RunTransition, Timestamp};
+use metaforge_ports::{
+    BusEvent, PortError, RunCommand, RunEvent, RunLedger, RunStatus, RunTransition, Timestamp,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -138,6 +140,25 @@ pub fn bus_event_of(notice: &RunNotice, id: String) -> Result<BusEvent, serde_js
         at: notice.at,
         traceparent: None,
     })
+}
+
+/// The backlog a watcher resuming after `after` (a transition's seq and a notice's index in it)
+/// reads from the ledger: every notice from that transition on (the consumer drops the ones it
+/// had by `(seq, index)`); nothing for a watcher that asked for live notices only.
+pub(super) async fn backlog_after(
+    runs: &dyn RunLedger,
+    run_id: &str,
+    after: Option<(u64, u32)>,
+) -> Result<Vec<RunNotice>, PortError> {
+    let Some((seq, _)) = after else {
+        return Ok(Vec::new());
+    };
+    Ok(runs
+        .transitions(run_id, seq.saturating_sub(1))
+        .await?
+        .iter()
+        .flat_map(notices_of)
+        .collect())
 }
 
 /// The notices of one persisted transition: its event's first, then one per command that

@@ -11,7 +11,7 @@ use metaforge_ports::{
     FlowEngine, FlowEngineKind, GateAnswer, PortError, PortErrorKind, RunLedger, RunState, RunView, StartRun,
 };
 
-use super::notices::{RunEvents, notices_of};
+use super::notices::{RunEvents, backlog_after};
 use super::service::{RunEngine, RunNoticeStream, WorkerHealth};
 use super::settings::FLOW_ENGINE_ENV;
 
@@ -100,16 +100,7 @@ impl RunEngine for UnavailableEngine {
     async fn notices(&self, run_id: &str, after: Option<(u64, u32)>) -> Result<RunNoticeStream, PortError> {
         use futures::StreamExt as _;
         self.runs.get(run_id).await?;
-        let backlog = match after {
-            Some((seq, _)) => self
-                .runs
-                .transitions(run_id, seq.saturating_sub(1))
-                .await?
-                .iter()
-                .flat_map(notices_of)
-                .collect(),
-            None => Vec::new(),
-        };
+        let backlog = backlog_after(self.runs.as_ref(), run_id, after).await?;
         Ok(RunEvents::new(backlog, None, after).boxed())
     }
 

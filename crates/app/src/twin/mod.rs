@@ -104,8 +104,8 @@ pub mod service;
 
 pub use evidence::{EvidenceRecorder, PhaseEvidence, RecordedEvidence, phase_evidence};
 pub use scope::{
-    EngineRunScopes, LOCAL_IDENTITY, LateRunScopes, NoRunScopes, RunScope, RunScopes, WriteTarget,
-    caller_identity,
+    EngineRunScopes, LOCAL_IDENTITY, LateRunScopes, NoRunScopes, RunScope, RunScopeFacts, RunScopes,
+    WriteTarget, caller_identity,
 };
 pub use service::{
     CommittedEdge, CommittedNode, DecisionInput, FoundNodes, LinkInput, NodeFilter, TwinService,

@@ -18,6 +18,17 @@ pub struct RunScope {
     pub phase: String,
 }
 
+impl RunScope {
+    /// The scope of a `service` caller whose session names `run_id`: that run, while it runs a
+    /// phase (`running_phase`); otherwise none.
+    pub fn of_service_session(run_id: &str, running_phase: Option<String>) -> Option<Self> {
+        running_phase.map(|phase| Self {
+            run_id: run_id.to_owned(),
+            phase,
+        })
+    }
+}
+
 /// Where one twin write goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteTarget {
@@ -53,6 +64,55 @@ pub trait RunScopes: Send + Sync {
     /// The running phase `caller` works for; `Ok(None)` when it works for none (or it could not
     /// be confirmed: a caller is never given a run's branch on a guess).
     async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError>;
+}
+
+/// What a [`RunScopes`] asks of wherever its runs live (the engine in this process, or the run
+/// bindings of a gateway); [`confirm_scope`] holds the one rule that turns the answers into a scope.
+#[async_trait]
+pub trait RunScopeFacts: Send + Sync {
+    /// The phase `run_id` is running now; `None` when it is unknown, parked or finished.
+    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError>;
+
+    /// The run phase of the client task `caller` claimed in `session`, while the claim is still
+    /// its own; `None` without one.
+    async fn claimed_phase(
+        &self,
+        caller: &CallerContext,
+        session: &str,
+    ) -> Result<Option<RunScope>, PortError>;
+}
+
+/// Whatever can answer the facts has the scopes the one rule derives from them.
+#[async_trait]
+impl<T: RunScopeFacts> RunScopes for T {
+    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
+        confirm_scope(self, caller).await
+    }
+}
+
+/// The scope rule: no session is no scope; a `service` caller's session names its run, which must
+/// be running a phase; any other caller works for the client task it claimed in its session,
+/// while that run is running that task's phase.
+async fn confirm_scope(
+    facts: &dyn RunScopeFacts,
+    caller: &CallerContext,
+) -> Result<Option<RunScope>, PortError> {
+    let Some(session) = caller.session_id() else {
+        return Ok(None);
+    };
+    match caller.class {
+        CallerClass::Service => Ok(RunScope::of_service_session(
+            session,
+            facts.running_phase(session).await?,
+        )),
+        CallerClass::ClientTask | CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {
+            let Some(claimed) = facts.claimed_phase(caller, session).await? else {
+                return Ok(None);
+            };
+            let in_flight = facts.running_phase(&claimed.run_id).await?;
+            Ok((in_flight.as_deref() == Some(claimed.phase.as_str())).then_some(claimed))
+        }
+    }
 }
 
 /// No caller works for a run (a process with no run engine): service writes are refused by the
@@ -121,7 +181,7 @@ impl EngineRunScopes {
     }
 
     /// The phase in flight of `run_id`, when the engine confirms the run is running one now.
-    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError> {
+    async fn phase_in_flight(&self, run_id: &str) -> Result<Option<String>, PortError> {
         let view = match self.engine.state(run_id).await {
             Ok(view) => view,
             Err(e) if e.kind == PortErrorKind::NotFound => return Ok(None),
@@ -153,40 +213,32 @@ pub fn caller_identity(caller: &CallerContext) -> &str {
 pub const LOCAL_IDENTITY: &str = "local";
 
 #[async_trait]
-impl RunScopes for EngineRunScopes {
-    async fn scope_of(&self, caller: &CallerContext) -> Result<Option<RunScope>, PortError> {
-        let Some(session) = caller.session.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+impl RunScopeFacts for EngineRunScopes {
+    async fn running_phase(&self, run_id: &str) -> Result<Option<String>, PortError> {
+        self.phase_in_flight(run_id).await
+    }
+
+    /// The newest task the caller's identity claimed in this session, from the client-task store.
+    async fn claimed_phase(
+        &self,
+        caller: &CallerContext,
+        session: &str,
+    ) -> Result<Option<RunScope>, PortError> {
+        let Some(tasks) = &self.tasks else {
             return Ok(None);
         };
-        match caller.class {
-            CallerClass::Service => Ok(self.running_phase(session).await?.map(|phase| RunScope {
-                run_id: session.to_owned(),
-                phase,
-            })),
-            CallerClass::ClientTask | CallerClass::Local | CallerClass::Remote | CallerClass::Untrusted => {
-                let Some(tasks) = &self.tasks else {
-                    return Ok(None);
-                };
-                let identity = caller_identity(caller);
-                let claimed = tasks
-                    .list(None, Some(ClientTaskStatus::Claimed))
-                    .await?
-                    .into_iter()
-                    .filter(|t| {
-                        t.claimed_by.as_deref() == Some(identity)
-                            && t.claim_session.as_deref() == Some(session)
-                    })
-                    .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
-                let Some(task) = claimed else {
-                    return Ok(None);
-                };
-                let in_flight = self.running_phase(&task.run_id).await?;
-                let confirmed = in_flight.as_deref() == Some(task.phase.as_str());
-                Ok(confirmed.then_some(RunScope {
-                    run_id: task.run_id,
-                    phase: task.phase,
-                }))
-            }
-        }
+        let identity = caller_identity(caller);
+        let claimed = tasks
+            .list(None, Some(ClientTaskStatus::Claimed))
+            .await?
+            .into_iter()
+            .filter(|t| {
+                t.claimed_by.as_deref() == Some(identity) && t.claim_session.as_deref() == Some(session)
+            })
+            .max_by(|a, b| a.updated_at.cmp(&b.updated_at));
+        Ok(claimed.map(|task| RunScope {
+            run_id: task.run_id,
+            phase: task.phase,
+        }))
     }
 }

@@ -103,12 +103,8 @@ fn client(target: &GatewayTarget, settings: &Settings) -> Result<ChatClient, Exi
 
 /// Runs `metaforge chat`.
 pub(crate) fn run(args: &ChatArgs, settings: &Settings) -> ExitCode {
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let chat = match client(&args.target, settings) {
-        Ok(c) => c,
+    let (runtime, chat) = match runtime().and_then(|r| Ok((r, client(&args.target, settings)?))) {
+        Ok(pair) => pair,
         Err(code) => return code,
     };
     runtime.block_on(session(&chat, args))
@@ -117,12 +113,8 @@ pub(crate) fn run(args: &ChatArgs, settings: &Settings) -> ExitCode {
 /// Runs `metaforge sessions …`.
 pub(crate) fn run_sessions(command: &SessionsCommand, settings: &Settings) -> ExitCode {
     let SessionsCommand::Search(args) = command;
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let chat = match client(&args.target, settings) {
-        Ok(c) => c,
+    let (runtime, chat) = match runtime().and_then(|r| Ok((r, client(&args.target, settings)?))) {
+        Ok(pair) => pair,
         Err(code) => return code,
     };
     runtime.block_on(async {

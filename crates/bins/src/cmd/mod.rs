@@ -126,3 +126,12 @@ pub(crate) fn run(cli: Cli) -> ExitCode {
         Command::ToolServer(command) => tool_server::run(&command, &settings),
     }
 }
+
+/// What a build without the `temporal` feature says when `what` (a command, an option) needs it.
+#[cfg(not(feature = "temporal"))]
+pub(crate) fn without_temporal(what: &str) -> String {
+    format!(
+        "{what}: this metaforge was built without the Temporal engine; build it with \
+         `cargo build --release -p metaforge-bins --features temporal`"
+    )
+}

@@ -138,9 +138,6 @@ async fn replay(args: &ReplayArgs, host: &str) -> ExitCode {
 /// Without the `temporal` feature: the command exists and says how to get it.
 #[cfg(not(feature = "temporal"))]
 pub(crate) fn run(_args: &ReplayArgs, _settings: &crate::settings::Settings) -> ExitCode {
-    eprintln!(
-        "metaforge replay: this metaforge was built without the Temporal engine; build it with \
-         `cargo build --release -p metaforge-bins --features temporal`"
-    );
+    eprintln!("{}", super::without_temporal("metaforge replay"));
     ExitCode::from(2)
 }

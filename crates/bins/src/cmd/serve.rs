@@ -116,11 +116,9 @@ async fn up(args: &UpArgs, settings: &Settings) -> Result<(), StartError> {
     // starts and answers every run start 503 naming the feature, as `gateway` does.)
     #[cfg(not(feature = "temporal"))]
     if args.engine.as_deref() == Some("temporal") {
-        return Err(StartError::config_text(
-            "--engine temporal: this metaforge was built without the Temporal engine; build it with \
-             `cargo build --release -p metaforge-bins --features temporal`"
-                .to_owned(),
-        ));
+        return Err(StartError::config_text(super::without_temporal(
+            "--engine temporal",
+        )));
     }
     let composition = compose_as(&args.gateway, settings, engine).await?;
     composition.runs.follow_runs();

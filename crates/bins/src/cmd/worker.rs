@@ -48,9 +48,6 @@ async fn work(
 /// get it.
 #[cfg(not(feature = "temporal"))]
 pub(crate) fn run(_args: &GatewayArgs, _settings: &crate::settings::Settings) -> ExitCode {
-    eprintln!(
-        "metaforge worker: this metaforge was built without the Temporal engine; build it with \
-         `cargo build --release -p metaforge-bins --features temporal`"
-    );
+    eprintln!("{}", super::without_temporal("metaforge worker"));
     ExitCode::from(2)
 }

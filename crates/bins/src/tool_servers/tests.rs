@@ -158,7 +158,14 @@ async fn the_native_tools_are_the_sidecars_flow_and_approval_tools() {
     let ledger: Arc<dyn ApprovalLedger> = Arc::new(MemoryApprovalLedger::new(Arc::clone(&clock)));
     let versions: Arc<dyn FlowVersionStore> = Arc::new(MemoryFlowVersionStore::new());
     let ids_gen: Arc<dyn IdGen> = Arc::new(SequentialIds::new("id"));
-    let natives = sidecar_natives(&ledger, &versions, &clock, &ids_gen, Arc::new(NoGenerator), None);
+    let natives = sidecar_natives(super::natives_host(
+        &ledger,
+        &versions,
+        &clock,
+        &ids_gen,
+        Arc::new(NoGenerator),
+        None,
+    ));
     let home = tempfile::tempdir().unwrap();
     let composed = compose_tools(
         home.path(),

@@ -9,7 +9,9 @@ use metaforge_ports::{
     TwinDiff, TwinEdge, TwinEdgeType, TwinNode, TwinNodeQuery, TwinStore, canonical_json,
 };
 
-use metaforge_ports::twin_rules::{diff_states, normalised, validate_branch_name, validate_commit};
+use metaforge_ports::twin_rules::{
+    CommitRefusal, check_expected_head, diff_states, normalised, validate_branch_name, validate_commit,
+};
 
 use super::{err, lock};
 
@@ -60,10 +62,6 @@ impl MemoryTwinStore {
     }
 }
 
-fn invalid(m: String) -> PortError {
-    err(PortErrorKind::Invalid, m)
-}
-
 fn no_branch(name: &str) -> PortError {
     err(
         PortErrorKind::NotFound,
@@ -72,7 +70,6 @@ fn no_branch(name: &str) -> PortError {
 }
 
 fn apply(graph: &mut Graph, request: &TwinCommitRequest) -> Result<(), PortError> {
-    let branch = &request.branch;
     let c = &request.changes;
     for n in &c.upsert_nodes {
         let n = normalised(n);
@@ -80,31 +77,22 @@ fn apply(graph: &mut Graph, request: &TwinCommitRequest) -> Result<(), PortError
     }
     for (i, id) in c.delete_nodes.iter().enumerate() {
         if graph.nodes.remove(id).is_none() {
-            return Err(invalid(format!(
-                "commit.changes.delete_nodes[{i}]: node {id} is not on branch {branch:?}"
-            )));
+            return Err(CommitRefusal::NoNodeToDelete { index: i, id }.error(request));
         }
         graph.edges.retain(|_, e| e.from != *id && e.to != *id);
     }
     for (i, id) in c.remove_edges.iter().enumerate() {
         if graph.edges.remove(id).is_none() {
-            return Err(invalid(format!(
-                "commit.changes.remove_edges[{i}]: edge {id} is not on branch {branch:?}"
-            )));
+            return Err(CommitRefusal::NoEdgeToRemove { index: i, id }.error(request));
         }
     }
     for (i, e) in c.add_edges.iter().enumerate() {
         if graph.edges.contains_key(&e.id) {
-            return Err(invalid(format!(
-                "commit.changes.add_edges[{i}].id: edge {} already exists",
-                e.id
-            )));
+            return Err(CommitRefusal::EdgeExists { index: i, id: &e.id }.error(request));
         }
         for (end, node) in [("from", &e.from), ("to", &e.to)] {
             if !graph.nodes.contains_key(node) {
-                return Err(invalid(format!(
-                    "commit.changes.add_edges[{i}].{end}: node {node} is not on branch {branch:?}"
-                )));
+                return Err(CommitRefusal::NoEdgeEnd { index: i, end, node }.error(request));
             }
         }
         graph.edges.insert(e.id.clone(), e.clone());
@@ -154,19 +142,9 @@ impl TwinStore for MemoryTwinStore {
             .branches
             .get(&request.branch)
             .ok_or_else(|| no_branch(&request.branch))?;
-        if let Some(expected) = &request.expected_head
-            && branch.head.as_deref() != Some(expected.as_str())
-        {
-            return Err(err(
-                PortErrorKind::Conflict,
-                format!("twin branch {:?} moved", request.branch),
-            ));
-        }
+        check_expected_head(&request, branch.head.as_deref())?;
         if s.commits.contains_key(&request.id) {
-            return Err(err(
-                PortErrorKind::Conflict,
-                format!("twin commit {} already exists", request.id),
-            ));
+            return Err(CommitRefusal::CommitExists.error(&request));
         }
         let mut graph = branch.graph.clone();
         apply(&mut graph, &request)?;
