@@ -67,6 +67,7 @@ pub(crate) fn ensure() -> Result<()> {
     bubblewrap()?;
     ngspice()?;
     fea_programs()?;
+    cad_programs()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
     let node = tools.join("node");
@@ -177,6 +178,23 @@ fn fea_programs() -> Result<()> {
     debian_packages("gmsh and CalculiX", &["gmsh", "calculix-ccx"])
 }
 
+/// Debian's FreeCAD, KiCad (with its demo boards) and gerbv: the CAD and EDA tool servers run the
+/// first two, and their tests re-read exported Gerber and drill files with gerbv. Without the
+/// recommended packages (the desktop's fonts, documentation and libraries: about 400 MB less).
+fn cad_programs() -> Result<()> {
+    const PACKAGES: [&str; 4] = ["freecad", "kicad", "kicad-demos", "gerbv"];
+    let installed = [
+        "/usr/bin/freecadcmd",
+        "/usr/lib/python3/dist-packages/pcbnew.py",
+        "/usr/share/kicad/demos",
+        "/usr/bin/gerbv",
+    ];
+    if installed.iter().all(|path| Path::new(path).exists()) {
+        return Ok(());
+    }
+    debian_packages_without_recommends("FreeCAD, KiCad and gerbv", &PACKAGES)
+}
+
 /// Debian's Chromium, which the console's browser tests drive headless.
 fn chromium() -> Result<()> {
     if Path::new(CHROMIUM).exists() {
@@ -190,6 +208,15 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Installs Debian `packages` (for `what`) as root; names the command otherwise.
 fn debian_packages(what: &str, packages: &[&str]) -> Result<()> {
+    apt_install(what, packages, &[])
+}
+
+/// [`debian_packages`] without the packages they only recommend.
+fn debian_packages_without_recommends(what: &str, packages: &[&str]) -> Result<()> {
+    apt_install(what, packages, &["--no-install-recommends"])
+}
+
+fn apt_install(what: &str, packages: &[&str], options: &[&str]) -> Result<()> {
     let root = Command::new("id")
         .arg("-u")
         .output()
@@ -205,6 +232,7 @@ fn debian_packages(what: &str, packages: &[&str]) -> Result<()> {
     crate::run("apt-get", &["update", "-qq"])?;
     let status = Command::new("apt-get")
         .args(["install", "-y", "-qq"])
+        .args(options)
         .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .stdout(Stdio::null())

@@ -10,5 +10,7 @@
 
 mod answer;
 pub mod fea;
+pub mod kicad;
 pub mod runner;
 pub mod spice;
+pub mod workspace;

@@ -35,7 +35,8 @@ pub struct RunOutput {
     pub output: String,
     /// The exit code (`None` when a signal ended it).
     pub status: Option<i32>,
-    /// The files asked for, by name, as the run left them (absent when it wrote none).
+    /// The files asked for, by name (`dir/file` for a directory's), as the run left them (absent
+    /// when it wrote none).
     pub files: BTreeMap<String, String>,
     /// How long it took.
     pub elapsed: Duration,
@@ -103,7 +104,7 @@ impl Runner {
     }
 
     /// Runs the program with `args` in a fresh scratch directory holding `inputs`, then reads
-    /// back the files named in `outputs`.
+    /// back the files named in `outputs` (a name ending in `/`: every file in that directory).
     ///
     /// # Errors
     /// [`RunError::TimedOut`] past the wall-time limit; [`RunError::Start`] when the scratch
@@ -143,8 +144,24 @@ impl Runner {
         }
         let mut files = BTreeMap::new();
         for name in outputs {
-            if let Ok(text) = std::fs::read_to_string(scratch.path().join(name)) {
-                files.insert((*name).to_owned(), text);
+            match name.strip_suffix('/') {
+                // A directory: every text file the run left directly in it, as `dir/file`.
+                Some(dir) => {
+                    let Ok(entries) = std::fs::read_dir(scratch.path().join(dir)) else {
+                        continue;
+                    };
+                    for entry in entries.flatten() {
+                        let file = entry.file_name().to_string_lossy().into_owned();
+                        if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                            files.insert(format!("{dir}/{file}"), text);
+                        }
+                    }
+                }
+                None => {
+                    if let Ok(text) = std::fs::read_to_string(scratch.path().join(name)) {
+                        files.insert((*name).to_owned(), text);
+                    }
+                }
             }
         }
         Ok(RunOutput {

@@ -69,7 +69,17 @@ pub enum Peer {
     Gmsh,
     /// Debian `calculix-ccx`: answers `ccx`, the structural solver.
     Calculix,
+    /// Debian `kicad` (its `pcbnew` Python module for the system Python) with `kicad-demos`:
+    /// answers the demos directory (real boards and schematics).
+    Kicad,
+    /// Debian `gerbv`: answers the Gerber viewer that re-reads exported Gerber and drill files.
+    Gerbv,
+    /// Debian `freecad`: answers `freecadcmd`, FreeCAD without its window.
+    Freecad,
 }
+
+/// Where Debian's `kicad-demos` puts its boards and schematics.
+pub const KICAD_DEMOS: &str = "/usr/share/kicad/demos";
 
 /// Where Debian installs the Chromium the browser tests drive.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
@@ -96,6 +106,9 @@ impl Peer {
             Self::Ngspice => "ngspice (Debian ngspice: the circuit simulator)",
             Self::Gmsh => "gmsh (Debian gmsh: the mesher)",
             Self::Calculix => "CalculiX (Debian calculix-ccx: ccx)",
+            Self::Kicad => "KiCad (Debian kicad and kicad-demos: pcbnew for /usr/bin/python3)",
+            Self::Gerbv => "gerbv (Debian gerbv: the Gerber viewer)",
+            Self::Freecad => "FreeCAD (Debian freecad: freecadcmd)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -131,6 +144,10 @@ impl Peer {
             Self::Ngspice => Some(PathBuf::from("/usr/bin/ngspice")).filter(|p| p.exists()),
             Self::Gmsh => Some(PathBuf::from("/usr/bin/gmsh")).filter(|p| p.exists()),
             Self::Calculix => Some(PathBuf::from("/usr/bin/ccx")).filter(|p| p.exists()),
+            Self::Kicad => Some(PathBuf::from(KICAD_DEMOS))
+                .filter(|p| p.is_dir() && Path::new("/usr/lib/python3/dist-packages/pcbnew.py").exists()),
+            Self::Gerbv => Some(PathBuf::from("/usr/bin/gerbv")).filter(|p| p.exists()),
+            Self::Freecad => Some(PathBuf::from("/usr/bin/freecadcmd")).filter(|p| p.exists()),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())

@@ -35,6 +35,7 @@ use crate::answer::{
     unknown_tool,
 };
 use crate::runner::{RunOutput, Runner};
+use crate::workspace::{DesignWorkspace, no_workspace};
 use calculix::{Job, Mesh};
 use geometry::{MAX_ELEMENTS, STEP_FILE, Solid};
 
@@ -131,7 +132,7 @@ pub struct FeaHost {
     ccx: Arc<Runner>,
     versions: (String, String),
     /// Where STEP parts are read from (`--workspace`), when the server was given one.
-    workspace: Option<PathBuf>,
+    workspace: Option<DesignWorkspace>,
 }
 
 /// The largest STEP file read (bytes).
@@ -160,47 +161,18 @@ impl FeaHost {
     /// Reads STEP parts from `workspace` (the directory the server's sandbox binds).
     #[must_use]
     pub fn with_workspace(mut self, workspace: PathBuf) -> Self {
-        self.workspace = Some(workspace);
+        self.workspace = Some(DesignWorkspace::new(workspace));
         self
     }
 
     /// The text of the STEP file at `path` in the workspace, refused naming `solid.path` when
     /// there is no workspace, the file is outside it, missing, too large or not text.
     fn step_text(&self, path: &str) -> Result<String, Refusal> {
-        let field = "solid.path";
-        let Some(workspace) = &self.workspace else {
-            return Err(Refusal::argument(
-                field,
-                "this fea server has no workspace: give its servers-file entry a \"workspace\" and the args [\"tool-server\", \"fea\", \"--workspace\", DIR]",
-            ));
-        };
-        let root = workspace.canonicalize().map_err(|e| {
-            Refusal::argument(
-                field,
-                format!("the workspace {} cannot be read: {e}", workspace.display()),
-            )
-        })?;
-        let file = root
-            .join(path)
-            .canonicalize()
-            .map_err(|e| Refusal::argument(field, format!("{path}: {e}")))?;
-        if !file.starts_with(&root) {
-            return Err(Refusal::argument(
-                field,
-                format!("{path} leads outside the workspace"),
-            ));
-        }
-        let size = std::fs::metadata(&file)
-            .map_err(|e| Refusal::argument(field, format!("{path}: {e}")))?
-            .len();
-        if size > MAX_STEP_BYTES {
-            return Err(Refusal::argument(
-                field,
-                format!("{path} is {size} bytes; the largest STEP file read is {MAX_STEP_BYTES}"),
-            ));
-        }
-        std::fs::read_to_string(&file)
-            .map_err(|e| Refusal::argument(field, format!("{path} is not a text STEP file: {e}")))
+        let workspace = self
+            .workspace
+            .as_ref()
+            .ok_or_else(|| no_workspace("solid.path", "fea"))?;
+        Ok(workspace.read("solid.path", path, MAX_STEP_BYTES)?.text)
     }
 
     async fn mesh(&self, solid: &Solid, size: f64) -> Result<(Mesh, RunOutput), Refusal> {

@@ -2,4 +2,5 @@
 //! answers are the oracle.
 
 mod fea_physics;
+mod kicad_tools;
 mod spice_physics;

@@ -84,7 +84,8 @@ pub(crate) enum Command {
     #[command(after_help = SERVING_CONFIGURATION)]
     Mcp(mcp::McpArgs),
     /// MetaForge's own engineering tool servers, each an MCP server on stdio:
-    /// `tool-server spice` (ngspice circuit simulation), `tool-server fea` (gmsh + CalculiX).
+    /// `tool-server spice` (ngspice circuit simulation), `tool-server fea` (gmsh + CalculiX),
+    /// `tool-server kicad` (KiCad boards and schematics, read-only).
     #[command(subcommand)]
     ToolServer(tool_server::ToolServerCommand),
 }

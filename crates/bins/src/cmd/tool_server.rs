@@ -1,4 +1,4 @@
-//! `metaforge tool-server <name>` (`spice`, `fea`): MetaForge's own engineering tool servers, each an MCP server
+//! `metaforge tool-server <name>` (`spice`, `fea`, `kicad`): MetaForge's own engineering tool servers, each an MCP server
 //! on stdio (a servers-file entry `{"command": "metaforge", "args": ["tool-server", "spice"]}`
 //! runs it in its sandbox like any other). Each analysis runs the engineering program in a fresh
 //! sandbox of its own, nested in the server's.
@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_adapters_engineering::fea::FeaHost;
+use metaforge_adapters_engineering::kicad::KicadHost;
 use metaforge_adapters_engineering::runner::Runner;
 use metaforge_adapters_engineering::spice::SpiceHost;
 use metaforge_sandbox::ResourceLimits;
@@ -23,6 +24,32 @@ pub(crate) enum ToolServerCommand {
     Spice(SpiceArgs),
     /// Structural analysis with gmsh and CalculiX (`fea.mesh`, `fea.static`), on stdio.
     Fea(FeaArgs),
+    /// KiCad boards and schematics, read-only (`kicad.board_info`, `kicad.drc`,
+    /// `kicad.export_gerbers`, `kicad.export_drill`, `kicad.bom`, `kicad.netlist`, `kicad.erc`),
+    /// on stdio.
+    Kicad(KicadArgs),
+}
+
+/// Options of `tool-server kicad`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct KicadArgs {
+    /// The directory boards and schematics are read from (the servers-file entry's
+    /// `workspace`, which its sandbox binds read-only).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// The Python that has KiCad's `pcbnew` module (Debian's kicad installs it for the system
+    /// Python).
+    #[arg(long, default_value = "/usr/bin/python3")]
+    python: PathBuf,
+    /// CPU seconds one KiCad run may use.
+    #[arg(long, default_value_t = 120)]
+    cpu_seconds: u64,
+    /// Address space one KiCad run may use, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    memory_mb: u64,
+    /// Wall-clock seconds one KiCad run may take.
+    #[arg(long, default_value_t = 120)]
+    wall_seconds: u64,
 }
 
 /// Options of `tool-server fea`.
@@ -72,6 +99,9 @@ pub(crate) fn run(command: &ToolServerCommand, settings: &Settings) -> ExitCode 
             crate::compose::run_serving("tool-server spice", spice(args, settings))
         }
         ToolServerCommand::Fea(args) => crate::compose::run_serving("tool-server fea", fea(args, settings)),
+        ToolServerCommand::Kicad(args) => {
+            crate::compose::run_serving("tool-server kicad", kicad(args, settings))
+        }
     }
 }
 
@@ -168,6 +198,42 @@ async fn fea(args: &FeaArgs, settings: &Settings) -> Result<(), crate::compose::
         "the fea tool server serves on stdio"
     );
     metaforge_adapters_mcp::serve_stdio(Arc::new(host))
+        .await
+        .map_err(StartError::runtime)
+}
+
+async fn kicad(args: &KicadArgs, settings: &Settings) -> Result<(), crate::compose::StartError> {
+    use crate::compose::StartError;
+    let version = std::process::Command::new(&args.python)
+        .args(["-c", "import pcbnew; print(pcbnew.Version())"])
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .ok_or_else(|| {
+            StartError::config_text(format!(
+                "{} cannot import KiCad's pcbnew module: install KiCad (`apt-get install --no-install-recommends kicad`) or pass --python",
+                args.python.display()
+            ))
+        })?;
+    let limits = ResourceLimits {
+        cpu_seconds: args.cpu_seconds,
+        memory_mb: args.memory_mb,
+        file_size_mb: 512,
+        open_files: 256,
+        processes: 64,
+    };
+    let runner = Runner::new(
+        args.python.clone(),
+        limits,
+        Duration::from_secs(args.wall_seconds),
+        true,
+        settings.env().get("PATH").as_deref(),
+        &user_homes(settings),
+    )
+    .map_err(StartError::config)?;
+    tracing::info!(event = "tool_server_started", server = "kicad", version = %version, "the kicad tool server serves on stdio");
+    metaforge_adapters_mcp::serve_stdio(Arc::new(KicadHost::new(runner, args.workspace.clone(), version)))
         .await
         .map_err(StartError::runtime)
 }

@@ -197,34 +197,7 @@ async fn the_fea_server_given_a_workspace_meshes_and_solves_a_step_part_from_it_
         .output()
         .unwrap();
     assert!(made.status.success(), "{made:?}");
-    // The entry a user writes: the server told its workspace, the sandbox binding it read-only.
-    let launch = Arc::new(StdioLaunch::new(
-        [("PATH".to_owned(), metaforge_test_support::peers::path())],
-        home.path().join("tool-servers"),
-    ));
-    let mut config = ServerConfig::new(
-        "fea",
-        ServerTransport::Stdio {
-            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
-            args: vec![
-                "tool-server".into(),
-                "fea".into(),
-                "--workspace".into(),
-                workspace_path.display().to_string(),
-            ],
-            env: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Initialize;
-    config.call_timeout = Duration::from_secs(120);
-    config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
-        workspace: Some(metaforge_sandbox::Workspace {
-            path: workspace_path.clone(),
-            writable: false,
-        }),
-        ..metaforge_sandbox::SandboxOptions::default()
-    });
-    let server = McpToolServer::new(config, launch);
+    let server = workspace_server("fea", home.path(), &workspace_path);
     let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
     let solid = json!({"kind": "step", "path": "bar.step"});
     let mesh = server
@@ -263,5 +236,98 @@ async fn the_fea_server_given_a_workspace_meshes_and_solves_a_step_part_from_it_
     let theory = 100.0 * 100.0_f64.powi(3) / (3.0 * 210_000.0 * (10.0 * 1000.0 / 12.0));
     println!("STEP bar through MCP: tip {tip:.5} mm (theory {theory:.5})");
     assert!((tip - theory).abs() / theory < 0.05, "{result}");
+    server.close().await;
+}
+
+/// `metaforge tool-server <name> --workspace DIR` as the entry a user writes: the server told its
+/// workspace, its sandbox binding it read-only.
+fn workspace_server(name: &str, home: &std::path::Path, workspace: &std::path::Path) -> McpToolServer {
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        name,
+        ServerTransport::Stdio {
+            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
+            args: vec![
+                "tool-server".into(),
+                name.into(),
+                "--workspace".into(),
+                workspace.display().to_string(),
+            ],
+            env: Default::default(),
+        },
+    );
+    config.protocol = ProtocolChoice::Initialize;
+    config.call_timeout = Duration::from_secs(120);
+    config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
+        workspace: Some(metaforge_sandbox::Workspace {
+            path: workspace.to_path_buf(),
+            writable: false,
+        }),
+        ..metaforge_sandbox::SandboxOptions::default()
+    });
+    McpToolServer::new(config, launch)
+}
+
+#[tokio::test]
+async fn the_kicad_server_given_a_workspace_checks_a_board_from_it_over_mcp() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Kicad).is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().canonicalize().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/kicad/clearance");
+    for file in ["clearance.kicad_pcb", "clearance.kicad_pro"] {
+        std::fs::copy(fixture.join(file), workspace_path.join(file)).unwrap();
+    }
+    let server = workspace_server("kicad", home.path(), &workspace_path);
+    let names: Vec<String> = server
+        .list_tools()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "kicad.board_info",
+            "kicad.drc",
+            "kicad.export_gerbers",
+            "kicad.export_drill",
+            "kicad.bom",
+            "kicad.netlist",
+            "kicad.erc"
+        ]
+    );
+    let board = json!({"board": "clearance.kicad_pcb"})
+        .as_object()
+        .cloned()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let info = server.call_tool("kicad.board_info", board.clone()).await.unwrap();
+    let cold = started.elapsed();
+    assert!(!info.is_error, "{}", info.text());
+    let info = info.structured.unwrap_or(Value::Null);
+    assert_eq!(info["width_mm"], 30.0, "{info}");
+    assert_eq!(info["tracks"], 2, "{info}");
+    let started = std::time::Instant::now();
+    let drc = server.call_tool("kicad.drc", board).await.unwrap();
+    let warm = started.elapsed();
+    let drc = drc.structured.unwrap_or(Value::Null);
+    println!("kicad over MCP: board_info {cold:?} (first call), drc {warm:?}");
+    assert_eq!(drc["passed"], false, "{drc}");
+    let clearance = drc["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["kind"] == "clearance")
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(clearance["places"][1]["y_mm"], 10.3, "{drc}");
+    assert_eq!(drc["evidence"]["sandbox"]["sandboxed"], true, "{drc}");
     server.close().await;
 }
