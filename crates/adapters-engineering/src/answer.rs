@@ -21,6 +21,11 @@ pub(crate) const READ_ONLY: ToolHints = ToolHints {
 
 /// A read-only tool's descriptor, its input schema generated from `T`.
 pub(crate) fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &str) -> ToolDescriptor {
+    descriptor_with(name, title, description, schema_of::<T>(), READ_ONLY)
+}
+
+/// The input schema generated from `T` (without the document's own title and description).
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
     let mut schema =
         serde_json::to_value(schemars::schema_for!(T)).unwrap_or_else(|_| json!({"type": "object"}));
     if let Some(root) = schema.as_object_mut() {
@@ -28,12 +33,23 @@ pub(crate) fn descriptor<T: JsonSchema>(name: &str, title: &str, description: &s
         root.remove("title");
         root.remove("description");
     }
+    schema
+}
+
+/// A tool's descriptor with its schema and hints.
+pub(crate) fn descriptor_with(
+    name: &str,
+    title: &str,
+    description: &str,
+    input_schema: Value,
+    hints: ToolHints,
+) -> ToolDescriptor {
     ToolDescriptor {
         name: name.to_owned(),
         title: Some(title.to_owned()),
         description: description.to_owned(),
-        input_schema: schema,
-        hints: READ_ONLY,
+        input_schema,
+        hints,
     }
 }
 
@@ -67,6 +83,12 @@ pub(crate) enum Refusal {
     },
     /// The run could not be made, or took too long.
     Run(RunError),
+    /// A modelling operation the program refused (`error` its code), naming the argument.
+    Modelling {
+        error: String,
+        field: String,
+        message: String,
+    },
 }
 
 impl From<RunError> for Refusal {
@@ -130,6 +152,20 @@ impl Refusal {
             }),
             Self::Run(e @ RunError::Start(_)) => json!({
                 "status": "error", "error": "unavailable", "tool": tool, "message": e.to_string(),
+            }),
+            Self::Run(RunError::Ended(printed)) => json!({
+                "status": "error", "error": "program_ended", "tool": tool,
+                "message": "the program ended unexpectedly: its session is closed",
+                "output_tail": tail(printed),
+                "hint": "open a new session and repeat the steps; what the session held is gone",
+            }),
+            Self::Modelling {
+                error,
+                field,
+                message,
+            } => json!({
+                "status": "error", "error": error, "tool": tool, "field": field, "message": message,
+                "hint": "fix what the message names and call again; the session is unchanged",
             }),
         }
     }

@@ -9,8 +9,10 @@
 //! units, checked against textbook answers by the tests (`tests/it/spice_physics.rs`).
 
 mod answer;
+pub mod cad;
 pub mod fea;
 pub mod kicad;
+pub mod live;
 pub mod runner;
 pub mod spice;
 pub mod workspace;

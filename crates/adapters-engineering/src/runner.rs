@@ -51,6 +51,9 @@ pub enum RunError {
     /// The sandbox or the program could not be started.
     #[error("could not start the run: {0}")]
     Start(String),
+    /// A program that was to keep running (a session's) ended; what it last printed.
+    #[error("the program ended unexpectedly")]
+    Ended(String),
 }
 
 impl Runner {
@@ -115,31 +118,13 @@ impl Runner {
         args: &[String],
         outputs: &[&str],
     ) -> Result<RunOutput, RunError> {
-        let scratch = tempfile::Builder::new()
-            .prefix("metaforge-run-")
-            .tempdir()
-            .map_err(|e| RunError::Start(format!("scratch directory: {e}")))?;
-        for (name, text) in inputs {
-            std::fs::write(scratch.path().join(name), text)
-                .map_err(|e| RunError::Start(format!("writing {name}: {e}")))?;
-        }
+        let scratch = self.scratch(inputs)?;
         let started = Instant::now();
-        use std::sync::atomic::Ordering;
-        let first = if self.nested.load(Ordering::Relaxed) {
-            ProcMount::Outer
-        } else {
-            ProcMount::Fresh
-        };
+        let first = self.proc_mount();
         let mut result = self.run_in(scratch.path(), args, first).await?;
         if first == ProcMount::Fresh && self.programs.is_some() && result.output.contains("Can't mount proc")
         {
-            // Inside a tool server's own sandbox a fresh /proc cannot be mounted: the nested
-            // sandbox shows the outer one's instead, from now on.
-            self.nested.store(true, Ordering::Relaxed);
-            tracing::info!(
-                event = "engineering_sandbox_nested",
-                "running programs in sandboxes nested in this server's own"
-            );
+            self.mark_nested();
             result = self.run_in(scratch.path(), args, ProcMount::Outer).await?;
         }
         let mut files = BTreeMap::new();
@@ -172,12 +157,46 @@ impl Runner {
         })
     }
 
-    async fn run_in(
+    /// A fresh scratch directory holding `inputs`.
+    pub(crate) fn scratch(&self, inputs: &[(&str, &str)]) -> Result<tempfile::TempDir, RunError> {
+        let scratch = tempfile::Builder::new()
+            .prefix("metaforge-run-")
+            .tempdir()
+            .map_err(|e| RunError::Start(format!("scratch directory: {e}")))?;
+        for (name, text) in inputs {
+            std::fs::write(scratch.path().join(name), text)
+                .map_err(|e| RunError::Start(format!("writing {name}: {e}")))?;
+        }
+        Ok(scratch)
+    }
+
+    /// How a run mounts `/proc`: fresh, until a run found it cannot.
+    pub(crate) fn proc_mount(&self) -> ProcMount {
+        if self.nested.load(std::sync::atomic::Ordering::Relaxed) {
+            ProcMount::Outer
+        } else {
+            ProcMount::Fresh
+        }
+    }
+
+    /// Inside a tool server's own sandbox a fresh /proc cannot be mounted: the nested sandbox
+    /// shows the outer one's instead, from now on.
+    pub(crate) fn mark_nested(&self) {
+        self.nested.store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            event = "engineering_sandbox_nested",
+            "running programs in sandboxes nested in this server's own"
+        );
+    }
+
+    /// The program with `args` in `scratch`, in its sandbox unless the server's entry turned it
+    /// off, with a clean environment; the caller sets its pipes.
+    pub(crate) fn command(
         &self,
         scratch: &std::path::Path,
         args: &[String],
         proc_mount: ProcMount,
-    ) -> Result<Finished, RunError> {
+    ) -> tokio::process::Command {
         let program = self.program.display().to_string();
         let mut command = match &self.programs {
             Some(programs) => {
@@ -209,10 +228,22 @@ impl Runner {
             .env("HOME", scratch)
             .env("LANG", "C.UTF-8")
             .current_dir(scratch)
+            .kill_on_drop(true);
+        command
+    }
+
+    async fn run_in(
+        &self,
+        scratch: &std::path::Path,
+        args: &[String],
+        proc_mount: ProcMount,
+    ) -> Result<Finished, RunError> {
+        let program = self.program.display().to_string();
+        let mut command = self.command(scratch, args, proc_mount);
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         let mut child = command
             .spawn()
             .map_err(|e| RunError::Start(format!("{program}: {e}")))?;

@@ -348,7 +348,7 @@ OPS = {name[3:]: f for name, f in globals().items() if name.startswith("op_")}
 
 
 def answer(payload):
-    sys.stdout.write(PREFIX + json.dumps(payload) + "\n")
+    sys.stdout.write("\n" + PREFIX + json.dumps(payload) + "\n")
     sys.stdout.flush()
 
 

@@ -85,7 +85,7 @@ pub(crate) enum Command {
     Mcp(mcp::McpArgs),
     /// MetaForge's own engineering tool servers, each an MCP server on stdio:
     /// `tool-server spice` (ngspice circuit simulation), `tool-server fea` (gmsh + CalculiX),
-    /// `tool-server kicad` (KiCad boards and schematics, read-only).
+    /// `tool-server kicad` (KiCad boards and schematics, read-only), `tool-server cad` (FreeCAD).
     #[command(subcommand)]
     ToolServer(tool_server::ToolServerCommand),
 }

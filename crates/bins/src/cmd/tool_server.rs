@@ -1,4 +1,4 @@
-//! `metaforge tool-server <name>` (`spice`, `fea`, `kicad`): MetaForge's own engineering tool servers, each an MCP server
+//! `metaforge tool-server <name>` (`spice`, `fea`, `kicad`, `cad`): MetaForge's own engineering tool servers, each an MCP server
 //! on stdio (a servers-file entry `{"command": "metaforge", "args": ["tool-server", "spice"]}`
 //! runs it in its sandbox like any other). Each analysis runs the engineering program in a fresh
 //! sandbox of its own, nested in the server's.
@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use metaforge_adapters_engineering::cad::{CadHost, SessionLimits};
 use metaforge_adapters_engineering::fea::FeaHost;
 use metaforge_adapters_engineering::kicad::KicadHost;
 use metaforge_adapters_engineering::runner::Runner;
@@ -28,6 +29,37 @@ pub(crate) enum ToolServerCommand {
     /// `kicad.export_gerbers`, `kicad.export_drill`, `kicad.bom`, `kicad.netlist`, `kicad.erc`),
     /// on stdio.
     Kicad(KicadArgs),
+    /// Parts modelled in FreeCAD, one sandboxed FreeCAD per session (`freecad.open_session`,
+    /// sketches, pad, pocket, revolve, loft, sweep, fillet, chamfer, boolean, place,
+    /// `freecad.import_step`, `freecad.export_model`, `freecad.measure`, …), on stdio.
+    Cad(CadArgs),
+}
+
+/// Options of `tool-server cad`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CadArgs {
+    /// The directory STEP files are imported from (the servers-file entry's `workspace`, which
+    /// its sandbox binds read-only).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// FreeCAD without its window (default: `freecadcmd` on PATH).
+    #[arg(long)]
+    freecadcmd: Option<PathBuf>,
+    /// Seconds a session may stay unused before it is closed.
+    #[arg(long, default_value_t = 900)]
+    idle_seconds: u64,
+    /// The most sessions open at once.
+    #[arg(long, default_value_t = 8)]
+    max_sessions: usize,
+    /// CPU seconds one session's FreeCAD may use in all.
+    #[arg(long, default_value_t = 1800)]
+    cpu_seconds: u64,
+    /// Address space one session's FreeCAD may use, in MiB.
+    #[arg(long, default_value_t = 4096)]
+    memory_mb: u64,
+    /// Wall-clock seconds one operation may take (the session is closed when it does not answer).
+    #[arg(long, default_value_t = 120)]
+    operation_seconds: u64,
 }
 
 /// Options of `tool-server kicad`.
@@ -102,6 +134,7 @@ pub(crate) fn run(command: &ToolServerCommand, settings: &Settings) -> ExitCode 
         ToolServerCommand::Kicad(args) => {
             crate::compose::run_serving("tool-server kicad", kicad(args, settings))
         }
+        ToolServerCommand::Cad(args) => crate::compose::run_serving("tool-server cad", cad(args, settings)),
     }
 }
 
@@ -234,6 +267,58 @@ async fn kicad(args: &KicadArgs, settings: &Settings) -> Result<(), crate::compo
     .map_err(StartError::config)?;
     tracing::info!(event = "tool_server_started", server = "kicad", version = %version, "the kicad tool server serves on stdio");
     metaforge_adapters_mcp::serve_stdio(Arc::new(KicadHost::new(runner, args.workspace.clone(), version)))
+        .await
+        .map_err(StartError::runtime)
+}
+
+async fn cad(args: &CadArgs, settings: &Settings) -> Result<(), crate::compose::StartError> {
+    use crate::compose::StartError;
+    let path = settings.env().get("PATH");
+    let freecadcmd = match &args.freecadcmd {
+        Some(program) => program.clone(),
+        None => std::env::split_paths(path.as_deref().unwrap_or("/usr/bin:/bin"))
+            .map(|dir| dir.join("freecadcmd"))
+            .find(|candidate| candidate.is_file())
+            .ok_or_else(|| {
+                StartError::config_text(
+                    "freecadcmd is not on PATH: install FreeCAD (`apt-get install --no-install-recommends freecad`) or pass --freecadcmd",
+                )
+            })?,
+    };
+    let limits = ResourceLimits {
+        cpu_seconds: args.cpu_seconds,
+        memory_mb: args.memory_mb,
+        file_size_mb: 512,
+        open_files: 256,
+        processes: 64,
+    };
+    let operation = Duration::from_secs(args.operation_seconds);
+    let runner = Runner::new(
+        freecadcmd,
+        limits,
+        operation,
+        true,
+        path.as_deref(),
+        &user_homes(settings),
+    )
+    .map_err(StartError::config)?;
+    let host = Arc::new(CadHost::new(
+        runner,
+        args.workspace.clone(),
+        SessionLimits {
+            idle: Duration::from_secs(args.idle_seconds),
+            max_sessions: args.max_sessions,
+            start_wait: Duration::from_secs(60),
+            operation_wait: operation,
+        },
+    ));
+    host.reap_idle_sessions();
+    tracing::info!(
+        event = "tool_server_started",
+        server = "cad",
+        "the cad tool server serves on stdio"
+    );
+    metaforge_adapters_mcp::serve_stdio(host)
         .await
         .map_err(StartError::runtime)
 }

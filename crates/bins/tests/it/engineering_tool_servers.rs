@@ -331,3 +331,66 @@ async fn the_kicad_server_given_a_workspace_checks_a_board_from_it_over_mcp() {
     assert_eq!(drc["evidence"]["sandbox"]["sandboxed"], true, "{drc}");
     server.close().await;
 }
+
+#[tokio::test]
+async fn the_cad_server_models_and_exports_a_part_in_a_freecad_session_over_mcp() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Freecad).is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().canonicalize().unwrap();
+    let server = workspace_server("cad", home.path(), &workspace_path);
+    let tools = server.list_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "freecad.open_session"));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.hints.read_only_hint == Some(false) && t.hints.destructive_hint == Some(false)),
+        "authoring: the session's scratch only"
+    );
+    let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
+    let call = |tool: &'static str, arguments: Value| {
+        let server = &server;
+        async move {
+            let answer = server.call_tool(tool, args(arguments)).await.unwrap();
+            assert!(!answer.is_error, "{tool}: {}", answer.text());
+            answer.structured.unwrap_or(Value::Null)
+        }
+    };
+    let started = std::time::Instant::now();
+    let session = call("freecad.open_session", json!({})).await["session_id"].clone();
+    let cold = started.elapsed();
+    let sketch = call(
+        "freecad.create_sketch",
+        json!({"session_id": session, "plane": "XY", "loops": [{"circle": {"centre": [0.0, 0.0], "radius_mm": 10.0}}]}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let pad = call(
+        "freecad.pad_sketch",
+        json!({"session_id": session, "sketch": sketch["sketch"], "length_mm": 20.0}),
+    )
+    .await;
+    let warm = started.elapsed();
+    let measured = call(
+        "freecad.measure",
+        json!({"session_id": session, "part": pad["part"], "density_kg_m3": 7850.0}),
+    )
+    .await;
+    let cylinder = std::f64::consts::PI * 100.0 * 20.0;
+    let volume = measured["volume_mm3"].as_f64().unwrap();
+    println!(
+        "cad over MCP: open_session {cold:?} (cold FreeCAD in a nested sandbox), pad {warm:?}; {volume:.3} mm³"
+    );
+    assert!((volume - cylinder).abs() / cylinder < 1e-9, "{measured}");
+    let export = call(
+        "freecad.export_model",
+        json!({"session_id": session, "part": pad["part"], "format": "step", "name": "rod.step"}),
+    )
+    .await;
+    assert_eq!(export["evidence"]["files"][0]["name"], "rod.step", "{export}");
+    assert_eq!(export["evidence"]["sandbox"]["sandboxed"], true, "{export}");
+    call("freecad.close_session", json!({"session_id": session})).await;
+    server.close().await;
+}
