@@ -25,6 +25,14 @@ const PIP_PACKAGES: &[&str] = &[
     "mcp==2.3.0",
 ];
 
+/// Community engineering MCP servers from PyPI, in a virtualenv of their own (they pin an older
+/// `mcp` than the test peers do): the registry runs them in its sandbox with this venv bound
+/// read-only like the rest of the filesystem.
+const ENGINEERING_SERVERS: &[&str] = &["spicebridge==1.3.0"];
+
+/// Where [`ENGINEERING_SERVERS`] are installed, under the tools directory.
+const ENGINEERING_VENV: &str = "engineering-venv";
+
 /// npm peers, in one install so none removes another: aimock (all five provider families), Steady
 /// (OpenAI contract), the MCP Inspector CLI, server-everything, the MCP conformance suite and the
 /// Node 22 they need, and Playwright with axe-core for the console's browser tests (driving
@@ -70,6 +78,7 @@ pub(crate) fn ensure() -> Result<()> {
     cad_programs()?;
     let venv = tools.join("venv");
     python_packages(&venv)?;
+    engineering_servers(&tools.join(ENGINEERING_VENV))?;
     let node = tools.join("node");
     npm_packages(&node)?;
     cargo_tool("nextest", "cargo-nextest")?;
@@ -103,6 +112,10 @@ fn record_env(tools: &Path) -> Result<()> {
         (OsString::from("PATH"), path),
         (OsString::from("METAFORGE_NODE_DIR"), node.into_os_string()),
         (OsString::from("VIRTUAL_ENV"), venv.into_os_string()),
+        (
+            OsString::from("METAFORGE_ENGINEERING_VENV"),
+            tools.join(ENGINEERING_VENV).into_os_string(),
+        ),
     ];
     // A second call in one process keeps the first environment (it is the same).
     let _ = TOOL_ENV.set(env);
@@ -269,6 +282,22 @@ fn python_packages(venv: &Path) -> Result<()> {
     args.extend_from_slice(PIP_PACKAGES);
     crate::run(&pip.to_string_lossy(), &args)?;
     stamp(venv, PIP_PACKAGES)
+}
+
+fn engineering_servers(venv: &Path) -> Result<()> {
+    if stamped(venv, ENGINEERING_SERVERS) && venv.join("bin/python3").exists() {
+        return Ok(());
+    }
+    eprintln!(
+        "xtask: installing the community engineering MCP servers into {} (first run only)",
+        venv.display()
+    );
+    crate::run("python3", &["-m", "venv", &venv.to_string_lossy()])?;
+    let pip = venv.join("bin/pip");
+    let mut args = vec!["install", "--quiet", "--disable-pip-version-check", "--no-input"];
+    args.extend_from_slice(ENGINEERING_SERVERS);
+    crate::run(&pip.to_string_lossy(), &args)?;
+    stamp(venv, ENGINEERING_SERVERS)
 }
 
 fn npm_packages(node: &Path) -> Result<()> {

@@ -114,6 +114,30 @@ pub struct ServerConfig {
     /// How a stdio server is isolated (`sandbox`, `workspace`, `workspace_access`; on by
     /// default, [`crate::sandbox`]).
     pub sandbox: Sandbox,
+    /// Tool-name globs of this server with the class the operator gives them (`classify`), the
+    /// strictest class first so a tool two classes name takes the stricter; the gate never takes
+    /// a class laxer than the server's own hints.
+    pub classify: Vec<(DeclaredToolClass, String)>,
+}
+
+/// A class the servers file may give a server's tools (`classify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeclaredToolClass {
+    /// `read_only`: reads only.
+    ReadOnly,
+    /// `producing`: writes only the server's own scratch workspace (CAD authoring).
+    Producing,
+    /// `destructive`: changes or deletes what exists.
+    Destructive,
+}
+
+impl DeclaredToolClass {
+    /// Every class with its key in `classify`, the strictest first.
+    pub const KEYS: [(&'static str, Self); 3] = [
+        ("destructive", Self::Destructive),
+        ("producing", Self::Producing),
+        ("read_only", Self::ReadOnly),
+    ];
 }
 
 impl ServerConfig {
@@ -132,6 +156,7 @@ impl ServerConfig {
             core: None,
             requires_approval: Vec::new(),
             sandbox: Sandbox::default(),
+            classify: Vec::new(),
         }
     }
 }
@@ -160,6 +185,7 @@ const ENTRY_FIELDS: &[&str] = &[
     "domains",
     "core",
     "requires_approval",
+    "classify",
     "sandbox",
     "workspace",
     "workspace_access",
@@ -591,6 +617,35 @@ impl Fields {
         }
     }
 
+    /// `classify`: `{"read_only": [globs], "producing": [globs], "destructive": [globs]}`.
+    fn classify(&mut self) -> Result<Vec<(DeclaredToolClass, String)>, FieldProblem> {
+        let name = "classify";
+        let Some(value) = self.fields.remove(name) else {
+            return Ok(Vec::new());
+        };
+        let Value::Object(map) = value else {
+            return Err(self.problem(
+                name,
+                "must be an object: {\"read_only\": [globs], \"producing\": [globs], \"destructive\": [globs]}",
+            ));
+        };
+        let mut classes = Fields {
+            at: self.field(name),
+            fields: map.into_iter().collect(),
+        };
+        let mut classified = Vec::new();
+        for (key, class) in DeclaredToolClass::KEYS {
+            classified.extend(classes.globs(key)?.into_iter().map(|glob| (class, glob)));
+        }
+        if let Some(unknown) = classes.fields.keys().next() {
+            return Err(classes.problem(
+                unknown,
+                "unknown class; expected read_only, producing or destructive",
+            ));
+        }
+        Ok(classified)
+    }
+
     fn globs(&mut self, name: &str) -> Result<Vec<String>, FieldProblem> {
         let globs = self.strings(name)?.unwrap_or_default();
         if let Some(i) = globs.iter().position(|g| g.is_empty()) {
@@ -737,6 +792,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
     }
     let core = f.bool("core")?;
     let requires_approval = f.globs("requires_approval")?;
+    let classify = f.classify()?;
     let sandbox = f.sandbox(matches!(transport, ServerTransport::Stdio { .. }))?;
     if let Some(unknown) = f.fields.keys().next() {
         return Err(f.problem(
@@ -757,6 +813,7 @@ fn server(at: &str, name: String, entry: EntryFields) -> Result<ServerConfig, Fi
         core,
         requires_approval,
         sandbox,
+        classify,
     })
 }
 
@@ -829,6 +886,22 @@ mod tests {
     }
 
     #[test]
+    fn classify_globs_are_read_strictest_class_first() {
+        let text = r#"{"mcpServers": {"a": {"command": "x",
+            "classify": {"destructive": ["delete_*"], "read_only": ["get_*", "list_*"], "producing": ["create_*"]}}}}"#;
+        let servers = parse_servers("f.json", text).unwrap();
+        assert_eq!(
+            servers[0].classify,
+            vec![
+                (DeclaredToolClass::Destructive, "delete_*".to_owned()),
+                (DeclaredToolClass::Producing, "create_*".to_owned()),
+                (DeclaredToolClass::ReadOnly, "get_*".to_owned()),
+                (DeclaredToolClass::ReadOnly, "list_*".to_owned()),
+            ]
+        );
+    }
+
+    #[test]
     fn bad_sandbox_settings_are_refused_naming_the_field() {
         let cases = [
             (
@@ -880,6 +953,21 @@ mod tests {
                 r#"{"command": "x", "sandbox": "off", "workspace": "/p"}"#,
                 "mcpServers.a.workspace",
                 "sandbox",
+            ),
+            (
+                r#"{"command": "x", "classify": ["get_*"]}"#,
+                "mcpServers.a.classify",
+                "must be an object",
+            ),
+            (
+                r#"{"command": "x", "classify": {"writes": ["set_*"]}}"#,
+                "mcpServers.a.classify.writes",
+                "unknown class",
+            ),
+            (
+                r#"{"command": "x", "classify": {"read_only": [""]}}"#,
+                "mcpServers.a.classify.read_only[0]",
+                "empty glob",
             ),
         ];
         for (entry, field, words) in cases {

@@ -143,7 +143,8 @@ mod trace_meta;
 
 pub use client::{ClientStats, MAX_RESTART_DELAY, McpToolServer, restart_delay};
 pub use config::{
-    ConfigError, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file, parse_servers,
+    ConfigError, DeclaredToolClass, ProtocolChoice, ServerConfig, ServerTransport, load_servers_file,
+    parse_servers,
 };
 pub use launch::{LaunchError, StdioLaunch};
 /// The sandbox stdio servers run in (the `metaforge-sandbox` crate).

@@ -49,7 +49,10 @@ impl AgentTool {
             input_schema: Some(descriptor.input_schema.clone()),
             required_gates: policy.required_gates.get(&id).cloned().unwrap_or_default(),
             requires_approval: policy.holds(&id),
-            annotation: Annotation::from_hints(&descriptor.hints),
+            annotation: match policy.declared_class(&id) {
+                Some(declared) => Annotation::declared(&descriptor.hints, declared),
+                None => Annotation::from_hints(&descriptor.hints),
+            },
         };
         let host_enforced = policy.host_enforced.contains(&id);
         Self {
@@ -102,13 +105,22 @@ impl ToolPolicy {
     /// True when every call of `id` is held for a person: an exact entry, or a glob entry that
     /// matches it (an entry that is not a valid glob matches only itself).
     pub fn holds(&self, id: &str) -> bool {
-        self.requires_approval.contains(id)
-            || self
-                .requires_approval
-                .iter()
-                .filter(|entry| entry.contains(['*', '?', '[']))
-                .any(|entry| glob::Pattern::new(entry).is_ok_and(|p| p.matches(id)))
+        self.requires_approval.iter().any(|entry| names(entry, id))
     }
+
+    /// The class the servers file declares for `id`, if any.
+    pub fn declared_class(&self, id: &str) -> Option<Annotation> {
+        self.classified
+            .iter()
+            .find(|(entry, _)| names(entry, id))
+            .map(|(_, class)| *class)
+    }
+}
+
+/// True when policy entry `entry` names registry id `id`: equal, or a glob that matches it (an
+/// entry that is not a valid glob matches only itself).
+fn names(entry: &str, id: &str) -> bool {
+    entry == id || (entry.contains(['*', '?', '[']) && glob::Pattern::new(entry).is_ok_and(|p| p.matches(id)))
 }
 
 /// Where a turn gets its [`ToolBox`]: the composition's central registry answers with a view for
@@ -135,4 +147,8 @@ pub struct ToolPolicy {
     /// turn (a design-flow phase) leaves them to the host's own check, as it forwards an MCP
     /// tool — FORGE-490's refusal is for in-process tools nothing else checks.
     pub host_enforced: BTreeSet<String>,
+    /// Registry-id globs (`spicebridge.get_*`) an operator classified in the servers file, each
+    /// with its class; the first that matches applies, never laxer than the server's own hints
+    /// ([`Annotation::declared`]).
+    pub classified: Vec<(String, Annotation)>,
 }

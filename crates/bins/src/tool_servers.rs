@@ -20,11 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use metaforge_adapters_mcp::{
-    ConfigError, McpToolServer, ServerConfig, ServerTransport, StdioLaunch, load_servers_file,
+    ConfigError, DeclaredToolClass, McpToolServer, ServerConfig, ServerTransport, StdioLaunch,
+    load_servers_file,
 };
 use metaforge_agent::ToolPolicy;
 use metaforge_app::flow_generator::ProposalGenerator;
 use metaforge_app::tools::{DomainScope, RegistryError, ServerStatus, ServerStatuses, ToolRegistry};
+use metaforge_domain::tool_gating::Annotation;
 use metaforge_ports::approval_ledger::ApprovalLedger;
 use metaforge_ports::flow_version_store::FlowVersionStore;
 use metaforge_ports::{Clock, IdGen, ToolHost};
@@ -198,6 +200,7 @@ pub(crate) async fn compose_tools(
         required_gates: natives.gates.clone(),
         requires_approval: natives.holds.clone(),
         host_enforced: natives.holds.clone(),
+        classified: Vec::new(),
     };
     let (shelf, skills_reload) = crate::skills::shelf(home, skills_dirs)?;
     // One signal for every server: a session that opens (or a list that changed) re-lists at
@@ -219,6 +222,16 @@ pub(crate) async fn compose_tools(
             policy
                 .requires_approval
                 .insert(format!("{}.{tools}", config.name));
+        }
+        for (class, tools) in &config.classify {
+            let class = match class {
+                DeclaredToolClass::ReadOnly => Annotation::ReadOnly,
+                DeclaredToolClass::Producing => Annotation::Producing,
+                DeclaredToolClass::Destructive => Annotation::Destructive,
+            };
+            policy
+                .classified
+                .push((format!("{}.{tools}", config.name), class));
         }
         if config.disabled {
             builder = builder.disabled_server(config.name);

@@ -58,6 +58,47 @@ impl Annotation {
     }
 }
 
+impl Annotation {
+    /// Every class, laxest first.
+    pub const ALL: [Self; 4] = [Self::ReadOnly, Self::Additive, Self::Producing, Self::Destructive];
+
+    /// The name as serialised in a report (`read_only`, `additive`, `producing`, `destructive`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read_only",
+            Self::Additive => "additive",
+            Self::Producing => "producing",
+            Self::Destructive => "destructive",
+        }
+    }
+
+    /// What a server's own hints can say about a tool, least cautious first: it reads only; it
+    /// writes but destroys nothing (additive, or producing: only its own scratch state — the
+    /// hints cannot tell these apart, an operator can); it may destroy.
+    fn strictness(self) -> u8 {
+        match self {
+            Self::ReadOnly => 0,
+            Self::Additive | Self::Producing => 1,
+            Self::Destructive => 2,
+        }
+    }
+
+    /// The class of a tool whose servers-file entry declares it `declared`: an operator may
+    /// classify what the server left unannotated, never make a tool laxer than the server said it
+    /// is (a server that sets either hint has spoken; MCP's defaults fill the other).
+    pub fn declared(server: &metaforge_ports::tools::ToolHints, declared: Self) -> Self {
+        if server.read_only_hint.is_none() && server.destructive_hint.is_none() {
+            return declared;
+        }
+        let own = Self::from_hints(server);
+        if declared.strictness() >= own.strictness() {
+            declared
+        } else {
+            own
+        }
+    }
+}
+
 /// A tool as the registry declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
@@ -356,6 +397,15 @@ pub fn decide_with_schema(
             if tool.annotation == Annotation::ReadOnly && !tool.requires_approval {
                 return verdict(Decision::Run, format!("'{name}' is read-only"));
             }
+            // Authoring in the server's own scratch workspace (a CAD session) changes nothing of
+            // the person's: ungated like a read (seed: "freecad.* / cadquery.* authoring stay
+            // ungated").
+            if tool.annotation == Annotation::Producing && !tool.requires_approval {
+                return verdict(
+                    Decision::Run,
+                    format!("'{name}' produces only in its server's own workspace"),
+                );
+            }
             if tool.requires_approval {
                 return verdict(
                     Decision::Hold,
@@ -441,4 +491,67 @@ pub fn call_failed_envelope(tool: &str, error: &metaforge_ports::PortError) -> V
 /// `{"a":1,"b":2}` and `{"b":2,"a":1}` are the same call (MET-569).
 pub fn canonical_call_key(tool: &str, arguments: &Value) -> String {
     format!("{tool}:{}", metaforge_ports::canonical::canonical_json(arguments))
+}
+
+#[cfg(test)]
+mod declared_class_tests {
+    use super::*;
+    use metaforge_ports::tools::ToolHints;
+
+    fn hints(read_only: Option<bool>, destructive: Option<bool>) -> ToolHints {
+        ToolHints {
+            read_only_hint: read_only,
+            destructive_hint: destructive,
+            idempotent_hint: None,
+            open_world_hint: None,
+        }
+    }
+
+    #[test]
+    fn a_declared_class_fills_a_silent_server_and_never_loosens_one_that_spoke() {
+        use Annotation::{Additive, Destructive, Producing, ReadOnly};
+        let table = [
+            // (the server's hints, declared, effective)
+            (hints(None, None), ReadOnly, ReadOnly),
+            (hints(None, None), Producing, Producing),
+            (hints(None, None), Destructive, Destructive),
+            (hints(Some(true), None), Destructive, Destructive),
+            (hints(Some(true), None), ReadOnly, ReadOnly),
+            (hints(Some(true), Some(false)), Producing, Producing),
+            (hints(Some(false), Some(false)), ReadOnly, Additive),
+            (hints(Some(false), Some(false)), Producing, Producing),
+            (hints(Some(false), None), Producing, Destructive),
+            (hints(None, Some(true)), ReadOnly, Destructive),
+        ];
+        for (server, declared, effective) in table {
+            assert_eq!(
+                Annotation::declared(&server, declared),
+                effective,
+                "{server:?} declared {declared:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_producing_tool_runs_for_every_chat_caller_and_an_additive_one_is_held_for_a_remote_one() {
+        let tool = |annotation| ToolSpec {
+            name: "cad.freecad.pad_sketch".to_owned(),
+            origin: "mcp:cad".to_owned(),
+            input_schema: None,
+            required_gates: Vec::new(),
+            requires_approval: false,
+            annotation,
+        };
+        let arguments = serde_json::json!({});
+        for class in [CallerClass::Local, CallerClass::Remote, CallerClass::Untrusted] {
+            let decided = decide(&tool(Annotation::Producing), &Caller::from(class), &arguments);
+            assert_eq!(decided.decision, Decision::Run, "{class:?}: {}", decided.reason);
+        }
+        let decided = decide(
+            &tool(Annotation::Additive),
+            &Caller::from(CallerClass::Remote),
+            &arguments,
+        );
+        assert_eq!(decided.decision, Decision::Hold, "{}", decided.reason);
+    }
 }

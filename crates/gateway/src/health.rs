@@ -66,6 +66,11 @@ pub(crate) struct McpServerHealth {
     /// A stdio server's sandbox: `on`, or `off` when its entry says `"sandbox": "off"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     sandbox: Option<String>,
+    /// Its tools counted by the class the gate gives them (`read_only`, `additive`,
+    /// `producing`, `destructive`: the server's hints, or its entry's `classify`, never laxer),
+    /// when listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    classes: Option<BTreeMap<String, usize>>,
 }
 
 /// The MCP tool servers of the servers file (`METAFORGE_MCP_SERVERS_PATH`).
@@ -239,6 +244,7 @@ pub(crate) async fn health(
         });
     }
     let sandboxes = state.mcp_servers.sandboxes();
+    let mut classes = state.mcp_servers.classes();
     let servers = state
         .mcp_servers
         .snapshot()
@@ -254,6 +260,12 @@ pub(crate) async fn health(
                 reason,
                 tools,
                 sandbox: sandboxes.get(&name).map(|s| (*s).to_owned()),
+                classes: tools.and(classes.remove(&name)).map(|counts| {
+                    counts
+                        .into_iter()
+                        .map(|(class, n)| (class.to_owned(), n))
+                        .collect()
+                }),
             };
             (name, server)
         })

@@ -76,6 +76,9 @@ pub enum Peer {
     Gerbv,
     /// Debian `freecad`: answers `freecadcmd`, FreeCAD without its window.
     Freecad,
+    /// PyPI `spicebridge` (a community ngspice MCP server) in the tools directory's
+    /// `engineering-venv`: answers its `spicebridge` script.
+    Spicebridge,
 }
 
 /// Where Debian's `kicad-demos` puts its boards and schematics.
@@ -109,6 +112,7 @@ impl Peer {
             Self::Kicad => "KiCad (Debian kicad and kicad-demos: pcbnew for /usr/bin/python3)",
             Self::Gerbv => "gerbv (Debian gerbv: the Gerber viewer)",
             Self::Freecad => "FreeCAD (Debian freecad: freecadcmd)",
+            Self::Spicebridge => "spicebridge (PyPI, in the tools directory's engineering-venv)",
             Self::Browser => {
                 "Playwright with axe-core (npm playwright-core, @axe-core/playwright) and Chromium (Debian chromium)"
             }
@@ -148,6 +152,7 @@ impl Peer {
                 .filter(|p| p.is_dir() && Path::new("/usr/lib/python3/dist-packages/pcbnew.py").exists()),
             Self::Gerbv => Some(PathBuf::from("/usr/bin/gerbv")).filter(|p| p.exists()),
             Self::Freecad => Some(PathBuf::from("/usr/bin/freecadcmd")).filter(|p| p.exists()),
+            Self::Spicebridge => Some(engineering_venv().join("bin/spicebridge")).filter(|p| p.exists()),
             Self::Browser => npm("playwright-core/package.json")
                 .and(npm("@axe-core/playwright/package.json"))
                 .filter(|_| Path::new(CHROMIUM).exists())
@@ -161,6 +166,18 @@ impl Peer {
 pub fn node_dir() -> PathBuf {
     PathBuf::from(std::env::var("METAFORGE_NODE_DIR").unwrap_or_else(|_| DEFAULT_NODE_DIR.to_owned()))
 }
+
+/// The virtualenv of the community engineering MCP servers: `METAFORGE_ENGINEERING_VENV`
+/// (`cargo xtask setup` sets it), default [`DEFAULT_ENGINEERING_VENV`].
+#[must_use]
+pub fn engineering_venv() -> PathBuf {
+    PathBuf::from(
+        std::env::var("METAFORGE_ENGINEERING_VENV").unwrap_or_else(|_| DEFAULT_ENGINEERING_VENV.to_owned()),
+    )
+}
+
+/// Where `cargo xtask setup` puts the community engineering servers' virtualenv by default.
+pub const DEFAULT_ENGINEERING_VENV: &str = "/var/tmp/metaforge-tools/engineering-venv";
 
 /// The Python interpreter the pip peers are installed for: `METAFORGE_PYTHON`, default `python3`.
 #[must_use]

@@ -366,6 +366,18 @@ impl ToolRegistry {
                             Some(ServerStatus::Unavailable { .. })
                         );
                     catalogue.retain(|t| t.server != name);
+                    let mut classes = std::collections::BTreeMap::new();
+                    for descriptor in &tools {
+                        let tool = AgentTool::new(
+                            mcp_tool_id(name, &descriptor.name),
+                            String::new(),
+                            ToolOrigin::Mcp(name.to_owned()),
+                            descriptor.clone(),
+                            &shared.policy,
+                        );
+                        *classes.entry(tool.gate.annotation.as_str()).or_insert(0) += 1;
+                    }
+                    shared.statuses.set_classes(name, classes);
                     catalogue.extend(tools.into_iter().map(|descriptor| CatalogueTool {
                         id: mcp_tool_id(name, &descriptor.name),
                         server: name.to_owned(),

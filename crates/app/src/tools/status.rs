@@ -40,6 +40,8 @@ pub struct ServerStatuses {
     inner: RwLock<BTreeMap<String, ServerStatus>>,
     /// Each stdio server's sandbox, `on` or `off`.
     sandboxes: RwLock<BTreeMap<String, &'static str>>,
+    /// Each listed server's tools counted by the class the gate gives them.
+    classes: RwLock<BTreeMap<String, BTreeMap<&'static str, usize>>>,
 }
 
 impl ServerStatuses {
@@ -69,6 +71,23 @@ impl ServerStatuses {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(server.to_owned(), sandbox);
+    }
+
+    /// Records how many of `server`'s tools the gate takes as each class (`read_only`,
+    /// `additive`, `producing`, `destructive`), for `/health`.
+    pub fn set_classes(&self, server: &str, classes: BTreeMap<&'static str, usize>) {
+        self.classes
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(server.to_owned(), classes);
+    }
+
+    /// Each listed server's tools by class, by name.
+    pub fn classes(&self) -> BTreeMap<String, BTreeMap<&'static str, usize>> {
+        self.classes
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Each stdio server's sandbox (`on` or `off`), by name; an HTTP server has none here.

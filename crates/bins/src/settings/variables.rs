@@ -343,6 +343,7 @@ pub(crate) const VARIABLES: &[Variable] = &[
 pub(crate) const TOOLS_ONLY: &str =
     "For tests and tools only: `METAFORGE_TOOLS_DIR` (where `cargo xtask setup` installs peers),
 `METAFORGE_NODE_DIR` and `METAFORGE_PYTHON` (where tests find the npm and pip peers),
+`METAFORGE_ENGINEERING_VENV` (the community engineering MCP servers' virtualenv),
 `METAFORGE_REQUIRE_PEERS=1` (a missing peer fails instead of skipping), `METAFORGE_BENCH_*`,
 `METAFORGE_E2E_*`, `METAFORGE_RECORD_HISTORIES` (re-records the Temporal replay histories),
 `METAFORGE_GATE_PID` (set by `cargo xtask ci` on what it starts: the listener check's mark).";
@@ -352,6 +353,7 @@ pub(crate) const TOOLS_ONLY_NAMES: &[&str] = &[
     "METAFORGE_TOOLS_DIR",
     "METAFORGE_NODE_DIR",
     "METAFORGE_PYTHON",
+    "METAFORGE_ENGINEERING_VENV",
     "METAFORGE_REQUIRE_PEERS",
     "METAFORGE_RECORD_HISTORIES",
     "METAFORGE_GATE_PID",

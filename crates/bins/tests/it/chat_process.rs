@@ -498,3 +498,71 @@ fn a_server_that_answers_after_its_first_handshake_timed_out_becomes_available_a
         started.elapsed()
     );
 }
+
+#[test]
+fn a_community_engineering_server_classified_in_the_servers_file_is_called_in_a_chat_turn() {
+    let Some(script) = peers::require(Peer::Spicebridge) else {
+        return;
+    };
+    if peers::require(Peer::Bubblewrap).is_none() || peers::require(Peer::Ngspice).is_none() {
+        return;
+    }
+    let Some((_mock, port)) = start_aimock("tests/fixtures/aimock_chat.json") else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    // The entry a user writes for a PyPI server: its venv's script, scoped to electronics, its
+    // reads classified read-only and its own circuit store as producing; a destructive class is
+    // never loosened by the file.
+    let servers = json!({"mcpServers": {"spicebridge": {
+        "command": script, "domains": ["electronics", "simulation"],
+        "classify": {"read_only": ["get_*", "list_*", "measure_*"], "producing": ["create_circuit", "run_*"],
+                     "destructive": ["delete_circuit"]}
+    }}});
+    std::fs::write(home.path().join("mcp_servers.json"), servers.to_string()).unwrap();
+    let mut vars = crate::common::aimock_provider_env(port, home.path());
+    vars.push(("METAFORGE_ROUTE_CHAT", "openai:gpt-4o-mini".to_owned()));
+    let (_gateway, addr) = start_gateway(home.path(), &vars);
+    let (_, health) = http(&addr, "GET", "/health", None);
+    let entry = &health["mcp_servers"]["servers"]["spicebridge"];
+    println!("{entry}");
+    assert_eq!(entry["status"], "ok", "{health}");
+    assert_eq!(entry["sandbox"], "on", "{entry}");
+    let classes = &entry["classes"];
+    let total: u64 = classes
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        Some(total),
+        entry["tools"].as_u64(),
+        "every tool has a class: {entry}"
+    );
+    assert!(
+        classes["producing"].as_u64().unwrap() >= 4,
+        "create_circuit and run_*: {entry}"
+    );
+    assert!(
+        classes["destructive"].as_u64().unwrap() >= 1,
+        "delete_circuit: {entry}"
+    );
+
+    let (code, out, err) = finish(
+        chat(&addr, &["-m", "simulate a divider with spicebridge"]),
+        Duration::from_secs(90),
+    );
+    assert_eq!(code, 0, "stdout: {out}\nstderr: {err}");
+    assert_eq!(out.trim(), "spicebridge stored the divider for simulation.");
+    assert!(err.contains("→ spicebridge.create_circuit"), "{err}");
+    assert!(err.contains("← spicebridge.create_circuit"), "{err}");
+    assert!(
+        err.contains("circuit_id"),
+        "the server's own answer reached the turn: {err}"
+    );
+    assert!(
+        !err.contains("held for a person"),
+        "a producing tool runs for a local caller: {err}"
+    );
+}

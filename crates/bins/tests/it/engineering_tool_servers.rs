@@ -147,12 +147,12 @@ fn without_a_servers_file_the_gateway_offers_the_engineering_servers_whose_progr
     println!("{servers}");
     assert_eq!(
         servers["spice"],
-        json!({"status": "ok", "tools": 5, "sandbox": "on"}),
+        json!({"status": "ok", "tools": 5, "sandbox": "on", "classes": {"read_only": 5}}),
         "{servers}"
     );
     assert_eq!(
         servers["fea"],
-        json!({"status": "ok", "tools": 2, "sandbox": "on"}),
+        json!({"status": "ok", "tools": 2, "sandbox": "on", "classes": {"read_only": 2}}),
         "{servers}"
     );
 
@@ -392,5 +392,68 @@ async fn the_cad_server_models_and_exports_a_part_in_a_freecad_session_over_mcp(
     assert_eq!(export["evidence"]["files"][0]["name"], "rod.step", "{export}");
     assert_eq!(export["evidence"]["sandbox"]["sandboxed"], true, "{export}");
     call("freecad.close_session", json!({"session_id": session})).await;
+    server.close().await;
+}
+
+/// The community `spicebridge` server (PyPI) as a servers-file entry would start it: its venv's
+/// script, in the registry's sandbox (the venv read-only like the rest of the filesystem, no
+/// network, no secrets).
+fn spicebridge(home: &std::path::Path, script: &std::path::Path) -> McpToolServer {
+    let launch = Arc::new(StdioLaunch::new(
+        [("PATH".to_owned(), metaforge_test_support::peers::path())],
+        home.join("tool-servers"),
+    ));
+    let mut config = ServerConfig::new(
+        "spicebridge",
+        ServerTransport::Stdio {
+            command: script.display().to_string(),
+            args: Vec::new(),
+            env: Default::default(),
+        },
+    );
+    config.call_timeout = Duration::from_secs(120);
+    McpToolServer::new(config, launch)
+}
+
+#[tokio::test]
+async fn a_community_spice_server_simulates_a_divider_in_the_sandbox() {
+    if require(Peer::Bubblewrap).is_none() || require(Peer::Ngspice).is_none() {
+        return;
+    }
+    let Some(script) = require(Peer::Spicebridge) else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let server = spicebridge(home.path(), &script);
+    let tools = server.list_tools().await.unwrap();
+    println!("spicebridge lists {} tools", tools.len());
+    assert!(tools.iter().any(|t| t.name == "create_circuit"));
+    let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
+    let created = server
+        .call_tool(
+            "create_circuit",
+            args(json!({"netlist": "divider\nV1 in 0 DC 5\nR1 in out 10k\nR2 out 0 10k\n.end\n"})),
+        )
+        .await
+        .unwrap();
+    let created = created
+        .structured
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&created.text()).unwrap_or(Value::Null));
+    println!("{created}");
+    let id = created["circuit_id"].as_str().unwrap().to_owned();
+    let op = server
+        .call_tool("run_dc_op", args(json!({"circuit_id": id})))
+        .await
+        .unwrap();
+    assert!(!op.is_error, "{}", op.text());
+    let op = op
+        .structured
+        .clone()
+        .unwrap_or_else(|| serde_json::from_str(&op.text()).unwrap_or(Value::Null));
+    println!("spicebridge in the sandbox: {}", op["results"]["nodes"]);
+    // The textbook divider: 5 V over two equal resistors.
+    assert_eq!(op["results"]["nodes"]["v(out)"], 2.5, "{op}");
+    assert_eq!(op["results"]["nodes"]["i(v1)"], -0.00025, "{op}");
     server.close().await;
 }
