@@ -75,6 +75,8 @@ pub struct PhaseModelCalls {
     pub commits: usize,
     /// Structural simulations the worker asked for (`fea.static`).
     pub simulations: usize,
+    /// Every engineering tool the worker called, by provider name, in order.
+    pub engineering: Vec<String>,
     /// Requests the script did not recognise (answered 500), each described.
     pub unexpected: Vec<String>,
 }
@@ -345,8 +347,12 @@ fn answer(prompts: &RolePrompts, script: &Script, request: &Received, calls: &mu
         );
     }
     let phase = phase_of(&user).unwrap_or_default();
-    let simulation = offered(&|name| name.ends_with(SIMULATION_TOOL_SUFFIX))
-        .filter(|_| deliverables.iter().any(|d| d == SIMULATION_RESULT));
+    // The engineering tools this phase's deliverables call for, among those offered.
+    let planned: Vec<(&EngineeringCall, String)> = ENGINEERING_CALLS
+        .iter()
+        .filter(|call| deliverables.iter().any(|d| d == call.deliverable))
+        .filter_map(|call| offered(&|name| name.ends_with(call.tool_suffix)).map(|name| (call, name)))
+        .collect();
     let called = |name: &str| {
         messages.iter().any(|m| {
             m["tool_calls"]
@@ -354,47 +360,99 @@ fn answer(prompts: &RolePrompts, script: &Script, request: &Received, calls: &mu
                 .is_some_and(|calls| calls.iter().any(|c| c["function"]["name"] == name))
         })
     };
-    let simulated = simulation_result(&messages);
-    match (
-        &simulation,
-        called(COMMIT_TOOL),
-        messages.iter().any(|m| m["role"] == "tool"),
-    ) {
-        // First the simulation, alone: its result decides what is left to commit.
-        (Some(tool), false, false) => {
-            calls.simulations += 1;
-            let call = json!({"id": "call_sim", "type": "function",
-                              "function": {"name": tool, "arguments": CANTILEVER.to_string()}});
-            completion(
-                json!({"role": "assistant", "content": null, "tool_calls": [call]}),
-                "tool_calls",
-            )
-        }
-        (_, false, answered) if !answered || simulation.is_some() => {
-            // MetaForge recorded the simulation's evidence itself: commit the rest.
-            let recorded = simulated
-                .as_ref()
-                .is_some_and(|r| r.get("recorded").and_then(|r| r.get("node_id")).is_some());
-            let left: Vec<&String> = deliverables
-                .iter()
-                .filter(|d| !(recorded && d.as_str() == SIMULATION_RESULT))
-                .collect();
-            commit(calls, &phase, &left)
-        }
-        _ => {
-            let mut summary = format!("Recorded {} in the twin.", deliverables.join(", "));
-            if let Some(result) = &simulated {
-                let stress = result["max_von_mises_mpa"].as_f64().unwrap_or(f64::NAN)
-                    * script.misquote_stress.unwrap_or(1.0);
-                summary.push_str(&format!(
-                    " The linear static analysis gives a maximum von Mises stress of {stress:.1} MPa and a safety factor of {:.2}.",
-                    result["safety_factor"].as_f64().unwrap_or(f64::NAN)
-                ));
+    let result_of = |id: &str| {
+        messages
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .map(|m| serde_json::from_str::<Value>(&text_of(&m["content"])).unwrap_or(Value::Null))
+    };
+    // Committed: the commit tool was called, or a result came back that no engineering call made.
+    let committed = called(COMMIT_TOOL)
+        || messages.iter().any(|m| {
+            m["role"] == "tool"
+                && m["tool_call_id"]
+                    .as_str()
+                    .is_some_and(|id| ENGINEERING_CALLS.iter().all(|call| call.id != id))
+        });
+    if !committed {
+        // The engineering calls first, one a turn: their results decide what is left to commit.
+        if let Some((call, name)) = planned.iter().find(|(call, _)| result_of(call.id).is_none()) {
+            if call.deliverable == SIMULATION_RESULT {
+                calls.simulations += 1;
             }
-            completion(json!({"role": "assistant", "content": summary}), "stop")
+            calls.engineering.push(name.clone());
+            let tool_call = json!({"id": call.id, "type": "function",
+                                   "function": {"name": name, "arguments": (call.arguments)().to_string()}});
+            return completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [tool_call]}),
+                "tool_calls",
+            );
         }
+        // MetaForge recorded the tools' evidence itself: commit the rest.
+        let recorded: Vec<String> = planned
+            .iter()
+            .filter_map(|(call, _)| result_of(call.id))
+            .filter(|result| result["recorded"]["node_id"].is_string())
+            .filter_map(|result| result["recorded"]["artifact"].as_str().map(str::to_owned))
+            .collect();
+        let left: Vec<&String> = deliverables.iter().filter(|d| !recorded.contains(d)).collect();
+        return commit(calls, &phase, &left);
     }
+    let mut summary = format!("Recorded {} in the twin.", deliverables.join(", "));
+    if let Some(result) = simulation_result(&messages) {
+        let stress =
+            result["max_von_mises_mpa"].as_f64().unwrap_or(f64::NAN) * script.misquote_stress.unwrap_or(1.0);
+        summary.push_str(&format!(
+            " The linear static analysis gives a maximum von Mises stress of {stress:.1} MPa and a safety factor of {:.2}.",
+            result["safety_factor"].as_f64().unwrap_or(f64::NAN)
+        ));
+    }
+    completion(json!({"role": "assistant", "content": summary}), "stop")
 }
+
+/// An engineering tool the worker calls when its phase expects a deliverable the tool's
+/// evidence is for (or checks).
+struct EngineeringCall {
+    /// The deliverable that calls for it.
+    deliverable: &'static str,
+    /// How the tool's provider name ends (`fea_static` of `mcp_fea_fea_static`).
+    tool_suffix: &'static str,
+    /// The call's id (its result is found by it).
+    id: &'static str,
+    /// Its arguments.
+    arguments: fn() -> Value,
+}
+
+/// The board of the demo project, relative to the kicad server's workspace (a copy of
+/// kicad-demos' `pic_programmer`).
+pub const DEMO_BOARD: &str = "board/pic_programmer.kicad_pcb";
+/// The demo project's root schematic, beside its board.
+pub const DEMO_SCHEMATIC: &str = "board/pic_programmer.kicad_sch";
+
+/// The engineering calls, in the order a phase makes them.
+const ENGINEERING_CALLS: [EngineeringCall; 3] = [
+    EngineeringCall {
+        deliverable: SIMULATION_RESULT,
+        tool_suffix: SIMULATION_TOOL_SUFFIX,
+        id: SIMULATION_CALL,
+        arguments: || CANTILEVER.clone(),
+    },
+    EngineeringCall {
+        deliverable: "pcb_layout",
+        tool_suffix: "kicad_drc",
+        id: "call_drc",
+        arguments: || json!({"board": DEMO_BOARD}),
+    },
+    EngineeringCall {
+        deliverable: "bom",
+        tool_suffix: "kicad_bom",
+        id: "call_bom",
+        arguments: || json!({"schematic": DEMO_SCHEMATIC}),
+    },
+];
+
+/// The id of the simulation call.
+const SIMULATION_CALL: &str = "call_sim";
 
 /// How the structural simulation tool's provider name ends (`mcp_fea_fea_static`).
 const SIMULATION_TOOL_SUFFIX: &str = "fea_static";
@@ -416,7 +474,7 @@ static CANTILEVER: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
 fn simulation_result(messages: &[Value]) -> Option<Value> {
     messages
         .iter()
-        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_sim")
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == SIMULATION_CALL)
         .and_then(|m| serde_json::from_str(&text_of(&m["content"])).ok())
 }
 

@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use metaforge_ports::{
-    CallerClass, CallerContext, HostCallOutcome, PortError, ProgramVersion, ToolDescriptor, ToolEvidence,
-    ToolHost, ToolOutput,
+    CallerClass, CallerContext, FileText, HostCallOutcome, PortError, ProgramVersion, SandboxReport,
+    ToolDescriptor, ToolEvidence, ToolHost, ToolOutput,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -50,6 +50,7 @@ pub const MAX_SHEETS: usize = 256;
 const DRC_REPORT: &str = "drc_report";
 const GERBER_SET: &str = "gerber_set";
 const DRILL_SET: &str = "drill_set";
+const BOM: &str = "bom";
 
 /// A board.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -382,7 +383,9 @@ impl KicadHost {
         }))
     }
 
-    fn bom(&self, args: &SchematicArgs) -> Result<Value, Refusal> {
+    /// The BOM is read by the server itself (no program runs: no sandbox to report), from the
+    /// schematic files of the workspace.
+    fn bom(&self, args: &SchematicArgs) -> Result<ToolOutput, Refusal> {
         let field = "schematic";
         if !args.schematic.ends_with(".kicad_sch") {
             return Err(Refusal::argument(
@@ -419,14 +422,40 @@ impl KicadHost {
             sheets.push(sheet.text);
         }
         let groups = bom::bom(&root.text, &sheets).map_err(bom_error)?;
-        Ok(json!({
+        let value = json!({
             "schematic": args.schematic,
             "sheets": 1 + sheets.len(),
             "lines": groups.len(),
             "parts": groups.iter().map(|g| g.quantity).sum::<usize>(),
             "groups": groups,
             "sha256": sha256(&root.text),
-        }))
+        });
+        // The BOM itself is the work product: its groups as a file, hashed.
+        let file = FileText {
+            name: "bom.json".to_owned(),
+            media_type: "application/json".to_owned(),
+            text: serde_json::to_string_pretty(&value["groups"]).unwrap_or_default(),
+        };
+        let evidence = ToolEvidence {
+            tool: "kicad.bom".to_owned(),
+            artifact: BOM.to_owned(),
+            title: format!("Bill of materials of {}", args.schematic),
+            programs: vec![ProgramVersion {
+                name: "metaforge (KiCad 6 schematic s-expressions)".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            }],
+            input_sha256: sha256(&root.text),
+            sandbox: SandboxReport {
+                sandboxed: false,
+                cpu_seconds: 0,
+                memory_mb: 0,
+                file_size_mb: 0,
+                wall_seconds: 0,
+            },
+            quantities: Vec::new(),
+            files: vec![file.entry()],
+        };
+        Ok(ToolOutput::with_evidence(value, &evidence, &[file]))
     }
 
     fn erc(&self, args: &SchematicArgs) -> Refusal {
@@ -508,7 +537,7 @@ impl ToolHost for KicadHost {
             "kicad.drc" => self.drc(parse(tool, arguments)?).await,
             "kicad.export_gerbers" => self.gerbers(parse(tool, arguments)?).await,
             "kicad.export_drill" => self.drill(parse(tool, arguments)?).await,
-            "kicad.bom" => self.bom(&parse(tool, arguments)?).map(ToolOutput::json),
+            "kicad.bom" => self.bom(&parse(tool, arguments)?),
             "kicad.netlist" => self.netlist(parse(tool, arguments)?).await.map(ToolOutput::json),
             "kicad.erc" => Err(self.erc(&parse(tool, arguments)?)),
             other => return Err(unknown_tool(other)),

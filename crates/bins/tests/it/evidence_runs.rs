@@ -34,6 +34,54 @@ struct Gateway {
 }
 
 impl Gateway {
+    /// A gateway on `model` offering MetaForge's own engineering servers, and the servers of
+    /// `servers` (a servers file's `mcpServers`) when given.
+    fn start(model: &ScriptedModel, servers: Option<Value>) -> Self {
+        let home = tempfile::tempdir().unwrap();
+        if let Some(servers) = servers {
+            std::fs::write(
+                home.path().join("mcp_servers.json"),
+                json!({"mcpServers": servers}).to_string(),
+            )
+            .unwrap();
+        }
+        let mut vars = model.gateway_env(home.path());
+        vars.push(("METAFORGE_ENGINEERING_TOOL_SERVERS", "on".to_owned()));
+        let log = home.path().join("gateway.log");
+        let (process, addr) = start_gateway(home.path(), &vars, &log);
+        Self {
+            _process: process,
+            addr,
+            log,
+            _home: home,
+        }
+    }
+
+    /// Approves `run`'s gates until it completes.
+    fn approve_to_completion(&self, run: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let status = self.get(&format!("/v1/runs/{run}"))["status"].clone();
+            if status == "completed" {
+                return;
+            }
+            assert!(
+                status != "failed" && Instant::now() < deadline,
+                "{run} did not complete ({status})\n--- gateway log ---\n{}",
+                log_tail(&self.log, 60)
+            );
+            if let Some(gate) = open_gate(&self.addr, run).unwrap().filter(|g| g.approvable) {
+                let (status, body) = self.call(
+                    "POST",
+                    &format!("/v1/runs/{run}/approval"),
+                    Some(&approve_body(&gate)),
+                );
+                assert_eq!(status, 200, "{body}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         exchange(&self.addr, method, path, body).unwrap_or_else(|e| {
             panic!(
@@ -111,17 +159,7 @@ fn a_mech_v1_simulation_phase_records_a_real_fea_result_as_evidence_and_a_misquo
         .build()
         .unwrap();
     let model = runtime.block_on(ScriptedModel::start());
-    let home = tempfile::tempdir().unwrap();
-    let mut vars = model.gateway_env(home.path());
-    vars.push(("METAFORGE_ENGINEERING_TOOL_SERVERS", "on".to_owned()));
-    let log = home.path().join("gateway.log");
-    let (process, addr) = start_gateway(home.path(), &vars, &log);
-    let gw = Gateway {
-        _process: process,
-        addr,
-        log,
-        _home: home,
-    };
+    let gw = Gateway::start(&model, None);
 
     // Run 1: the simulation phase's evidence, recorded by MetaForge.
     let run = gw.start_mech_run();
@@ -278,4 +316,101 @@ fn metrics_text(addr: &str) -> String {
     let mut raw = String::new();
     stream.read_to_string(&mut raw).unwrap();
     raw
+}
+
+#[test]
+fn a_hardware_v1_electronics_phase_checks_the_demo_board_and_records_the_drc_report_and_bom() {
+    if require(Peer::Bubblewrap).is_none() {
+        return;
+    }
+    let Some(demos) = require(Peer::Kicad) else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let model = runtime.block_on(ScriptedModel::start());
+    // The demo project: kicad-demos' pic_programmer as the project's board.
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().canonicalize().unwrap();
+    let board = workspace_path.join("board");
+    std::fs::create_dir(&board).unwrap();
+    for file in [
+        "pic_programmer.kicad_pcb",
+        "pic_programmer.kicad_pro",
+        "pic_programmer.kicad_sch",
+        "pic_sockets.kicad_sch",
+    ] {
+        std::fs::copy(demos.join("pic_programmer").join(file), board.join(file)).unwrap();
+    }
+    let gw = Gateway::start(
+        &model,
+        Some(json!({"kicad": {
+            "command": env!("CARGO_BIN_EXE_metaforge"),
+            "args": ["tool-server", "kicad", "--workspace", workspace_path],
+            "workspace": workspace_path, "domains": ["electrical", "electronics"]
+        }})),
+    );
+    let (status, run) = gw.call("POST", "/v1/runs", Some(&json!({"template_id": "hardware_v1"})));
+    assert_eq!(status, 201, "{run}");
+    let run = run["id"].as_str().unwrap().to_owned();
+    gw.approve_to_completion(&run);
+    let calls = model.calls();
+    println!("engineering calls: {:?}", calls.engineering);
+    assert!(
+        calls.engineering.iter().any(|t| t.ends_with("kicad_drc")),
+        "{calls:?}"
+    );
+    assert!(
+        calls.engineering.iter().any(|t| t.ends_with("kicad_bom")),
+        "{calls:?}"
+    );
+    // The electronics phase's evidence, recorded by MetaForge, merged into main with the run.
+    let nodes = gw.get(&format!(
+        "/v1/twin/nodes?branch=main&type=WorkProduct&run_id={run}&phase=electronics&limit=50"
+    ));
+    let nodes = nodes["nodes"].as_array().unwrap();
+    let by_artifact = |artifact: &str| {
+        nodes
+            .iter()
+            .find(|n| n["properties"]["artifact"] == artifact)
+            .unwrap_or_else(|| panic!("no {artifact} in {nodes:?}"))
+            .clone()
+    };
+    let drc = by_artifact("drc_report");
+    let evidence = &drc["properties"]["evidence"];
+    assert_eq!(evidence["tool"], "kicad.drc", "{evidence}");
+    assert_eq!(evidence["server"], "kicad", "{evidence}");
+    assert_eq!(evidence["files"][0]["name"], "out/drc.rpt", "{evidence}");
+    assert_eq!(evidence["sandbox"]["sandboxed"], true, "{evidence}");
+    // A node's content comes with the node itself.
+    let content = |node: &Value| {
+        let id = node["id"].as_str().unwrap();
+        let node = gw.get(&format!("/v1/twin/nodes/{id}?branch=main"));
+        let props = if node["node"].is_null() {
+            &node["properties"]
+        } else {
+            &node["node"]["properties"]
+        };
+        props["content"].as_str().unwrap_or_default().to_owned()
+    };
+    let text = content(&by_artifact("drc_report_file"));
+    assert!(text.contains("** Found"), "KiCad's own report: {text}");
+    let bom = by_artifact("bom");
+    assert_eq!(bom["properties"]["evidence"]["tool"], "kicad.bom");
+    let groups: Value = serde_json::from_str(&content(&by_artifact("bom_file"))).unwrap();
+    let parts: u64 = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["quantity"].as_u64().unwrap())
+        .sum();
+    assert_eq!(parts, 63, "the demo board's 63 parts");
+    assert!(merged_into_main(&gw.addr, &run).unwrap());
+    // The worker committed only what the tools did not record.
+    let electronics = gw.phase(&run, "electronics");
+    println!("electronics deliverables: {}", electronics["deliverables"]);
+    println!("hardware_v1 run {run} completed with KiCad evidence in main");
 }
