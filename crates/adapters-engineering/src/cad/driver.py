@@ -241,26 +241,23 @@ def edges_selected(part, selector, field):
     raise Refused("invalid_arguments", field, "\"all\", {\"parallel_to\": \"x\"|\"y\"|\"z\"} or {\"indices\": [1, 2]}")
 
 
-def op_fillet_edges(args):
+def edge_operation(args, size_field, what, make):
     _, part, _ = get("part", args.get("part"), "part")
     edges = edges_selected(part, args.get("edges", "all"), "edges")
     if not edges:
         raise Refused("no_edges", "edges", "the selector picks no edge of this part")
     try:
-        return solid_result(part.makeFillet(positive(args, "radius_mm"), edges))
+        return solid_result(make(part, positive(args, size_field), edges))
     except Part.OCCError as e:
-        raise Refused("invalid_geometry", "radius_mm", "FreeCAD cannot fillet these edges with this radius: %s" % e)
+        raise Refused("invalid_geometry", size_field, "FreeCAD cannot %s these edges with this size: %s" % (what, e))
+
+
+def op_fillet_edges(args):
+    return edge_operation(args, "radius_mm", "fillet", lambda part, r, edges: part.makeFillet(r, edges))
 
 
 def op_chamfer_edges(args):
-    _, part, _ = get("part", args.get("part"), "part")
-    edges = edges_selected(part, args.get("edges", "all"), "edges")
-    if not edges:
-        raise Refused("no_edges", "edges", "the selector picks no edge of this part")
-    try:
-        return solid_result(part.makeChamfer(positive(args, "size_mm"), edges))
-    except Part.OCCError as e:
-        raise Refused("invalid_geometry", "size_mm", "FreeCAD cannot chamfer these edges with this size: %s" % e)
+    return edge_operation(args, "size_mm", "chamfer", lambda part, d, edges: part.makeChamfer(d, edges))
 
 
 def op_boolean(args):

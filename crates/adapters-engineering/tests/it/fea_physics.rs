@@ -3,8 +3,6 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
     reason = "test helpers outside #[test] fns: a tool that misbehaves must fail the test loudly"
 )]
 
@@ -40,20 +38,8 @@ fn host() -> Option<FeaHost> {
 }
 
 async fn call(host: &FeaHost, tool: &str, arguments: Value) -> (Value, bool) {
-    let caller = CallerContext {
-        class: CallerClass::Local,
-        session: None,
-        input_channel: InputChannel::None,
-        identity: None,
-    };
-    let outcome = host
-        .call(&caller, tool, arguments.as_object().cloned().unwrap())
-        .await
-        .unwrap();
-    let HostCallOutcome::Done(output) = outcome else {
-        panic!("an fea tool never asks for input");
-    };
-    (output.structured.expect("structured result"), output.is_error)
+    let (value, output) = crate::host_call::call_host(host, tool, arguments).await;
+    (value, output.is_error)
 }
 
 fn cantilever() -> Value {

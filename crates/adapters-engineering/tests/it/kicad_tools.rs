@@ -5,7 +5,6 @@
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic,
     reason = "test helpers outside #[test] fns: a tool that misbehaves must fail the test loudly"
 )]
 
@@ -15,7 +14,7 @@ use std::time::Duration;
 
 use metaforge_adapters_engineering::kicad::KicadHost;
 use metaforge_adapters_engineering::runner::Runner;
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, InputChannel, ToolHost, ToolOutput};
+use metaforge_ports::ToolOutput;
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
 use serde_json::{Value, json};
@@ -65,20 +64,7 @@ fn host(workspace: &Path) -> Option<KicadHost> {
 }
 
 async fn call(host: &KicadHost, tool: &str, arguments: Value) -> (Value, ToolOutput) {
-    let caller = CallerContext {
-        class: CallerClass::Local,
-        session: None,
-        input_channel: InputChannel::None,
-        identity: None,
-    };
-    let outcome = host
-        .call(&caller, tool, arguments.as_object().cloned().unwrap())
-        .await
-        .unwrap();
-    let HostCallOutcome::Done(output) = outcome else {
-        panic!("a kicad tool never asks for input");
-    };
-    (output.structured.clone().expect("structured result"), output)
+    crate::host_call::call_host(host, tool, arguments).await
 }
 
 /// Every evidence file of `output` with its text (name → text), each checked against its hash.

@@ -3,5 +3,6 @@
 
 mod cad_tools;
 mod fea_physics;
+mod host_call;
 mod kicad_tools;
 mod spice_physics;

@@ -3,8 +3,6 @@
 
 #![expect(
     clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
     reason = "test helpers outside #[test] fns: a tool that misbehaves must fail the test loudly"
 )]
 
@@ -13,7 +11,7 @@ use std::time::Duration;
 
 use metaforge_adapters_engineering::runner::Runner;
 use metaforge_adapters_engineering::spice::SpiceHost;
-use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, InputChannel, ToolHost};
+
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
 use serde_json::{Value, json};
@@ -39,25 +37,10 @@ fn host() -> Option<SpiceHost> {
     Some(SpiceHost::new(runner, "ngspice-39"))
 }
 
-fn caller() -> CallerContext {
-    CallerContext {
-        class: CallerClass::Local,
-        session: None,
-        input_channel: InputChannel::None,
-        identity: None,
-    }
-}
-
 /// The tool's result, and whether it was an error envelope.
 async fn call(host: &SpiceHost, tool: &str, arguments: Value) -> (Value, bool) {
-    let outcome = host
-        .call(&caller(), tool, arguments.as_object().cloned().unwrap())
-        .await
-        .unwrap();
-    let HostCallOutcome::Done(output) = outcome else {
-        panic!("a spice tool never asks for input");
-    };
-    (output.structured.expect("structured result"), output.is_error)
+    let (value, output) = crate::host_call::call_host(host, tool, arguments).await;
+    (value, output.is_error)
 }
 
 #[tokio::test]

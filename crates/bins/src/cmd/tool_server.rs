@@ -141,28 +141,17 @@ pub(crate) fn run(command: &ToolServerCommand, settings: &Settings) -> ExitCode 
 async fn spice(args: &SpiceArgs, settings: &Settings) -> Result<(), crate::compose::StartError> {
     use crate::compose::StartError;
     let path = settings.env().get("PATH");
-    let ngspice = match &args.ngspice {
-        Some(program) => program.clone(),
-        None => std::env::split_paths(path.as_deref().unwrap_or("/usr/bin:/bin"))
-            .map(|dir| dir.join("ngspice"))
-            .find(|candidate| candidate.is_file())
-            .ok_or_else(|| {
-                StartError::config_text(
-                    "ngspice is not on PATH: install it (`apt-get install ngspice`) or pass --ngspice",
-                )
-            })?,
-    };
+    let ngspice = program_on_path(
+        args.ngspice.as_ref(),
+        path.as_deref(),
+        "ngspice",
+        "install it (`apt-get install ngspice`) or pass --ngspice",
+    )?;
     let version = program_version(&ngspice, "-v", "ngspice-");
     if args.no_program_sandbox {
         tracing::warn!(event = "engineering_program_unsandboxed", program = %ngspice.display(), "ngspice runs WITHOUT its per-analysis sandbox (--no-program-sandbox)");
     }
-    let limits = ResourceLimits {
-        cpu_seconds: args.cpu_seconds,
-        memory_mb: args.memory_mb,
-        file_size_mb: 256,
-        open_files: 256,
-        processes: 64,
-    };
+    let limits = program_limits(args.cpu_seconds, args.memory_mb, 256);
     let homes: Vec<PathBuf> = [
         Some(PathBuf::from("/root")),
         settings.env().get("HOME").map(PathBuf::from),
@@ -189,23 +178,15 @@ async fn fea(args: &FeaArgs, settings: &Settings) -> Result<(), crate::compose::
     use crate::compose::StartError;
     let path = settings.env().get("PATH");
     let find = |name: &str| {
-        std::env::split_paths(path.as_deref().unwrap_or("/usr/bin:/bin"))
-            .map(|dir| dir.join(name))
-            .find(|candidate| candidate.is_file())
-            .ok_or_else(|| {
-                StartError::config_text(format!(
-                    "{name} is not on PATH: install it (`apt-get install gmsh calculix-ccx`)"
-                ))
-            })
+        program_on_path(
+            None,
+            path.as_deref(),
+            name,
+            "install it (`apt-get install gmsh calculix-ccx`)",
+        )
     };
     let (gmsh, ccx) = (find("gmsh")?, find("ccx")?);
-    let limits = ResourceLimits {
-        cpu_seconds: args.cpu_seconds,
-        memory_mb: args.memory_mb,
-        file_size_mb: 1024,
-        open_files: 256,
-        processes: 64,
-    };
+    let limits = program_limits(args.cpu_seconds, args.memory_mb, 1024);
     let versions = (
         program_version(&gmsh, "--version", ""),
         format!("ccx {}", program_version(&ccx, "-v", "2.")),
@@ -249,13 +230,7 @@ async fn kicad(args: &KicadArgs, settings: &Settings) -> Result<(), crate::compo
                 args.python.display()
             ))
         })?;
-    let limits = ResourceLimits {
-        cpu_seconds: args.cpu_seconds,
-        memory_mb: args.memory_mb,
-        file_size_mb: 512,
-        open_files: 256,
-        processes: 64,
-    };
+    let limits = program_limits(args.cpu_seconds, args.memory_mb, 512);
     let runner = Runner::new(
         args.python.clone(),
         limits,
@@ -274,24 +249,13 @@ async fn kicad(args: &KicadArgs, settings: &Settings) -> Result<(), crate::compo
 async fn cad(args: &CadArgs, settings: &Settings) -> Result<(), crate::compose::StartError> {
     use crate::compose::StartError;
     let path = settings.env().get("PATH");
-    let freecadcmd = match &args.freecadcmd {
-        Some(program) => program.clone(),
-        None => std::env::split_paths(path.as_deref().unwrap_or("/usr/bin:/bin"))
-            .map(|dir| dir.join("freecadcmd"))
-            .find(|candidate| candidate.is_file())
-            .ok_or_else(|| {
-                StartError::config_text(
-                    "freecadcmd is not on PATH: install FreeCAD (`apt-get install --no-install-recommends freecad`) or pass --freecadcmd",
-                )
-            })?,
-    };
-    let limits = ResourceLimits {
-        cpu_seconds: args.cpu_seconds,
-        memory_mb: args.memory_mb,
-        file_size_mb: 512,
-        open_files: 256,
-        processes: 64,
-    };
+    let freecadcmd = program_on_path(
+        args.freecadcmd.as_ref(),
+        path.as_deref(),
+        "freecadcmd",
+        "install FreeCAD (`apt-get install --no-install-recommends freecad`) or pass --freecadcmd",
+    )?;
+    let limits = program_limits(args.cpu_seconds, args.memory_mb, 512);
     let operation = Duration::from_secs(args.operation_seconds);
     let runner = Runner::new(
         freecadcmd,
@@ -321,6 +285,34 @@ async fn cad(args: &CadArgs, settings: &Settings) -> Result<(), crate::compose::
     metaforge_adapters_mcp::serve_stdio(host)
         .await
         .map_err(StartError::runtime)
+}
+
+/// `given`, else `name` found on `path`; refused saying how to `install` it.
+fn program_on_path(
+    given: Option<&PathBuf>,
+    path: Option<&str>,
+    name: &str,
+    install: &str,
+) -> Result<PathBuf, crate::compose::StartError> {
+    if let Some(program) = given {
+        return Ok(program.clone());
+    }
+    std::env::split_paths(path.unwrap_or("/usr/bin:/bin"))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| crate::compose::StartError::config_text(format!("{name} is not on PATH: {install}")))
+}
+
+/// The limits of one program run (or session): the caller's CPU and memory, files up to
+/// `file_size_mb`.
+fn program_limits(cpu_seconds: u64, memory_mb: u64, file_size_mb: u64) -> ResourceLimits {
+    ResourceLimits {
+        cpu_seconds,
+        memory_mb,
+        file_size_mb,
+        open_files: 256,
+        processes: 64,
+    }
 }
 
 /// The users' homes whose key stores every program sandbox hides.

@@ -13,8 +13,16 @@ use serde_json::{Map, Value, json};
 
 use crate::common::{http, start_gateway};
 
-/// `metaforge tool-server <name>` as a stdio MCP server in its sandbox, as the registry starts it.
-fn tool_server(name: &str, home: &std::path::Path) -> McpToolServer {
+/// `command args…` as a stdio MCP server in its sandbox, as the registry starts an entry: the
+/// handshake era of 2025-11-25, a two-minute call limit, and `workspace` bound read-only when
+/// given.
+fn stdio_server(
+    name: &str,
+    command: String,
+    args: Vec<String>,
+    home: &std::path::Path,
+    workspace: Option<&std::path::Path>,
+) -> McpToolServer {
     let launch = Arc::new(StdioLaunch::new(
         [("PATH".to_owned(), metaforge_test_support::peers::path())],
         home.join("tool-servers"),
@@ -22,14 +30,34 @@ fn tool_server(name: &str, home: &std::path::Path) -> McpToolServer {
     let mut config = ServerConfig::new(
         name,
         ServerTransport::Stdio {
-            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
-            args: vec!["tool-server".into(), name.into()],
+            command,
+            args,
             env: Default::default(),
         },
     );
     config.protocol = ProtocolChoice::Initialize;
     config.call_timeout = Duration::from_secs(120);
+    if let Some(workspace) = workspace {
+        config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
+            workspace: Some(metaforge_sandbox::Workspace {
+                path: workspace.to_path_buf(),
+                writable: false,
+            }),
+            ..metaforge_sandbox::SandboxOptions::default()
+        });
+    }
     McpToolServer::new(config, launch)
+}
+
+/// `metaforge tool-server <name>` as a stdio MCP server in its sandbox, as the registry starts it.
+fn tool_server(name: &str, home: &std::path::Path) -> McpToolServer {
+    stdio_server(
+        name,
+        env!("CARGO_BIN_EXE_metaforge").to_owned(),
+        vec!["tool-server".into(), name.into()],
+        home,
+        None,
+    )
 }
 
 fn spice_entry() -> Value {
@@ -242,33 +270,18 @@ async fn the_fea_server_given_a_workspace_meshes_and_solves_a_step_part_from_it_
 /// `metaforge tool-server <name> --workspace DIR` as the entry a user writes: the server told its
 /// workspace, its sandbox binding it read-only.
 fn workspace_server(name: &str, home: &std::path::Path, workspace: &std::path::Path) -> McpToolServer {
-    let launch = Arc::new(StdioLaunch::new(
-        [("PATH".to_owned(), metaforge_test_support::peers::path())],
-        home.join("tool-servers"),
-    ));
-    let mut config = ServerConfig::new(
+    stdio_server(
         name,
-        ServerTransport::Stdio {
-            command: env!("CARGO_BIN_EXE_metaforge").to_owned(),
-            args: vec![
-                "tool-server".into(),
-                name.into(),
-                "--workspace".into(),
-                workspace.display().to_string(),
-            ],
-            env: Default::default(),
-        },
-    );
-    config.protocol = ProtocolChoice::Initialize;
-    config.call_timeout = Duration::from_secs(120);
-    config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
-        workspace: Some(metaforge_sandbox::Workspace {
-            path: workspace.to_path_buf(),
-            writable: false,
-        }),
-        ..metaforge_sandbox::SandboxOptions::default()
-    });
-    McpToolServer::new(config, launch)
+        env!("CARGO_BIN_EXE_metaforge").to_owned(),
+        vec![
+            "tool-server".into(),
+            name.into(),
+            "--workspace".into(),
+            workspace.display().to_string(),
+        ],
+        home,
+        Some(workspace),
+    )
 }
 
 #[tokio::test]
@@ -399,20 +412,13 @@ async fn the_cad_server_models_and_exports_a_part_in_a_freecad_session_over_mcp(
 /// script, in the registry's sandbox (the venv read-only like the rest of the filesystem, no
 /// network, no secrets).
 fn spicebridge(home: &std::path::Path, script: &std::path::Path) -> McpToolServer {
-    let launch = Arc::new(StdioLaunch::new(
-        [("PATH".to_owned(), metaforge_test_support::peers::path())],
-        home.join("tool-servers"),
-    ));
-    let mut config = ServerConfig::new(
+    stdio_server(
         "spicebridge",
-        ServerTransport::Stdio {
-            command: script.display().to_string(),
-            args: Vec::new(),
-            env: Default::default(),
-        },
-    );
-    config.call_timeout = Duration::from_secs(120);
-    McpToolServer::new(config, launch)
+        script.display().to_string(),
+        Vec::new(),
+        home,
+        None,
+    )
 }
 
 #[tokio::test]
