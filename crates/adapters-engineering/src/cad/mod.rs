@@ -50,6 +50,9 @@ const MARKER: &str = "@@metaforge ";
 /// The largest STEP file imported (bytes).
 pub const MAX_STEP_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The workspace directory exports are shared in.
+pub const EXPORTS_DIR: &str = "exports";
+
 /// The deliverable an exported model is evidence for.
 const CAD_MODEL: &str = "cad_model";
 
@@ -98,6 +101,9 @@ pub struct CadHost {
     sessions: Mutex<BTreeMap<String, Arc<Mutex<Session>>>>,
     opened: AtomicU64,
     version: Mutex<String>,
+    /// Where exports are also written for the other tool servers (`<workspace>/exports`), when
+    /// the server was started with `--write-exports`.
+    exports: Option<PathBuf>,
 }
 
 /// The session an operation works in.
@@ -427,7 +433,17 @@ impl CadHost {
             sessions: Mutex::new(BTreeMap::new()),
             opened: AtomicU64::new(0),
             version: Mutex::new(String::new()),
+            exports: None,
         }
+    }
+
+    /// Also writes every export to `<workspace>/exports/` (the directory the servers-file
+    /// entry binds writable), where another tool server reading the same workspace finds it:
+    /// a part modelled here is meshed and solved by `fea.*` as `exports/<name>`.
+    #[must_use]
+    pub fn with_exports_in_workspace(mut self, workspace: PathBuf) -> Self {
+        self.exports = Some(workspace.join(EXPORTS_DIR));
+        self
     }
 
     /// Closes, every quarter of the idle limit, the sessions unused for longer than it, until
@@ -671,6 +687,24 @@ impl CadHost {
         };
         let entry = file.entry();
         let mut value = result;
+        if let Some(dir) = &self.exports {
+            std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(dir.join(&args.name), &file.text))
+                .map_err(|e| Refusal::Modelling {
+                    error: "export_failed".to_owned(),
+                    field: "name".to_owned(),
+                    message: format!(
+                        "{} could not be written to the workspace's {EXPORTS_DIR}/ (is the entry's workspace_access \"rw\"?): {e}",
+                        args.name
+                    ),
+                })?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert(
+                    "workspace_path".to_owned(),
+                    json!(format!("{EXPORTS_DIR}/{}", args.name)),
+                );
+            }
+        }
         if let Some(object) = value.as_object_mut() {
             object.insert("bytes".to_owned(), json!(entry.bytes));
             object.insert("sha256".to_owned(), json!(entry.sha256));

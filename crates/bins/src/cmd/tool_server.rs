@@ -60,6 +60,11 @@ pub(crate) struct CadArgs {
     /// Wall-clock seconds one operation may take (the session is closed when it does not answer).
     #[arg(long, default_value_t = 120)]
     operation_seconds: u64,
+    /// Also write every export to `<workspace>/exports/`, where a tool server reading the same
+    /// workspace (`tool-server fea --workspace`) finds it; the entry's `workspace_access` must be
+    /// "rw".
+    #[arg(long, requires = "workspace")]
+    write_exports: bool,
 }
 
 /// Options of `tool-server kicad`.
@@ -266,7 +271,7 @@ async fn cad(args: &CadArgs, settings: &Settings) -> Result<(), crate::compose::
         &user_homes(settings),
     )
     .map_err(StartError::config)?;
-    let host = Arc::new(CadHost::new(
+    let mut host = CadHost::new(
         runner,
         args.workspace.clone(),
         SessionLimits {
@@ -275,7 +280,11 @@ async fn cad(args: &CadArgs, settings: &Settings) -> Result<(), crate::compose::
             start_wait: Duration::from_secs(60),
             operation_wait: operation,
         },
-    ));
+    );
+    if let (true, Some(workspace)) = (args.write_exports, &args.workspace) {
+        host = host.with_exports_in_workspace(workspace.clone());
+    }
+    let host = Arc::new(host);
     host.reap_idle_sessions();
     tracing::info!(
         event = "tool_server_started",

@@ -14,14 +14,14 @@ use serde_json::{Map, Value, json};
 use crate::common::{http, start_gateway};
 
 /// `command args…` as a stdio MCP server in its sandbox, as the registry starts an entry: the
-/// handshake era of 2025-11-25, a two-minute call limit, and `workspace` bound read-only when
-/// given.
+/// handshake era of 2025-11-25, a two-minute call limit, and `workspace` bound (writable or not)
+/// when given.
 fn stdio_server(
     name: &str,
     command: String,
     args: Vec<String>,
     home: &std::path::Path,
-    workspace: Option<&std::path::Path>,
+    workspace: Option<(&std::path::Path, bool)>,
 ) -> McpToolServer {
     let launch = Arc::new(StdioLaunch::new(
         [("PATH".to_owned(), metaforge_test_support::peers::path())],
@@ -37,11 +37,11 @@ fn stdio_server(
     );
     config.protocol = ProtocolChoice::Initialize;
     config.call_timeout = Duration::from_secs(120);
-    if let Some(workspace) = workspace {
+    if let Some((workspace, writable)) = workspace {
         config.sandbox = metaforge_sandbox::Sandbox::On(metaforge_sandbox::SandboxOptions {
             workspace: Some(metaforge_sandbox::Workspace {
                 path: workspace.to_path_buf(),
-                writable: false,
+                writable,
             }),
             ..metaforge_sandbox::SandboxOptions::default()
         });
@@ -280,7 +280,7 @@ fn workspace_server(name: &str, home: &std::path::Path, workspace: &std::path::P
             workspace.display().to_string(),
         ],
         home,
-        Some(workspace),
+        Some((workspace, false)),
     )
 }
 
@@ -462,4 +462,113 @@ async fn a_community_spice_server_simulates_a_divider_in_the_sandbox() {
     assert_eq!(op["results"]["nodes"]["v(out)"], 2.5, "{op}");
     assert_eq!(op["results"]["nodes"]["i(v1)"], -0.00025, "{op}");
     server.close().await;
+}
+
+#[tokio::test]
+async fn a_bar_modelled_in_freecad_is_meshed_and_solved_by_the_fea_server_from_the_shared_workspace() {
+    if require(Peer::Bubblewrap).is_none()
+        || require(Peer::Freecad).is_none()
+        || require(Peer::Gmsh).is_none()
+        || require(Peer::Calculix).is_none()
+    {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().canonicalize().unwrap();
+    // The CAD entry binds the project writable and shares its exports; fea reads the same
+    // directory read-only.
+    let cad = stdio_server(
+        "cad",
+        env!("CARGO_BIN_EXE_metaforge").to_owned(),
+        vec![
+            "tool-server".into(),
+            "cad".into(),
+            "--workspace".into(),
+            workspace_path.display().to_string(),
+            "--write-exports".into(),
+        ],
+        home.path(),
+        Some((&workspace_path, true)),
+    );
+    let fea = workspace_server("fea", home.path(), &workspace_path);
+    let args = |v: Value| -> Map<String, Value> { v.as_object().cloned().unwrap() };
+    let ok = |answer: metaforge_ports::ToolOutput| {
+        assert!(!answer.is_error, "{}", answer.text());
+        answer.structured.unwrap_or(Value::Null)
+    };
+    let session = ok(cad
+        .call_tool("freecad.open_session", args(json!({})))
+        .await
+        .unwrap())["session_id"]
+        .clone();
+    let sketch = ok(cad
+        .call_tool(
+            "freecad.create_sketch",
+            args(
+                json!({"session_id": session, "plane": "XY", "loops": [{"start": [0, 0], "segments": [
+                {"line_to": [100, 0]}, {"line_to": [100, 10]}, {"line_to": [0, 10]}, {"line_to": [0, 0]}]}]}),
+            ),
+        )
+        .await
+        .unwrap());
+    let bar = ok(cad
+        .call_tool(
+            "freecad.pad_sketch",
+            args(json!({"session_id": session, "sketch": sketch["sketch"], "length_mm": 10})),
+        )
+        .await
+        .unwrap());
+    let measured = ok(cad
+        .call_tool(
+            "freecad.measure",
+            args(json!({"session_id": session, "part": bar["part"], "density_kg_m3": 7850})),
+        )
+        .await
+        .unwrap());
+    let exported = ok(cad
+        .call_tool(
+            "freecad.export_model",
+            args(json!({"session_id": session, "part": bar["part"], "format": "step", "name": "bar.step"})),
+        )
+        .await
+        .unwrap());
+    assert_eq!(exported["workspace_path"], "exports/bar.step", "{exported}");
+    assert!(workspace_path.join("exports/bar.step").is_file());
+    // The fea server meshes the part FreeCAD made and bends it as a cantilever.
+    let solid = json!({"kind": "step", "path": "exports/bar.step"});
+    let mesh = ok(fea
+        .call_tool("fea.mesh", args(json!({"solid": solid, "element_size_mm": 2.5})))
+        .await
+        .unwrap());
+    let at_x = |x: f64| {
+        let faces = mesh["face_geometry"].as_object().unwrap();
+        faces
+            .iter()
+            .find(|(_, g)| (g["centre_mm"][0].as_f64().unwrap() - x).abs() < 1e-6)
+            .map(|(name, _)| name.clone())
+            .unwrap()
+    };
+    let result = ok(fea
+        .call_tool(
+            "fea.static",
+            args(json!({"solid": solid, "element_size_mm": 2.5, "material": {"name": "steel_s235"},
+                        "fixed_faces": [at_x(0.0)], "forces": [{"face": at_x(100.0), "force_n": [0, -100, 0]}]})),
+        )
+        .await
+        .unwrap());
+    let tip = result["max_displacement_mm"].as_f64().unwrap();
+    let theory = 100.0 * 100.0_f64.powi(3) / (3.0 * 210_000.0 * (10.0 * 1000.0 / 12.0));
+    let mass = result["mass_kg"].as_f64().unwrap();
+    println!(
+        "FreeCAD bar → fea: tip {tip:.5} mm (PL³/3EI {theory:.5}); mass {mass:.5} kg (FreeCAD {:.5} kg)",
+        measured["mass_kg"].as_f64().unwrap()
+    );
+    assert!((tip - theory).abs() / theory < 0.05, "{result}");
+    assert!(
+        (mass - measured["mass_kg"].as_f64().unwrap()).abs() < 1e-6,
+        "{result}"
+    );
+    cad.close().await;
+    fea.close().await;
 }
