@@ -55,7 +55,8 @@
 //!   activity lane names what the run ledger does not record), `flows` (catalogue, a template or
 //!   version as phases and gates, validation of a pasted YAML/JSON edit listing every violation or
 //!   the line and column that does not parse, the propose form), `chat`, `usage` (by role, model
-//!   and run; unknown stays unknown).
+//!   and run; unknown stays unknown), `tools` (each MCP server's status, sandbox and tools by the
+//!   class the gate gives them).
 //! - **Invariant:** the console calls the same services with the signed-in identity as approver and
 //!   re-implements no rule: gate decisions go through `RunService::answer_gate`, approvals through
 //!   `ApprovalService::decide`, per-run usage through `UsageTotals::from_events`.
@@ -73,6 +74,7 @@ mod flows;
 mod page;
 mod runs;
 pub(crate) mod session;
+mod tools;
 mod usage;
 
 use std::sync::Arc;
@@ -129,6 +131,7 @@ pub(crate) fn router(gateway: Arc<GatewayState>, auth: Arc<AuthState>, settings:
         .route("/chat/{id}", get(chat::thread))
         .route("/chat/{id}/messages", post(chat::post))
         .route("/usage", get(usage::page))
+        .route("/tools", get(tools::page))
         .route(assets::CSS_PATH, get(assets::css))
         .route(assets::JS_PATH, get(assets::js))
         .layer(axum::middleware::from_fn_with_state(

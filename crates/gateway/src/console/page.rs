@@ -18,16 +18,18 @@ pub(crate) enum Nav {
     Flows,
     Chat,
     Usage,
+    Tools,
     /// A page outside the sections (sign-in, problems).
     None,
 }
 
-const SECTIONS: [(Nav, &str, &str); 5] = [
+const SECTIONS: [(Nav, &str, &str); 6] = [
     (Nav::Approvals, "/approvals", "Approvals"),
     (Nav::Runs, "/runs", "Runs"),
     (Nav::Flows, "/flows", "Flows"),
     (Nav::Chat, "/chat", "Chat"),
     (Nav::Usage, "/usage", "Usage"),
+    (Nav::Tools, "/tools", "Tools"),
 ];
 
 /// A whole page: the shell around `body`, titled `title`.

@@ -298,3 +298,60 @@ async fn the_console_queue_shows_the_oldest_page_and_the_whole_count() {
         "the newest waits"
     );
 }
+
+/// Issue 41: the tool servers as the gateway sees them, with each server's tools by the class the
+/// gate gives them.
+#[tokio::test]
+async fn the_tools_page_lists_each_server_with_its_status_sandbox_and_tool_classes() {
+    use metaforge_app::tools::{ServerStatus, ServerStatuses};
+    let statuses = Arc::new(ServerStatuses::none());
+    statuses.set("spicebridge", ServerStatus::Ok { tools: 28 });
+    statuses.set_sandbox("spicebridge", "on");
+    statuses.set_classes(
+        "spicebridge",
+        [
+            ("read_only", 12),
+            ("additive", 9),
+            ("producing", 6),
+            ("destructive", 1),
+        ]
+        .into(),
+    );
+    statuses.set(
+        "kicad",
+        ServerStatus::Unavailable {
+            reason: "handshake failed".to_owned(),
+        },
+    );
+    let mut gateway = Arc::try_unwrap(state())
+        .ok()
+        .expect("a fresh state has one owner");
+    gateway.mcp_servers = Arc::clone(&statuses);
+    let auth = AuthState::new(parse_api_keys("").unwrap(), None);
+    let app = metaforge_gateway::build_with_console(
+        Arc::new(gateway),
+        Arc::new(auth),
+        1 << 20,
+        ConsoleSettings::default(),
+    );
+    let (status, _, page) = fetch(&app, page_get("/tools", None)).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    let row = |name: &str| {
+        let start = page.find(&format!("<th scope=\"row\">{name}</th>")).unwrap();
+        page[start..start + page[start..].find("</tr>").unwrap()].to_owned()
+    };
+    let spicebridge = row("spicebridge");
+    assert!(
+        spicebridge.contains("<td>28</td><td>on</td><td>12</td><td>9</td><td>6</td><td>1</td>"),
+        "{spicebridge}"
+    );
+    let kicad = row("kicad");
+    assert!(
+        kicad.contains("unavailable") && kicad.contains("handshake failed"),
+        "{kicad}"
+    );
+    assert!(
+        page.contains("href=\"/tools\""),
+        "the section is in the navigation"
+    );
+}
