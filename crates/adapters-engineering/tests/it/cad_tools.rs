@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use metaforge_adapters_engineering::cad::{CadHost, SessionLimits};
-use metaforge_adapters_engineering::runner::Runner;
 use metaforge_ports::ToolOutput;
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
@@ -21,7 +20,7 @@ use serde_json::{Value, json};
 fn host(workspace: &Path, limits: SessionLimits) -> Option<CadHost> {
     require(Peer::Bubblewrap)?;
     let freecad = require(Peer::Freecad)?;
-    let runner = Runner::new(
+    let runner = crate::host_call::sandboxed(
         freecad,
         ResourceLimits {
             cpu_seconds: 600,
@@ -29,11 +28,7 @@ fn host(workspace: &Path, limits: SessionLimits) -> Option<CadHost> {
             ..ResourceLimits::default()
         },
         Duration::from_secs(120),
-        true,
-        Some("/usr/bin:/bin"),
-        &[PathBuf::from("/root")],
-    )
-    .unwrap();
+    );
     Some(CadHost::new(runner, Some(workspace.to_path_buf()), limits))
 }
 
@@ -403,15 +398,11 @@ async fn a_freecad_that_dies_before_greeting_is_reported_with_what_it_printed() 
         return;
     }
     // The driver run by a Python without FreeCAD: it dies importing it.
-    let runner = Runner::new(
+    let runner = crate::host_call::sandboxed(
         PathBuf::from("/usr/bin/python3"),
         ResourceLimits::default(),
         Duration::from_secs(30),
-        true,
-        Some("/usr/bin:/bin"),
-        &[PathBuf::from("/root")],
-    )
-    .unwrap();
+    );
     let host = CadHost::new(
         runner,
         Some(workspace.path().to_path_buf()),

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use metaforge_adapters_engineering::fea::FeaHost;
-use metaforge_adapters_engineering::runner::Runner;
 use metaforge_ports::{CallerClass, CallerContext, HostCallOutcome, InputChannel, QuantityKind, ToolHost};
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
@@ -20,15 +19,7 @@ fn host() -> Option<FeaHost> {
     require(Peer::Bubblewrap)?;
     let (gmsh, ccx) = (require(Peer::Gmsh)?, require(Peer::Calculix)?);
     let runner = |program: PathBuf| {
-        Runner::new(
-            program,
-            ResourceLimits::default(),
-            Duration::from_secs(120),
-            true,
-            Some("/usr/bin:/bin"),
-            &[PathBuf::from("/root")],
-        )
-        .unwrap()
+        crate::host_call::sandboxed(program, ResourceLimits::default(), Duration::from_secs(120))
     };
     Some(FeaHost::new(
         runner(gmsh),

@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use metaforge_adapters_engineering::kicad::KicadHost;
-use metaforge_adapters_engineering::runner::Runner;
 use metaforge_ports::ToolOutput;
 use metaforge_sandbox::ResourceLimits;
 use metaforge_test_support::{Peer, require};
@@ -44,18 +43,14 @@ fn workspace() -> Option<tempfile::TempDir> {
 
 fn host(workspace: &Path) -> Option<KicadHost> {
     require(Peer::Bubblewrap)?;
-    let runner = Runner::new(
+    let runner = crate::host_call::sandboxed(
         PathBuf::from("/usr/bin/python3"),
         ResourceLimits {
             memory_mb: 4096,
             ..ResourceLimits::default()
         },
         Duration::from_secs(120),
-        true,
-        Some("/usr/bin:/bin"),
-        &[PathBuf::from("/root")],
-    )
-    .unwrap();
+    );
     Some(KicadHost::new(
         runner,
         Some(workspace.to_path_buf()),
